@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything titan.cpp needs to build, test and run, from Debian's
+# packages (and npm for the tokenizer peers). Idempotent and non-interactive:
+# packages already present are skipped, so a second run costs a few seconds.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libdnnl-dev                       # oneDNN: CPU GEMM
+  libopenmpi-dev openmpi-bin        # collectives on the CPU backend
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  libpcre2-dev libzstd-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-torch python3-numpy       # the PyTorch reference the tests compare against
+  clang-format clang libclang-rt-14-dev  # formatting check, libFuzzer
+  nodejs npm                        # tokenizer compatibility peers
+  fortunes                          # the embedded English corpus
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node and npm may come from outside Debian (nodesource); accept any working pair.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs/}"); missing=("${missing[@]/npm/}")
+fi
+missing=(${missing[@]+"${missing[@]}"})
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+/usr/bin/python3 -c "import torch" || { echo "setup: python3-torch is not importable from /usr/bin/python3" >&2; exit 1; }

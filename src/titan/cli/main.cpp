@@ -1,0 +1,32 @@
+// The `titan` executable. Each subcommand lives in its own file and registers
+// itself with CLI11 here; titan::Error becomes one message and exit code 1.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "titan/cli/subcommands.h"
+#include "titan/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"titan: pre-train Llama- and Qwen-style language models natively"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", TITAN_VERSION);
+  std::vector<titan::cli::Subcommand> subcommands = titan::cli::all_subcommands();
+  for (auto& subcommand : subcommands) subcommand.attach(app);
+  try {
+    app.parse(argc, argv);
+    for (auto& subcommand : subcommands) {
+      if (subcommand.app != nullptr && subcommand.app->parsed()) return subcommand.run();
+    }
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  } catch (const titan::Error& error) {
+    std::fprintf(stderr, "titan: error: %s\n", error.what());
+    return 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "titan: internal error: %s\n", error.what());
+    return 2;
+  }
+  return 0;
+}

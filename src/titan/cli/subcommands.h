@@ -1,0 +1,27 @@
+// The list of `titan` subcommands. Each file in cli/ defines one
+// make_<name>_subcommand(); all_subcommands() collects them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace titan::cli {
+
+struct Subcommand {
+  // Adds the subcommand and its options to the app; keeps a handle to it.
+  std::function<CLI::App*(CLI::App&)> add;
+  // Runs it after parsing; returns the process exit code.
+  std::function<int()> run;
+  CLI::App* app = nullptr;
+
+  void attach(CLI::App& parent) { app = add(parent); }
+};
+
+Subcommand make_bench_subcommand();
+
+inline std::vector<Subcommand> all_subcommands() { return {make_bench_subcommand()}; }
+
+}  // namespace titan::cli

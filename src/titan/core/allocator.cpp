@@ -1,0 +1,65 @@
+#include "titan/core/allocator.h"
+
+#include <array>
+#include <cstdlib>
+
+#include "titan/core/error.h"
+
+namespace titan {
+
+void* CpuAllocator::allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  if (ptr == nullptr) fail("out of host memory allocating {} bytes", nbytes);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  const int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) +
+                       static_cast<int64_t>(nbytes);
+  int64_t peak = peak_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+  return ptr;
+}
+
+void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  live_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
+}
+
+MemoryStats CpuAllocator::stats() const {
+  MemoryStats stats;
+  stats.live_bytes = live_.load(std::memory_order_relaxed);
+  stats.peak_bytes = peak_.load(std::memory_order_relaxed);
+  stats.reserved_bytes = stats.live_bytes;
+  stats.allocations = allocations_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+void CpuAllocator::reset_peak() { peak_.store(live_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+namespace {
+
+std::array<Allocator*, kNumDeviceTypes>& allocator_table() {
+  static CpuAllocator cpu_allocator;
+  static std::array<Allocator*, kNumDeviceTypes> table{&cpu_allocator, nullptr, nullptr};
+  return table;
+}
+
+}  // namespace
+
+Allocator& allocator_for(DeviceType type) {
+  Allocator* allocator = allocator_table()[static_cast<size_t>(type)];
+  TITAN_CHECK(allocator != nullptr, "no allocator for device type '{}' (is the backend compiled in and a device present?)",
+              device_type_name(type));
+  return *allocator;
+}
+
+void register_allocator(DeviceType type, Allocator* allocator) { allocator_table()[static_cast<size_t>(type)] = allocator; }
+
+MemoryStats memory_stats(DeviceType type) {
+  Allocator* allocator = allocator_table()[static_cast<size_t>(type)];
+  return allocator ? allocator->stats() : MemoryStats{};
+}
+
+}  // namespace titan

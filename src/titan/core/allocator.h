@@ -1,0 +1,54 @@
+// Device allocators and their statistics. Every tensor byte comes from the
+// allocator registered for its device type, so live and peak memory reported
+// by the trainer are exact, not sampled.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "titan/core/device.h"
+
+namespace titan {
+
+struct MemoryStats {
+  int64_t live_bytes = 0;      // held by tensors now
+  int64_t peak_bytes = 0;      // most live bytes since the last reset_peak()
+  int64_t reserved_bytes = 0;  // obtained from the system (>= live for caching allocators)
+  int64_t allocations = 0;     // calls to allocate() since start
+  int64_t alloc_retries = 0;   // allocations that had to free cached blocks and retry
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns memory for nbytes (nullptr for nbytes == 0); throws titan::Error when out of memory.
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  virtual MemoryStats stats() const = 0;
+  virtual void reset_peak() = 0;
+};
+
+// Host memory, 64-byte aligned so every row a kernel touches starts on a cache
+// line and AVX-512 loads of aligned tensors never split.
+class CpuAllocator final : public Allocator {
+ public:
+  static constexpr size_t kAlignment = 64;
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* ptr, size_t nbytes) override;
+  MemoryStats stats() const override;
+  void reset_peak() override;
+
+ private:
+  std::atomic<int64_t> live_{0};
+  std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> allocations_{0};
+};
+
+// The allocator for a device type; meta tensors have none (they own no bytes).
+Allocator& allocator_for(DeviceType type);
+// Backends install theirs at start-up (the CUDA backend registers its caching allocator).
+void register_allocator(DeviceType type, Allocator* allocator);
+MemoryStats memory_stats(DeviceType type);
+
+}  // namespace titan

@@ -1,0 +1,97 @@
+// CPU GEMM through oneDNN's matmul primitive. Primitives are created once per
+// (shapes, strides, dtypes, alpha, beta) and cached: training repeats the same
+// few dozen shapes every step, and creating a primitive costs far more than a
+// small multiply. Transposed operands are passed as strides, never copied.
+#include <dnnl.hpp>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "titan/ops/checks.h"
+#include "titan/ops/gemm.h"
+
+namespace titan::ops::cpu {
+namespace {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::data_type to_dnnl(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    default: unsupported_dtype("gemm", Device::cpu(), dtype);
+  }
+}
+
+// Dims and strides of a 2-d or 3-d operand as 3-d (a missing batch is 1).
+struct Layout3 {
+  dnnl::memory::dims dims;
+  dnnl::memory::dims strides;
+};
+
+Layout3 layout3(const Tensor& t) {
+  if (t.dim() == 2) return {{1, t.size(0), t.size(1)}, {t.size(0) * t.size(1), t.stride(0), t.stride(1)}};
+  return {{t.size(0), t.size(1), t.size(2)}, {t.stride(0), t.stride(1), t.stride(2)}};
+}
+
+struct CachedMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+};
+
+std::string cache_key(const Layout3& a, const Layout3& b, const Layout3& c, DType ab, DType cd, float alpha,
+                      float beta) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{:a}|{:a}", fmt::join(a.dims, ","), fmt::join(a.strides, ","),
+                     fmt::join(b.dims, ","), fmt::join(b.strides, ","), fmt::join(c.dims, ","),
+                     fmt::join(c.strides, ","), static_cast<int>(ab), static_cast<int>(cd), alpha, beta);
+}
+
+std::shared_ptr<CachedMatmul> get_matmul(const Layout3& a, const Layout3& b, const Layout3& c, DType ab, DType cd,
+                                         float alpha, float beta) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<CachedMatmul>> cache;
+  const std::string key = cache_key(a, b, c, ab, cd, alpha, beta);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+
+  auto entry = std::make_shared<CachedMatmul>();
+  entry->a = dnnl::memory::desc(a.dims, to_dnnl(ab), a.strides);
+  entry->b = dnnl::memory::desc(b.dims, to_dnnl(ab), b.strides);
+  entry->c = dnnl::memory::desc(c.dims, to_dnnl(cd), c.strides);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops post_ops;
+    post_ops.append_sum(beta);
+    attr.set_post_ops(post_ops);
+  }
+  dnnl::matmul::desc desc(entry->a, entry->b, entry->c);
+  dnnl::matmul::primitive_desc primitive_desc(desc, attr, cpu_engine());
+  entry->primitive = dnnl::matmul(primitive_desc);
+  if (cache.size() > 4096) cache.clear();  // a runaway shape stream must not grow without bound
+  cache.emplace(key, entry);
+  return entry;
+}
+
+void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  const Layout3 la = layout3(a), lb = layout3(b), lc = layout3(c);
+  std::shared_ptr<CachedMatmul> matmul = get_matmul(la, lb, lc, a.dtype(), c.dtype(), alpha, beta);
+  dnnl::stream stream(cpu_engine());
+  dnnl::memory a_mem(matmul->a, cpu_engine(), a.data_ptr());
+  dnnl::memory b_mem(matmul->b, cpu_engine(), b.data_ptr());
+  dnnl::memory c_mem(matmul->c, cpu_engine(), c.data_ptr());
+  matmul->primitive.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+  stream.wait();
+}
+
+}  // namespace
+
+void register_gemm() { gemm_kernels.set_kernel(DeviceType::cpu, gemm_kernel); }
+
+}  // namespace titan::ops::cpu

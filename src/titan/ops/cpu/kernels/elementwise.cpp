@@ -1,0 +1,132 @@
+// CPU elementwise kernels on contiguous tensors. Each loop converts to f32,
+// computes, and rounds once on store, so bf16 results are the f32 result
+// correctly rounded (what PyTorch's bf16 CPU kernels do too).
+#include "titan/ops/elementwise.h"
+#include "titan/ops/cpu/kernels/vec.h"
+
+namespace titan::ops::cpu::TITAN_ISA {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;
+
+template <typename D, typename A, typename B>
+void binary_loop(BinaryOp op, D* out, const A* a, const B* b, float alpha, int64_t n) {
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+    switch (op) {
+      case BinaryOp::add:
+        for (int64_t i = begin; i < end; ++i) out[i] = from_f32<D>(to_f32(a[i]) + alpha * to_f32(b[i]));
+        break;
+      case BinaryOp::sub:
+        for (int64_t i = begin; i < end; ++i) out[i] = from_f32<D>(to_f32(a[i]) - alpha * to_f32(b[i]));
+        break;
+      case BinaryOp::mul:
+        for (int64_t i = begin; i < end; ++i) out[i] = from_f32<D>(to_f32(a[i]) * to_f32(b[i]));
+        break;
+    }
+  });
+}
+
+void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, float alpha) {
+  const int64_t n = out.numel();
+  if (out.dtype() == DType::f32 && a.dtype() == DType::f32 && b.dtype() == DType::bf16) {
+    binary_loop(op, out.data<float>(), a.data<float>(), b.data<bf16>(), alpha, n);
+    return;
+  }
+  dispatch_float("binary", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    binary_loop(op, out.data<T>(), a.data<T>(), b.data<T>(), alpha, n);
+  });
+}
+
+void scale_kernel(const Tensor& out, const Tensor& a, float factor) {
+  dispatch_float("scale", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* x = a.data<T>();
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = from_f32<T>(to_f32(x[i]) * factor);
+    });
+  });
+}
+
+void silu_kernel(const Tensor& out, const Tensor& x) {
+  dispatch_float("silu", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* in = x.data<T>();
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(in[i]);
+        o[i] = from_f32<T>(v * sigmoid(v));
+      }
+    });
+  });
+}
+
+// d silu(x)/dx = s + x s (1 - s) with s = sigmoid(x).
+void silu_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x) {
+  dispatch_float("silu_backward", grad_x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* gx = grad_x.data<T>();
+    const T* gy = grad_out.data<T>();
+    const T* in = x.data<T>();
+    parallel_for(grad_x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(in[i]);
+        const float s = sigmoid(v);
+        gx[i] = from_f32<T>(to_f32(gy[i]) * (s + v * s * (1.0f - s)));
+      }
+    });
+  });
+}
+
+void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  dispatch_float("swiglu", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* g = gate.data<T>();
+    const T* u = up.data<T>();
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(g[i]);
+        o[i] = from_f32<T>(v * sigmoid(v) * to_f32(u[i]));
+      }
+    });
+  });
+}
+
+// One pass producing both input gradients: d/dgate = dy * up * silu'(gate),
+// d/dup = dy * silu(gate). Recomputes sigmoid instead of saving silu(gate).
+void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                            const Tensor& gate, const Tensor& up) {
+  dispatch_float("swiglu_backward", grad_gate.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* gg = grad_gate.data<T>();
+    T* gu = grad_up.data<T>();
+    const T* dy = grad_out.data<T>();
+    const T* g = gate.data<T>();
+    const T* u = up.data<T>();
+    parallel_for(grad_gate.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(g[i]);
+        const float s = sigmoid(v);
+        const float d = to_f32(dy[i]);
+        gu[i] = from_f32<T>(d * v * s);
+        gg[i] = from_f32<T>(d * to_f32(u[i]) * (s + v * s * (1.0f - s)));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_elementwise() {
+  binary_kernels.set_kernel(DeviceType::cpu, binary_kernel);
+  scale_kernels.set_kernel(DeviceType::cpu, scale_kernel);
+  silu_kernels.set_kernel(DeviceType::cpu, silu_kernel);
+  silu_backward_kernels.set_kernel(DeviceType::cpu, silu_backward_kernel);
+  swiglu_kernels.set_kernel(DeviceType::cpu, swiglu_kernel);
+  swiglu_backward_kernels.set_kernel(DeviceType::cpu, swiglu_backward_kernel);
+}
+
+}  // namespace titan::ops::cpu::TITAN_ISA

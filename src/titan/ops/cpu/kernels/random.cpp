@@ -1,0 +1,33 @@
+// CPU random fill: each thread takes a range of Philox blocks; the value of
+// element i depends only on (seed, block, lane), never on the partitioning.
+#include "titan/ops/copy.h"
+#include "titan/ops/random.h"
+#include "titan/ops/cpu/kernels/vec.h"
+
+namespace titan::ops::cpu::TITAN_ISA {
+namespace {
+
+void random_kernel(const Tensor& tensor, const RandomSpec& spec) {
+  const int64_t n = tensor.numel();
+  const DType dtype = tensor.dtype();
+  void* base = tensor.data_ptr();
+  parallel_for(n, 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const double value = random_value(spec, static_cast<uint64_t>(i));
+      switch (dtype) {
+        case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(value); break;
+        case DType::bf16: static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value)); break;
+        case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value)); break;
+        case DType::f8e4m3: static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value)); break;
+        case DType::f8e5m2: static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value)); break;
+        default: break;  // the entry point admits floating dtypes only
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void register_random() { random_kernels.set_kernel(DeviceType::cpu, random_kernel); }
+
+}  // namespace titan::ops::cpu::TITAN_ISA

@@ -1,0 +1,88 @@
+#include "titan/ops/elementwise.h"
+
+#include "titan/ops/checks.h"
+
+namespace titan::ops {
+namespace {
+
+// Operands of an elementwise op: same shape, dtype and device; made contiguous.
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a, "first operand");
+  check_defined(op, b, "second operand");
+  check_same_shape(op, a, b);
+  check_same_dtype(op, a, b);
+  check_same_device(op, a, b);
+}
+
+Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  check_pair(name, a, b);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (!out.device().is_meta()) binary_kernels(out.device(), op, out, a.contiguous(), b.contiguous(), 1.0f);
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::add, "add", a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::sub, "sub", a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, "mul", a, b); }
+
+void add_(const Tensor& dst, const Tensor& src, float alpha) {
+  check_defined("add_", dst, "destination");
+  check_defined("add_", src, "source");
+  check_same_shape("add_", dst, src);
+  check_same_device("add_", dst, src);
+  TITAN_CHECK(dst.dtype() == src.dtype() || (dst.dtype() == DType::f32 && src.dtype() == DType::bf16),
+              "add_: cannot accumulate {} into {} (shape {})", dtype_name(src.dtype()), dtype_name(dst.dtype()),
+              shape_str(dst.shape()));
+  check_contiguous("add_", dst, "destination");
+  if (!dst.device().is_meta()) binary_kernels(dst.device(), BinaryOp::add, dst, dst, src.contiguous(), alpha);
+}
+
+Tensor scale(const Tensor& a, float factor) {
+  check_defined("scale", a, "input");
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (!out.device().is_meta()) scale_kernels(out.device(), out, a.contiguous(), factor);
+  return out;
+}
+
+void scale_(const Tensor& dst, float factor) {
+  check_defined("scale_", dst, "destination");
+  check_contiguous("scale_", dst, "destination");
+  if (!dst.device().is_meta()) scale_kernels(dst.device(), dst, dst, factor);
+}
+
+Tensor silu(const Tensor& x) {
+  check_defined("silu", x, "input");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (!out.device().is_meta()) silu_kernels(out.device(), out, x.contiguous());
+  return out;
+}
+
+Tensor silu_backward(const Tensor& grad_out, const Tensor& x) {
+  check_pair("silu_backward", grad_out, x);
+  Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (!grad_x.device().is_meta()) silu_backward_kernels(x.device(), grad_x, grad_out.contiguous(), x.contiguous());
+  return grad_x;
+}
+
+Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  check_pair("swiglu", gate, up);
+  Tensor out = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+  if (!out.device().is_meta()) swiglu_kernels(out.device(), out, gate.contiguous(), up.contiguous());
+  return out;
+}
+
+std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up) {
+  check_pair("swiglu_backward", gate, up);
+  check_pair("swiglu_backward", grad_out, gate);
+  Tensor grad_gate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+  Tensor grad_up = Tensor::empty(up.shape(), up.dtype(), up.device());
+  if (!gate.device().is_meta()) {
+    swiglu_backward_kernels(gate.device(), grad_gate, grad_up, grad_out.contiguous(), gate.contiguous(),
+                            up.contiguous());
+  }
+  return {grad_gate, grad_up};
+}
+
+}  // namespace titan::ops

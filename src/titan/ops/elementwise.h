@@ -1,0 +1,42 @@
+// Elementwise arithmetic and activations. Operands share shape and dtype
+// (f32 or bf16; bf16 math runs in f32 and rounds once), except the in-place
+// accumulate add_, which also takes a bf16 source into an f32 destination.
+#pragma once
+
+#include <utility>
+
+#include "titan/core/tensor.h"
+#include "titan/ops/dispatch.h"
+
+namespace titan::ops {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor scale(const Tensor& a, float factor);
+void add_(const Tensor& dst, const Tensor& src, float alpha = 1.0f);  // dst += alpha * src
+void scale_(const Tensor& dst, float factor);                        // dst *= factor
+
+// silu(x) = x * sigmoid(x); swiglu(gate, up) = silu(gate) * up (the Llama FFN).
+Tensor silu(const Tensor& x);
+Tensor silu_backward(const Tensor& grad_out, const Tensor& x);
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up);
+
+enum class BinaryOp { add, sub, mul };
+// out = a (op) alpha * b for add/sub; out = a * b for mul. out may alias a.
+using BinaryKernel = void(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, float alpha);
+using ScaleKernel = void(const Tensor& out, const Tensor& a, float factor);
+using SiluKernel = void(const Tensor& out, const Tensor& x);
+using SiluBackwardKernel = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x);
+using SwigluKernel = void(const Tensor& out, const Tensor& gate, const Tensor& up);
+using SwigluBackwardKernel = void(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                                  const Tensor& gate, const Tensor& up);
+inline Op<BinaryKernel> binary_kernels{"binary"};
+inline Op<ScaleKernel> scale_kernels{"scale"};
+inline Op<SiluKernel> silu_kernels{"silu"};
+inline Op<SiluBackwardKernel> silu_backward_kernels{"silu_backward"};
+inline Op<SwigluKernel> swiglu_kernels{"swiglu"};
+inline Op<SwigluBackwardKernel> swiglu_backward_kernels{"swiglu_backward"};
+
+}  // namespace titan::ops

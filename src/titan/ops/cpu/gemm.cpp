@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "titan/ops/checks.h"
+#include "titan/ops/copy.h"
 #include "titan/ops/gemm.h"
 
 namespace titan::ops::cpu {
@@ -80,8 +81,22 @@ std::shared_ptr<CachedMatmul> get_matmul(const Layout3& a, const Layout3& b, con
 }
 
 void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  if (a.dtype() == DType::f32 && c.dtype() == DType::bf16) {
+    // oneDNN has no f32 x f32 -> bf16 matmul: accumulate in f32, round once.
+    Tensor staged = beta != 0.0f ? c.to(DType::f32).contiguous() : Tensor::empty(c.shape(), DType::f32);
+    gemm_kernel(a, b, staged, alpha, beta);
+    copy_(c, staged);
+    return;
+  }
   const Layout3 la = layout3(a), lb = layout3(b), lc = layout3(c);
-  std::shared_ptr<CachedMatmul> matmul = get_matmul(la, lb, lc, a.dtype(), c.dtype(), alpha, beta);
+  std::shared_ptr<CachedMatmul> matmul;
+  try {
+    matmul = get_matmul(la, lb, lc, a.dtype(), c.dtype(), alpha, beta);
+  } catch (const dnnl::error& error) {
+    fail("gemm: oneDNN has no matmul for A {} strides {} ({}), B {} strides {}, C {} ({}): {}", shape_str(a.shape()),
+         shape_str(a.strides()), dtype_name(a.dtype()), shape_str(b.shape()), shape_str(b.strides()),
+         shape_str(c.shape()), dtype_name(c.dtype()), error.what());
+  }
   dnnl::stream stream(cpu_engine());
   dnnl::memory a_mem(matmul->a, cpu_engine(), a.data_ptr());
   dnnl::memory b_mem(matmul->b, cpu_engine(), b.data_ptr());

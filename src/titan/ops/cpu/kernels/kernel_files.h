@@ -13,5 +13,6 @@
   X(rms_norm)                     \
   X(rope)                         \
   X(attention)                    \
+  X(attention_mask)               \
   X(cross_entropy)                \
   X(adamw)

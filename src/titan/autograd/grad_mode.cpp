@@ -1,0 +1,11 @@
+#include "titan/autograd/grad_mode.h"
+
+namespace titan::autograd {
+namespace {
+thread_local bool grad_mode_enabled = true;
+}
+
+bool grad_enabled() { return grad_mode_enabled; }
+void set_grad_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+}  // namespace titan::autograd

@@ -1,0 +1,32 @@
+// Whether operations record autograd history on this thread. Off inside
+// `NoGradGuard` scopes (optimizer steps, evaluation, checkpoint recompute).
+#pragma once
+
+namespace titan::autograd {
+
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(grad_enabled()) { set_grad_enabled(true); }
+  ~EnableGradGuard() { set_grad_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace titan::autograd

@@ -1,0 +1,63 @@
+// Differentiable functions (F::): each runs its op from ops/ and, when grad
+// mode is on and an input requires grad, records a backward node. Model code
+// uses only these; core Tensor views never record history.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "titan/core/tensor.h"
+#include "titan/ops/attention.h"
+#include "titan/ops/cross_entropy.h"
+#include "titan/ops/rope.h"
+
+namespace titan::F {
+
+// ---- shapes and dtypes (views where possible) ----
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& order);
+Tensor contiguous(const Tensor& x);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+// Casts to dtype; the gradient is cast back to x's dtype (how bf16 compute
+// reaches f32 master weights). Returns x itself when the dtype already matches.
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- arithmetic ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor scale(const Tensor& x, float factor);
+Tensor sum(const Tensor& x);   // 0-d f32
+Tensor mean(const Tensor& x);  // 0-d f32
+
+// ---- layers ----
+// x [..., in] @ weight[out, in]^T -> [..., out]
+Tensor linear(const Tensor& x, const Tensor& weight);
+// a [M, K] or [B, M, K] @ b [K, N] or [B, K, N]
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
+Tensor silu(const Tensor& x);
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+Tensor softmax(const Tensor& x);
+Tensor rope(const Tensor& x, const ops::RopeTable& table, const Tensor& positions, ops::RopeStyle style);
+
+// ---- attention ----
+enum class AttentionImpl { flash, naive };
+AttentionImpl parse_attention_impl(const std::string& name);
+// q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D] -> [B, Sq, Hq, D]. `naive`
+// materialises scores (the reference path); `flash` never does.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                                    float scale, AttentionImpl impl = AttentionImpl::flash);
+
+// ---- losses ----
+// logits [N, V], targets [N] -> 0-d f32 loss (reduced as options say).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const ops::CrossEntropyOptions& options = {});
+// cross_entropy(hidden @ weight^T, targets) without materialising the logits.
+Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                                  const ops::FusedCrossEntropyOptions& options = {});
+
+}  // namespace titan::F

@@ -1,0 +1,66 @@
+// Differentiable scaled dot-product attention: the flash kernel, or the naive
+// reference built from differentiable matmul/softmax over materialised scores.
+#include "titan/autograd/function_node.h"
+#include "titan/nn/functional.h"
+#include "titan/ops/attention.h"
+
+namespace titan::F {
+
+using autograd::record;
+
+AttentionImpl parse_attention_impl(const std::string& name) {
+  if (name == "flash") return AttentionImpl::flash;
+  if (name == "naive") return AttentionImpl::naive;
+  fail("unknown attention implementation '{}' (expected flash or naive)", name);
+}
+
+namespace {
+
+Tensor flash_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask, float scale) {
+  ops::AttentionOutput out = ops::flash_attention(q, k, v, mask, scale);
+  ops::AttentionMask saved_mask = mask;
+  if (mask.document_ids.defined()) saved_mask.document_ids = mask.document_ids.detach();
+  const Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.out.detach(), lse = out.lse;
+  record("FlashAttentionBackward", {&q, &k, &v}, {&out.out}, [=](const auto& g) {
+    ops::AttentionGrads grads = ops::flash_attention_backward(g[0], sq, sk, sv, so, lse, saved_mask, scale);
+    return std::vector<Tensor>{grads.grad_q, grads.grad_k, grads.grad_v};
+  });
+  return out.out;
+}
+
+// [B, S, H, D] -> [B * H, S, D] with the kv heads repeated to `heads`.
+Tensor heads_first(const Tensor& x, int64_t heads) {
+  const int64_t batch = x.size(0), seq = x.size(1), kv_heads = x.size(2), dim = x.size(3);
+  Tensor repeated = x;
+  if (kv_heads != heads) {
+    const int64_t group = heads / kv_heads;
+    repeated = F::reshape(F::expand(F::reshape(x, {batch, seq, kv_heads, 1, dim}), {batch, seq, kv_heads, group, dim}),
+                          {batch, seq, heads, dim});
+  }
+  return F::reshape(F::permute(repeated, {0, 2, 1, 3}), {batch * heads, seq, dim});
+}
+
+// Everything in f32 whatever the input dtype: this is the reference path.
+Tensor naive_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask, float scale) {
+  const int64_t batch = q.size(0), q_len = q.size(1), heads = q.size(2), dim = q.size(3), k_len = k.size(1);
+  const Tensor q3 = heads_first(F::cast(q, DType::f32), heads);
+  const Tensor k3 = heads_first(F::cast(k, DType::f32), heads);
+  const Tensor v3 = heads_first(F::cast(v, DType::f32), heads);
+  Tensor scores = F::scale(F::matmul(q3, F::transpose(k3, 1, 2)), scale);
+  const Tensor bias = ops::attention_mask_bias(mask, batch, q_len, k_len, q.device())
+                          .unsqueeze(1)
+                          .expand({batch, heads, q_len, k_len})
+                          .reshape({batch * heads, q_len, k_len});
+  const Tensor probabilities = F::softmax(F::add(scores, bias));
+  const Tensor out = F::matmul(probabilities, v3);
+  return F::cast(F::contiguous(F::permute(F::view(out, {batch, heads, q_len, dim}), {0, 2, 1, 3})), q.dtype());
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                                    float scale, AttentionImpl impl) {
+  return impl == AttentionImpl::flash ? flash_path(q, k, v, mask, scale) : naive_path(q, k, v, mask, scale);
+}
+
+}  // namespace titan::F

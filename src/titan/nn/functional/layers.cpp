@@ -1,0 +1,126 @@
+// Differentiable layer functions: linear/matmul, embedding, norms,
+// activations and rotary embeddings.
+#include "titan/autograd/function_node.h"
+#include "titan/nn/functional.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/embedding.h"
+#include "titan/ops/gemm.h"
+#include "titan/ops/rms_norm.h"
+#include "titan/ops/softmax.h"
+
+namespace titan::F {
+
+using autograd::record;
+
+Tensor linear(const Tensor& x, const Tensor& weight) {
+  TITAN_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
+              "linear: input {} does not match weight {} ([out, in])", shape_str(x.shape()), shape_str(weight.shape()));
+  const int64_t in = weight.size(1), out = weight.size(0);
+  const Tensor x2 = x.reshape({-1, in});
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  Tensor y = ops::matmul(x2, weight.transpose(0, 1)).view(out_shape);
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  const Tensor saved_x = need_w ? x2.detach() : Tensor(), saved_w = need_x ? weight.detach() : Tensor();
+  const Shape x_shape = x.shape();
+  record("LinearBackward", {&x, &weight}, {&y}, [=](const auto& g) {
+    const Tensor g2 = g[0].reshape({-1, out});
+    Tensor grad_x = need_x ? ops::matmul(g2, saved_w).view(x_shape) : Tensor();
+    Tensor grad_w = need_w ? ops::matmul(g2.transpose(0, 1), saved_x) : Tensor();
+    return std::vector<Tensor>{grad_x, grad_w};
+  });
+  return y;
+}
+
+// Gradients of a 2-d operand broadcast over the other's batch are summed over
+// that batch, done as one GEMM over the flattened batch.
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  TITAN_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) &&
+                  (a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0)),
+              "matmul: unsupported operand shapes {} and {}", shape_str(a.shape()), shape_str(b.shape()));
+  Tensor y = ops::matmul(a, b);
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  const Tensor saved_a = need_b ? a.detach() : Tensor(), saved_b = need_a ? b.detach() : Tensor();
+  const bool a_broadcast = a.dim() == 2 && b.dim() == 3, b_broadcast = a.dim() == 3 && b.dim() == 2;
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  record("MatmulBackward", {&a, &b}, {&y}, [=](const auto& g) {
+    const Tensor& grad = g[0];
+    Tensor grad_a, grad_b;
+    if (need_a) {
+      if (a_broadcast) {  // dA = sum_b g_b @ b_b^T = [M, B*N] @ [B*N, K]
+        const Tensor g_flat = grad.permute({1, 0, 2}).reshape({m, -1});
+        const Tensor b_flat = saved_b.permute({1, 0, 2}).reshape({k, -1});
+        grad_a = ops::matmul(g_flat, b_flat.transpose(0, 1));
+      } else {
+        grad_a = ops::matmul(grad, saved_b.transpose(-1, -2));
+      }
+    }
+    if (need_b) {
+      if (b_broadcast) {  // dB = sum_b a_b^T @ g_b = [K, B*M] @ [B*M, N]
+        grad_b = ops::matmul(saved_a.reshape({-1, k}).transpose(0, 1), grad.reshape({-1, n}));
+      } else {
+        grad_b = ops::matmul(saved_a.transpose(-1, -2), grad);
+      }
+    }
+    return std::vector<Tensor>{grad_a, grad_b};
+  });
+  return y;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  Tensor y = ops::embedding(weight, ids);
+  const Tensor saved_ids = ids.detach();
+  const int64_t vocab = weight.size(0);
+  const DType dtype = weight.dtype();
+  record("EmbeddingBackward", {&weight}, {&y}, [=](const auto& g) {
+    return std::vector<Tensor>{ops::embedding_backward(g[0], saved_ids, vocab, dtype)};
+  });
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  ops::RmsNormOutput out = ops::rms_norm(x, weight, eps);
+  const Tensor saved_x = x.detach(), saved_w = weight.detach(), rstd = out.rstd;
+  record("RmsNormBackward", {&x, &weight}, {&out.y}, [=](const auto& g) {
+    ops::RmsNormGrads grads = ops::rms_norm_backward(g[0], saved_x, saved_w, rstd);
+    return std::vector<Tensor>{grads.grad_x, grads.grad_weight};
+  });
+  return out.y;
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor y = ops::silu(x);
+  const Tensor saved_x = x.detach();
+  record("SiluBackward", {&x}, {&y},
+         [saved_x](const auto& g) { return std::vector<Tensor>{ops::silu_backward(g[0], saved_x)}; });
+  return y;
+}
+
+Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  Tensor y = ops::swiglu(gate, up);
+  const Tensor saved_gate = gate.detach(), saved_up = up.detach();
+  record("SwigluBackward", {&gate, &up}, {&y}, [=](const auto& g) {
+    auto [grad_gate, grad_up] = ops::swiglu_backward(g[0], saved_gate, saved_up);
+    return std::vector<Tensor>{grad_gate, grad_up};
+  });
+  return y;
+}
+
+Tensor softmax(const Tensor& x) {
+  Tensor y = ops::softmax(x);
+  const Tensor saved_y = y.detach();
+  record("SoftmaxBackward", {&x}, {&y},
+         [saved_y](const auto& g) { return std::vector<Tensor>{ops::softmax_backward(g[0], saved_y)}; });
+  return y;
+}
+
+Tensor rope(const Tensor& x, const ops::RopeTable& table, const Tensor& positions, ops::RopeStyle style) {
+  Tensor y = ops::rope(x, table, positions, style);
+  const Tensor saved_positions = positions.defined() ? positions.detach() : Tensor();
+  record("RopeBackward", {&x}, {&y}, [=](const auto& g) {
+    return std::vector<Tensor>{ops::rope(g[0], table, saved_positions, style, /*inverse=*/true)};
+  });
+  return y;
+}
+
+}  // namespace titan::F

@@ -1,0 +1,40 @@
+// Differentiable losses: plain cross-entropy over materialised logits, and
+// the fused linear cross-entropy whose gradients come out of its forward pass.
+#include "titan/autograd/function_node.h"
+#include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
+#include "titan/ops/elementwise.h"
+
+namespace titan::F {
+
+using autograd::record;
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const ops::CrossEntropyOptions& options) {
+  ops::CrossEntropyOutput out = ops::cross_entropy(logits, targets, options);
+  const Tensor saved_logits = logits.detach(), saved_targets = targets.detach(), lse = out.lse;
+  const int64_t counted = out.counted_tokens;
+  record("CrossEntropyBackward", {&logits}, {&out.loss}, [=](const auto& g) {
+    return std::vector<Tensor>{
+        ops::cross_entropy_backward(g[0], saved_logits, saved_targets, lse, counted, options)};
+  });
+  return out.loss;
+}
+
+Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                                  const ops::FusedCrossEntropyOptions& options) {
+  ops::FusedCrossEntropyOptions run = options;
+  run.compute_grads = autograd::grad_enabled() && (hidden.requires_grad() || weight.requires_grad());
+  ops::FusedCrossEntropyOutput out = ops::fused_linear_cross_entropy(hidden, weight, targets, run);
+  const Tensor grad_hidden = out.grad_hidden, grad_weight = out.grad_weight;
+  const DType weight_dtype = weight.dtype();
+  record("FusedLinearCrossEntropyBackward", {&hidden, &weight}, {&out.loss}, [=](const auto& g) {
+    // The forward produced d(loss)/d(input) for a unit loss gradient; scale by the real one.
+    const float factor = static_cast<float>(g[0].item());
+    Tensor gh = factor == 1.0f ? grad_hidden : ops::scale(grad_hidden, factor);
+    Tensor gw = factor == 1.0f ? grad_weight : ops::scale(grad_weight, factor);
+    return std::vector<Tensor>{gh, ops::cast(gw, weight_dtype)};
+  });
+  return out.loss;
+}
+
+}  // namespace titan::F

@@ -1,0 +1,77 @@
+// Differentiable views, copies and casts.
+#include "titan/autograd/function_node.h"
+#include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
+#include "titan/ops/reduction.h"
+
+namespace titan::F {
+
+using autograd::record;
+
+Tensor view(const Tensor& x, const Shape& shape) {
+  Tensor y = x.view(shape);
+  const Shape original = x.shape();
+  record("ViewBackward", {&x}, {&y}, [original](const auto& g) { return std::vector<Tensor>{g[0].reshape(original)}; });
+  return y;
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Tensor y = x.reshape(shape);
+  if (y.is_same(x)) y = x.detach();
+  const Shape original = x.shape();
+  record("ReshapeBackward", {&x}, {&y},
+         [original](const auto& g) { return std::vector<Tensor>{g[0].reshape(original)}; });
+  return y;
+}
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  Tensor y = x.transpose(d0, d1);
+  record("TransposeBackward", {&x}, {&y},
+         [d0, d1](const auto& g) { return std::vector<Tensor>{g[0].transpose(d0, d1)}; });
+  return y;
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
+  Tensor y = x.permute(order);
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(x.wrap_dim(order[i]))] = static_cast<int64_t>(i);
+  record("PermuteBackward", {&x}, {&y}, [inverse](const auto& g) { return std::vector<Tensor>{g[0].permute(inverse)}; });
+  return y;
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor y = x.contiguous();
+  record("ContiguousBackward", {&x}, {&y}, [](const auto& g) { return std::vector<Tensor>{g[0]}; });
+  return y;
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  Tensor y = x.expand(shape);
+  const Shape original = x.shape();
+  record("ExpandBackward", {&x}, {&y},
+         [original](const auto& g) { return std::vector<Tensor>{ops::sum_to_shape(g[0], original)}; });
+  return y;
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  Tensor y = x.narrow(dim, start, length);
+  const Shape original = x.shape();
+  const DType dtype = x.dtype();
+  record("NarrowBackward", {&x}, {&y}, [=](const auto& g) {
+    Tensor full = Tensor::zeros(original, dtype, g[0].device());
+    ops::copy_(full.narrow(dim, start, length), g[0]);
+    return std::vector<Tensor>{full};
+  });
+  return y;
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor y = ops::cast(x, dtype);
+  const DType original = x.dtype();
+  record("CastBackward", {&x}, {&y}, [original](const auto& g) { return std::vector<Tensor>{ops::cast(g[0], original)}; });
+  return y;
+}
+
+}  // namespace titan::F

@@ -1,0 +1,84 @@
+#include "titan/ops/attention.h"
+
+#include "titan/ops/checks.h"
+
+namespace titan::ops {
+namespace {
+
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const AttentionMask& mask) {
+  check_defined(op, q, "q");
+  check_defined(op, k, "k");
+  check_defined(op, v, "v");
+  check_rank(op, q, 4, "q [B, Sq, Hq, D]");
+  check_rank(op, k, 4, "k [B, Sk, Hkv, D]");
+  check_same_shape(op, k, v);
+  check_same_dtype(op, q, k);
+  check_same_dtype(op, q, v);
+  check_same_device(op, q, k);
+  check_same_device(op, q, v);
+  check_dtype(op, q, {DType::f32, DType::bf16}, "q");
+  TITAN_CHECK(q.size(0) == k.size(0) && q.size(3) == k.size(3),
+              "{}: q {} and k {} differ in batch or head dim", op, shape_str(q.shape()), shape_str(k.shape()));
+  TITAN_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0,
+              "{}: {} query heads are not a multiple of {} key/value heads", op, q.size(2), k.size(2));
+  TITAN_CHECK(q.size(1) <= k.size(1), "{}: {} queries but only {} keys", op, q.size(1), k.size(1));
+  TITAN_CHECK(mask.sliding_window >= 0, "{}: sliding_window must be >= 0, got {}", op, mask.sliding_window);
+  if (mask.document_ids.defined()) {
+    check_dtype(op, mask.document_ids, {DType::i32, DType::i64}, "document_ids");
+    TITAN_CHECK(mask.document_ids.dim() == 2 && mask.document_ids.size(0) == k.size(0) &&
+                    mask.document_ids.size(1) == k.size(1),
+                "{}: document_ids {} must be [B, Sk] = [{}, {}]", op, shape_str(mask.document_ids.shape()), k.size(0),
+                k.size(1));
+  }
+}
+
+AttentionMask contiguous_mask(const AttentionMask& mask) {
+  AttentionMask result = mask;
+  if (mask.document_ids.defined()) result.document_ids = mask.document_ids.contiguous();
+  return result;
+}
+
+}  // namespace
+
+AttentionOutput flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                                float scale) {
+  check_attention_inputs("flash_attention", q, k, v, mask);
+  AttentionOutput result{Tensor::empty(q.shape(), q.dtype(), q.device()),
+                         Tensor::empty({q.size(0), q.size(2), q.size(1)}, DType::f32, q.device())};
+  if (!q.device().is_meta()) {
+    flash_attention_kernels(q.device(), result, q.contiguous(), k.contiguous(), v.contiguous(), contiguous_mask(mask),
+                            scale);
+  }
+  return result;
+}
+
+AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& out, const Tensor& lse, const AttentionMask& mask, float scale) {
+  check_attention_inputs("flash_attention_backward", q, k, v, mask);
+  check_same_shape("flash_attention_backward", grad_out, q);
+  check_same_dtype("flash_attention_backward", grad_out, q);
+  check_same_shape("flash_attention_backward", out, q);
+  AttentionGrads grads{Tensor::empty(q.shape(), q.dtype(), q.device()), Tensor::empty(k.shape(), k.dtype(), k.device()),
+                       Tensor::empty(v.shape(), v.dtype(), v.device())};
+  if (!q.device().is_meta()) {
+    flash_attention_backward_kernels(q.device(), grads, grad_out.contiguous(), q.contiguous(), k.contiguous(),
+                                     v.contiguous(), out.contiguous(), lse.contiguous(), contiguous_mask(mask), scale);
+  }
+  return grads;
+}
+
+Tensor attention_mask_bias(const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len, Device device) {
+  TITAN_CHECK(q_len <= k_len, "attention_mask_bias: {} queries but only {} keys", q_len, k_len);
+  if (mask.document_ids.defined()) {
+    TITAN_CHECK(mask.document_ids.dim() == 2 && mask.document_ids.size(0) == batch &&
+                    mask.document_ids.size(1) == k_len,
+                "attention_mask_bias: document_ids {} must be [{}, {}]", shape_str(mask.document_ids.shape()), batch,
+                k_len);
+  }
+  Tensor bias = Tensor::empty({batch, q_len, k_len}, DType::f32, device);
+  if (!device.is_meta()) mask_bias_kernels(device, bias, contiguous_mask(mask));
+  return bias;
+}
+
+}  // namespace titan::ops

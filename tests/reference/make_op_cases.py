@@ -1,0 +1,186 @@
+"""Writes the reference cases the C++ op tests compare against: one
+safetensors file per case holding inputs, an upstream gradient, and the
+outputs and input gradients PyTorch computes in float64.
+
+Inputs are rounded to bf16-representable values, so the same file checks the
+f32 kernels and (after an exact cast) the bf16 kernels.
+
+Usage: make_op_cases.py OUTDIR
+"""
+import os
+import sys
+
+import torch
+
+import functional as ref
+from safetensors_io import save
+
+torch.manual_seed(1234)
+
+
+def bf16_exact(*shape, scale=1.0):
+    return (torch.randn(*shape) * scale).bfloat16().double()
+
+
+def leaf(*shape, scale=1.0):
+    return bf16_exact(*shape, scale=scale).requires_grad_(True)
+
+
+def backward(output, inputs):
+    """Random upstream gradient; returns it and d<output . grad>/d<inputs>."""
+    grad = bf16_exact(*output.shape)
+    grads = torch.autograd.grad(output, inputs, grad, allow_unused=True)
+    return grad, grads
+
+
+def write(outdir, name, tensors, **metadata):
+    save(os.path.join(outdir, name + ".safetensors"), tensors, metadata)
+
+
+def gemm_cases(outdir):
+    for name, a_shape, b_shape in [("2d", (64, 96), (96, 80)), ("batched", (3, 33, 29), (3, 29, 17)),
+                                   ("broadcast_b", (4, 21, 35), (35, 19)), ("long_k", (16, 1024), (1024, 24))]:
+        a, b = bf16_exact(*a_shape), bf16_exact(*b_shape)
+        write(outdir, f"gemm_{name}", {"a": a, "b": b, "c": a @ b})
+
+
+def elementwise_cases(outdir):
+    x = leaf(37, 53, scale=3.0)
+    y = torch.nn.functional.silu(x)
+    grad, (dx,) = backward(y, [x])
+    write(outdir, "silu", {"x": x, "y": y, "grad_y": grad, "grad_x": dx})
+
+    gate, up = leaf(29, 67, scale=3.0), leaf(29, 67)
+    y = torch.nn.functional.silu(gate) * up
+    grad, (dgate, dup) = backward(y, [gate, up])
+    write(outdir, "swiglu", {"gate": gate, "up": up, "y": y, "grad_y": grad, "grad_gate": dgate, "grad_up": dup})
+
+
+def softmax_cases(outdir):
+    x = leaf(13, 257, scale=4.0)
+    y = torch.softmax(x, dim=-1)
+    grad, (dx,) = backward(y, [x])
+    write(outdir, "softmax", {"x": x, "y": y, "grad_y": grad, "grad_x": dx})
+
+
+def rms_norm_cases(outdir):
+    for name, shape in [("small", (4, 7, 96)), ("wide", (3, 1024))]:
+        x, w = leaf(*shape, scale=2.0), leaf(shape[-1])
+        y = ref.rms_norm(x, w, 1e-5)
+        grad, (dx, dw) = backward(y, [x, w])
+        write(outdir, f"rms_norm_{name}", {"x": x, "weight": w, "y": y, "grad_y": grad, "grad_x": dx,
+                                           "grad_weight": dw}, eps=1e-5)
+
+
+def embedding_cases(outdir):
+    w = leaf(50, 24)
+    ids = torch.randint(0, 50, (3, 11))
+    ids[0, :4] = 7  # repeated ids exercise the scatter-add
+    y = torch.nn.functional.embedding(ids, w)
+    grad, (dw,) = backward(y, [w])
+    write(outdir, "embedding", {"weight": w, "ids": ids, "y": y, "grad_y": grad, "grad_weight": dw})
+
+
+def rope_cases(outdir):
+    configs = [("interleaved", 10000.0, None, False), ("half", 10000.0, None, True),
+               ("interleaved_llama31", 500000.0, (8.0, 1.0, 4.0, 8192), True),
+               ("half_llama31", 500000.0, (8.0, 1.0, 4.0, 8192), False)]
+    for name, theta, scaling, explicit in configs:
+        style = name.split("_")[0]
+        x = leaf(2, 9, 3, 16)
+        positions = (torch.randint(0, 9000, (2, 9)) if explicit else torch.arange(9).expand(2, 9)).contiguous()
+        freqs = ref.rope_frequencies(16, theta, scaling)
+        y = ref.rope(x, positions, freqs, style)
+        grad, (dx,) = backward(y, [x])
+        tensors = {"x": x, "y": y, "grad_y": grad, "grad_x": dx}
+        if explicit:
+            tensors["positions"] = positions
+        meta = dict(style=style, theta=theta, max_positions=9000)
+        if scaling:
+            meta.update(scaling_factor=scaling[0], low_freq_factor=scaling[1], high_freq_factor=scaling[2],
+                        original_max_position=scaling[3])
+        write(outdir, f"rope_{name}", tensors, **meta)
+
+
+def attention_cases(outdir):
+    # name, batch, q_len, k_len, heads, kv_heads, head_dim, causal, window, documents
+    configs = [("causal", 2, 37, 37, 4, 4, 16, True, 0, False),
+               ("full", 2, 29, 29, 2, 2, 8, False, 0, False),
+               ("window", 1, 70, 70, 2, 2, 16, True, 9, False),
+               ("documents", 2, 53, 53, 2, 2, 16, True, 0, True),
+               ("documents_window", 2, 64, 64, 2, 1, 16, True, 7, True),
+               ("gqa", 2, 40, 40, 8, 2, 16, True, 0, False),
+               ("head64", 1, 150, 150, 2, 1, 64, True, 0, False),
+               ("head128", 1, 96, 96, 2, 2, 128, True, 0, True),
+               ("decode", 2, 5, 33, 4, 2, 16, True, 0, False),
+               ("long", 1, 300, 300, 2, 2, 32, True, 0, True)]
+    for name, batch, q_len, k_len, heads, kv_heads, dim, causal, window, documents in configs:
+        q, k, v = leaf(batch, q_len, heads, dim), leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, dim)
+        docs = None
+        if documents:  # documents of random lengths; ids increase along the sequence
+            starts = torch.rand(batch, k_len) < 0.08
+            starts[:, 0] = True
+            docs = torch.cumsum(starts.long(), dim=1) - 1
+        scale = dim ** -0.5
+        y = ref.attention(q, k, v, scale, causal, window, docs)
+        grad, (dq, dk, dv) = backward(y, [q, k, v])
+        tensors = {"q": q, "k": k, "v": v, "y": y, "grad_y": grad, "grad_q": dq, "grad_k": dk, "grad_v": dv}
+        if docs is not None:
+            tensors["document_ids"] = docs
+        write(outdir, f"attention_{name}", tensors, causal=int(causal), window=window, scale=repr(scale))
+
+
+def cross_entropy_cases(outdir):
+    configs = [("plain", 0.0, 0.0, True), ("sum", 0.0, 0.0, False), ("softcap", 5.0, 0.0, True),
+               ("zloss", 0.0, 1e-3, True), ("softcap_zloss_sum", 4.0, 1e-2, False)]
+    for name, softcap, z_loss, mean in configs:
+        n, d, vocab = 41, 24, 150
+        hidden, weight = leaf(n, d), leaf(vocab, d, scale=0.5)
+        targets = torch.randint(0, vocab, (n,))
+        targets[::7] = -100
+        logits_leaf = (hidden @ weight.T).detach().requires_grad_(True)
+        loss = ref.cross_entropy(logits_leaf, targets, -100, softcap, z_loss, mean)
+        (dlogits,) = torch.autograd.grad(loss, [logits_leaf])
+        fused_loss = ref.cross_entropy(hidden @ weight.T, targets, -100, softcap, z_loss, mean)
+        dh, dw = torch.autograd.grad(fused_loss, [hidden, weight])
+        write(outdir, f"cross_entropy_{name}",
+              {"hidden": hidden, "weight": weight, "logits": logits_leaf, "targets": targets, "loss": loss.reshape(()),
+               "grad_logits": dlogits, "grad_hidden": dh, "grad_weight": dw},
+              softcap=softcap, z_loss=z_loss, mean=int(mean), ignore_index=-100)
+
+
+def adamw_cases(outdir):
+    shapes = [(33, 17), (5,), (1000,)]
+    params = [bf16_exact(*s).float() for s in shapes]
+    initial = [p.clone() for p in params]
+    torch_params = [torch.nn.Parameter(p.clone()) for p in params]
+    lr, betas, eps, wd, steps = 3e-3, (0.9, 0.95), 1e-8, 0.1, 6
+    optimizer = torch.optim.AdamW(torch_params, lr=lr, betas=betas, eps=eps, weight_decay=wd)
+    tensors = {f"param{i}": p for i, p in enumerate(initial)}
+    for step in range(steps):
+        for i, p in enumerate(torch_params):
+            p.grad = bf16_exact(*p.shape).float()
+            tensors[f"grad{i}_step{step}"] = p.grad.clone()
+        optimizer.step()
+    for i, p in enumerate(torch_params):
+        state = optimizer.state[p]
+        tensors[f"final{i}"] = p.detach().clone()
+        tensors[f"exp_avg{i}"] = state["exp_avg"].clone()
+        tensors[f"exp_avg_sq{i}"] = state["exp_avg_sq"].clone()
+    write(outdir, "adamw", tensors, lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=wd, steps=steps,
+          count=len(shapes))
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    torch.set_num_threads(1)
+    for make in [gemm_cases, elementwise_cases, softmax_cases, rms_norm_cases, embedding_cases, rope_cases,
+                 attention_cases, cross_entropy_cases, adamw_cases]:
+        make(outdir)
+    with open(os.path.join(outdir, ".stamp"), "w") as f:
+        f.write("ok\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -48,3 +48,8 @@ struct Tolerance {
 Tolerance tolerance_for(DType dtype, const Tensor& expected);
 
 }  // namespace titan::testing
+
+namespace titan {
+// Readable names for parameterised tests (gtest finds these by ADL).
+inline void PrintTo(DType dtype, std::ostream* out) { *out << dtype_name(dtype); }
+}  // namespace titan

@@ -1,0 +1,73 @@
+#include "titan/models/decoder.h"
+
+#include <cmath>
+
+#include "titan/nn/functional.h"
+
+namespace titan::models {
+
+std::shared_ptr<Decoder> DecoderConfig::build(Device device) const { return std::make_shared<Decoder>(*this, device); }
+
+Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
+  TITAN_CHECK(config.vocab_size > 0 && config.n_layers > 0, "Decoder: vocab_size and n_layers must be positive");
+  tok_embeddings = register_module("tok_embeddings", nn::EmbeddingConfig{config.vocab_size, config.dim()}.build(device));
+  layers = register_module("layers", std::make_shared<nn::ModuleList<nn::TransformerBlock>>());
+  for (int64_t i = 0; i < config.n_layers; ++i) layers->push_back(config.block.build(device));
+  norm = register_module("norm", nn::RMSNormConfig{config.dim(), config.block.norm_eps}.build(device));
+  if (!config.tie_embeddings) {
+    output = register_module("output", nn::LinearConfig{config.dim(), config.vocab_size}.build(device));
+  }
+  // The table is data, not state: rebuilt from the config, never checkpointed.
+  const int64_t head = config.block.attention.head_size();
+  if (device.is_meta()) {
+    rope = {Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device),
+            Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device)};
+  } else {
+    rope = ops::rope_table(head, config.max_seq_len, config.rope_theta, config.rope_scaling, device);
+  }
+}
+
+Tensor Decoder::hidden_states(const DecoderInputs& inputs) const {
+  const Tensor& ids = inputs.input_ids;
+  TITAN_CHECK(ids.dim() == 2, "Decoder: input_ids must be [batch, seq], got {}", shape_str(ids.shape()));
+  TITAN_CHECK(ids.size(1) <= config.max_seq_len, "Decoder: sequence of {} exceeds max_seq_len {}", ids.size(1),
+              config.max_seq_len);
+  nn::AttentionInputs attention{&rope, inputs.positions, {}};
+  attention.mask.causal = true;
+  attention.mask.document_ids = inputs.document_ids;
+  Tensor h = tok_embeddings->forward(ids);
+  for (const auto& layer : *layers) h = layer->forward(h, attention);
+  return norm->forward(h);
+}
+
+Tensor Decoder::output_weight() const {
+  return config.tie_embeddings ? tok_embeddings->weight->materialize() : output->weight->materialize();
+}
+
+Tensor Decoder::logits(const DecoderInputs& inputs) const { return F::linear(hidden_states(inputs), output_weight()); }
+
+Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels) const {
+  const Tensor h = hidden_states(inputs);
+  const Tensor flat = F::reshape(h, {-1, config.dim()});
+  const Tensor targets = labels.reshape({-1});
+  ops::CrossEntropyOptions options{.ignore_index = -100, .softcap = config.loss.softcap, .z_loss = config.loss.z_loss};
+  if (config.loss.fused) {
+    return F::fused_linear_cross_entropy(flat, output_weight(), targets,
+                                         {options, config.loss.token_chunk, config.loss.vocab_chunk, true});
+  }
+  return F::cross_entropy(F::linear(flat, output_weight()), targets, options);
+}
+
+void Decoder::init_weights(Generator& generator) {
+  // A tied table is also the output projection: N(0, 1) rows would make the
+  // first logits O(sqrt(dim)), so it takes the output layer's scale instead.
+  const double output_std = 1.0 / std::sqrt(static_cast<double>(config.dim()));
+  tok_embeddings->init_weights(generator, config.tie_embeddings ? output_std : 1.0);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    (*layers)[i]->init_weights(generator, 0.02 / std::sqrt(2.0 * static_cast<double>(i + 1)));
+  }
+  norm->init_weights();
+  if (output) output->init_weights(generator, output_std, -3.0 * output_std, 3.0 * output_std);
+}
+
+}  // namespace titan::models

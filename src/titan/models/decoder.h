@@ -1,0 +1,79 @@
+// The decoder-only transformer that Llama 3 and Qwen 3 share: token
+// embeddings, a stack of pre-norm blocks, a final norm and an output
+// projection (tied to the embeddings in the small models). Families differ
+// only in the config they build (see models/llama3, models/qwen3).
+// Single-device code: no collectives, no device branches, no casts.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "titan/core/generator.h"
+#include "titan/nn/embedding.h"
+#include "titan/nn/linear.h"
+#include "titan/nn/module_list.h"
+#include "titan/nn/rms_norm.h"
+#include "titan/nn/transformer_block.h"
+#include "titan/ops/cross_entropy.h"
+#include "titan/ops/rope.h"
+
+namespace titan::models {
+
+class Decoder;
+
+struct LossConfig {
+  bool fused = true;  // fused linear cross-entropy (logits never whole) vs linear + cross-entropy
+  int64_t token_chunk = 1024;
+  int64_t vocab_chunk = 0;
+  float z_loss = 0.0f;
+  float softcap = 0.0f;
+};
+
+struct DecoderConfig {
+  int64_t vocab_size = 0;
+  int64_t n_layers = 0;
+  nn::TransformerBlockConfig block;  // every layer's shape
+  double rope_theta = 10000.0;
+  ops::RopeScaling rope_scaling;
+  int64_t max_seq_len = 2048;  // rows of the RoPE table
+  bool tie_embeddings = false;
+  LossConfig loss;
+
+  int64_t dim() const { return block.attention.dim; }
+  std::shared_ptr<Decoder> build(Device device = Device::cpu()) const;
+};
+
+// One batch as the model sees it ([B, S] each; positions and document ids optional).
+struct DecoderInputs {
+  Tensor input_ids;
+  Tensor positions;
+  Tensor document_ids;  // set when packed documents must not attend to each other
+};
+
+class Decoder : public nn::Module {
+ public:
+  Decoder(const DecoderConfig& config, Device device);
+
+  // Final-norm hidden states [B, S, dim].
+  Tensor hidden_states(const DecoderInputs& inputs) const;
+  // Logits [B, S, vocab] (for generation and evaluation; training uses loss()).
+  Tensor logits(const DecoderInputs& inputs) const;
+  // Mean cross-entropy of next-token labels [B, S] (ignore_index -100).
+  Tensor loss(const DecoderInputs& inputs, const Tensor& labels) const;
+  // The output projection as forward sees it (the embedding table when tied).
+  Tensor output_weight() const;
+
+  // Llama 3 / TorchTitan initialisation: embeddings N(0, 1) (N(0, dim^-1/2)
+  // when tied); per layer l the output projections N(0, 0.02 / sqrt(2 (l + 1)));
+  // output N(0, dim^-1/2) cut at 3 std.
+  void init_weights(Generator& generator);
+
+  const DecoderConfig config;
+  std::shared_ptr<nn::Embedding> tok_embeddings;
+  std::shared_ptr<nn::ModuleList<nn::TransformerBlock>> layers;
+  std::shared_ptr<nn::RMSNorm> norm;
+  std::shared_ptr<nn::Linear> output;  // null when tied
+  ops::RopeTable rope;
+};
+
+}  // namespace titan::models

@@ -1,0 +1,62 @@
+#include "titan/nn/attention.h"
+
+#include <cmath>
+
+#include "titan/nn/functional.h"
+
+namespace titan::nn {
+
+std::shared_ptr<Attention> AttentionConfig::build(Device device) const {
+  return std::make_shared<Attention>(*this, device);
+}
+
+Attention::Attention(const AttentionConfig& config, Device device) : config(config) {
+  TITAN_CHECK(config.dim > 0 && config.n_heads > 0, "Attention: dim and n_heads must be positive");
+  TITAN_CHECK(config.head_dim > 0 || config.dim % config.n_heads == 0,
+              "Attention: dim {} is not divisible by n_heads {}", config.dim, config.n_heads);
+  TITAN_CHECK(config.n_heads % config.kv_heads() == 0, "Attention: n_heads {} is not a multiple of n_kv_heads {}",
+              config.n_heads, config.kv_heads());
+  F::parse_attention_impl(config.attention_impl);  // fail early on a bad name
+  const int64_t head = config.head_size();
+  wq = register_module("wq", LinearConfig{config.dim, config.n_heads * head}.build(device));
+  wk = register_module("wk", LinearConfig{config.dim, config.kv_heads() * head}.build(device));
+  wv = register_module("wv", LinearConfig{config.dim, config.kv_heads() * head}.build(device));
+  wo = register_module("wo", LinearConfig{config.n_heads * head, config.dim}.build(device));
+  if (config.qk_norm) {
+    q_norm = register_module("q_norm", RMSNormConfig{head, config.norm_eps}.build(device));
+    k_norm = register_module("k_norm", RMSNormConfig{head, config.norm_eps}.build(device));
+  }
+}
+
+Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const {
+  TITAN_CHECK(x.dim() == 3 && x.size(2) == config.dim, "Attention: input {} must be [B, S, {}]", shape_str(x.shape()),
+              config.dim);
+  TITAN_CHECK(inputs.rope != nullptr, "Attention: no RoPE table given");
+  const int64_t batch = x.size(0), seq = x.size(1), head = config.head_size();
+  Tensor q = F::view(wq->forward(x), {batch, seq, config.n_heads, head});
+  Tensor k = F::view(wk->forward(x), {batch, seq, config.kv_heads(), head});
+  Tensor v = F::view(wv->forward(x), {batch, seq, config.kv_heads(), head});
+  if (config.qk_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = F::rope(q, *inputs.rope, inputs.positions, config.rope_style);
+  k = F::rope(k, *inputs.rope, inputs.positions, config.rope_style);
+  ops::AttentionMask mask = inputs.mask;
+  if (config.sliding_window > 0) mask.sliding_window = config.sliding_window;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
+  const Tensor out =
+      F::scaled_dot_product_attention(q, k, v, mask, scale, F::parse_attention_impl(config.attention_impl));
+  return wo->forward(F::view(out, {batch, seq, config.n_heads * head}));
+}
+
+void Attention::init_weights(Generator& generator, double output_std) {
+  for (const auto& projection : {wq, wk, wv}) projection->init_weights(generator, 0.02);
+  wo->init_weights(generator, output_std);
+  if (config.qk_norm) {
+    q_norm->init_weights();
+    k_norm->init_weights();
+  }
+}
+
+}  // namespace titan::nn

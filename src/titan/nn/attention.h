@@ -1,0 +1,55 @@
+// Multi-head self-attention with grouped-query heads and rotary embeddings,
+// optionally with per-head RMSNorm of queries and keys (Qwen 3). Which kernel
+// computes attention ("flash" or "naive") is a config choice, not model code.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "titan/core/generator.h"
+#include "titan/nn/linear.h"
+#include "titan/nn/rms_norm.h"
+#include "titan/ops/attention.h"
+#include "titan/ops/rope.h"
+
+namespace titan::nn {
+
+class Attention;
+
+struct AttentionConfig {
+  int64_t dim = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // 0 = n_heads
+  int64_t head_dim = 0;    // 0 = dim / n_heads
+  bool qk_norm = false;    // RMSNorm each query/key head before RoPE
+  double norm_eps = 1e-6;
+  ops::RopeStyle rope_style = ops::RopeStyle::interleaved;
+  std::string attention_impl = "flash";  // "flash" or "naive"
+  int64_t sliding_window = 0;            // 0 = the mask's own window
+
+  int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
+  int64_t head_size() const { return head_dim > 0 ? head_dim : dim / n_heads; }
+  std::shared_ptr<Attention> build(Device device = Device::cpu()) const;
+};
+
+// What every layer's attention needs for one forward pass.
+struct AttentionInputs {
+  const ops::RopeTable* rope = nullptr;
+  Tensor positions;        // [B, S] i32/i64, or undefined for 0..S-1
+  ops::AttentionMask mask;  // causal / window / document ids
+};
+
+class Attention : public Module {
+ public:
+  Attention(const AttentionConfig& config, Device device);
+  // x [B, S, dim] -> [B, S, dim]
+  Tensor forward(const Tensor& x, const AttentionInputs& inputs) const;
+  // q/k/v: N(0, 0.02); output projection: N(0, output_std) (depth-scaled).
+  void init_weights(Generator& generator, double output_std);
+
+  const AttentionConfig config;
+  std::shared_ptr<Linear> wq, wk, wv, wo;
+  std::shared_ptr<RMSNorm> q_norm, k_norm;  // null unless qk_norm
+};
+
+}  // namespace titan::nn

@@ -1,0 +1,23 @@
+#include "titan/nn/embedding.h"
+
+#include "titan/nn/functional.h"
+#include "titan/ops/random.h"
+
+namespace titan::nn {
+
+std::shared_ptr<Embedding> EmbeddingConfig::build(Device device) const {
+  return std::make_shared<Embedding>(*this, device);
+}
+
+Embedding::Embedding(const EmbeddingConfig& config, Device device)
+    : config(config),
+      weight(register_parameter("weight", Tensor::empty({config.num_embeddings, config.dim}, DType::f32, device))) {
+  TITAN_CHECK(config.num_embeddings > 0 && config.dim > 0, "Embedding: sizes must be positive, got {} x {}",
+              config.num_embeddings, config.dim);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return F::embedding(weight->materialize(), ids); }
+
+void Embedding::init_weights(Generator& generator, double std) { ops::normal_(weight->data, 0.0, std, generator); }
+
+}  // namespace titan::nn

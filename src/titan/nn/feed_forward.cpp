@@ -1,0 +1,25 @@
+#include "titan/nn/feed_forward.h"
+
+#include "titan/nn/functional.h"
+
+namespace titan::nn {
+
+std::shared_ptr<FeedForward> FeedForwardConfig::build(Device device) const {
+  return std::make_shared<FeedForward>(*this, device);
+}
+
+FeedForward::FeedForward(const FeedForwardConfig& config, Device device) : config(config) {
+  w1 = register_module("w1", LinearConfig{config.dim, config.hidden_dim}.build(device));
+  w2 = register_module("w2", LinearConfig{config.hidden_dim, config.dim}.build(device));
+  w3 = register_module("w3", LinearConfig{config.dim, config.hidden_dim}.build(device));
+}
+
+Tensor FeedForward::forward(const Tensor& x) const { return w2->forward(F::swiglu(w1->forward(x), w3->forward(x))); }
+
+void FeedForward::init_weights(Generator& generator, double output_std) {
+  w1->init_weights(generator, 0.02);
+  w2->init_weights(generator, output_std);
+  w3->init_weights(generator, output_std);
+}
+
+}  // namespace titan::nn

@@ -1,0 +1,30 @@
+// The SwiGLU feed-forward block of Llama and Qwen: w2(silu(w1 x) * w3 x).
+#pragma once
+
+#include <memory>
+
+#include "titan/core/generator.h"
+#include "titan/nn/linear.h"
+
+namespace titan::nn {
+
+class FeedForward;
+
+struct FeedForwardConfig {
+  int64_t dim = 0;
+  int64_t hidden_dim = 0;
+  std::shared_ptr<FeedForward> build(Device device = Device::cpu()) const;
+};
+
+class FeedForward : public Module {
+ public:
+  FeedForward(const FeedForwardConfig& config, Device device);
+  Tensor forward(const Tensor& x) const;
+  // w1 (gate): N(0, 0.02); w2 (down) and w3 (up): N(0, output_std) — TorchTitan's choice.
+  void init_weights(Generator& generator, double output_std);
+
+  const FeedForwardConfig config;
+  std::shared_ptr<Linear> w1, w2, w3;
+};
+
+}  // namespace titan::nn

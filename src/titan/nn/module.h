@@ -1,0 +1,82 @@
+// Module: a node of the model tree with named parameters, buffers and
+// children. Fully-qualified names ("layers.3.attention.wq.weight") come from
+// the tree and are what checkpoints, TP plans and the HF adapter key on.
+// A parameter is stored once (f32 master weights, or this rank's shard) and
+// reaches forward through its parametrization (identity, dtype cast, FSDP
+// all-gather): installed from outside by parallelize, never by model code.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "titan/core/tensor.h"
+
+namespace titan::nn {
+
+using Parametrization = std::function<Tensor(const Tensor& stored)>;
+
+struct Parameter {
+  Tensor data;  // the stored leaf (requires grad)
+  // Applied in order by materialize(); empty means identity.
+  std::vector<Parametrization> parametrizations;
+
+  // The tensor forward uses this step.
+  Tensor materialize() const;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Recursive, in registration order, with fully-qualified names.
+  std::vector<std::pair<std::string, Parameter*>> named_parameters(const std::string& prefix = "");
+  std::vector<std::pair<std::string, Tensor*>> named_buffers(const std::string& prefix = "");
+  std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "");
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  std::vector<Tensor> parameters();
+  int64_t num_parameters();
+
+  // Parameters' stored tensors and persistent buffers by name (sharing memory).
+  std::map<std::string, Tensor> state_dict();
+  // Copies values in (casting dtype). Strict: every name must match both ways,
+  // and shapes must agree; errors name the tensor.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+  // Converts every floating parameter and buffer (parameters stay leaves requiring grad).
+  void to(DType dtype);
+  void to(Device device);
+  // Replaces every parameter and buffer with uninitialised storage on `device`
+  // (a meta-built model becomes real before init_weights fills it).
+  void to_empty(Device device);
+  // Clears every parameter's gradient.
+  void zero_grad();
+
+ protected:
+  Parameter* register_parameter(const std::string& name, Tensor data);
+  Tensor* register_buffer(const std::string& name, Tensor data, bool persistent = true);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  struct Buffer {
+    Tensor data;
+    bool persistent;
+  };
+  std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> parameters_;
+  std::vector<std::pair<std::string, std::unique_ptr<Buffer>>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+
+  void for_each_tensor(const std::function<Tensor(const Tensor&, bool is_parameter)>& convert);
+};
+
+}  // namespace titan::nn

@@ -1,0 +1,48 @@
+// A pre-norm decoder block: h = x + attention(norm(x)); out = h + ffn(norm(h)).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "titan/nn/attention.h"
+#include "titan/nn/feed_forward.h"
+#include "titan/nn/rms_norm.h"
+
+namespace titan::nn {
+
+class TransformerBlock;
+
+struct TransformerBlockConfig {
+  AttentionConfig attention;
+  FeedForwardConfig feed_forward;
+  double norm_eps = 1e-5;
+  std::shared_ptr<TransformerBlock> build(Device device = Device::cpu()) const;
+};
+
+// How a block's computation is run. parallelize installs one to wrap every
+// block (activation checkpointing, offload) without the model knowing; the
+// body it receives computes the block on its input and is safe to call again
+// later (during backward).
+using BlockBody = std::function<Tensor(const Tensor& x)>;
+using BlockRunner = std::function<Tensor(const BlockBody& body, const Tensor& x)>;
+
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(const TransformerBlockConfig& config, Device device);
+  Tensor forward(const Tensor& x, const AttentionInputs& inputs) const;
+  void set_runner(BlockRunner runner) { runner_ = std::move(runner); }
+  // Norms to one; projections as Attention/FeedForward say, with output
+  // projections at `output_std` (Llama 3: 0.02 / sqrt(2 * (layer + 1))).
+  void init_weights(Generator& generator, double output_std);
+
+  const TransformerBlockConfig config;
+  std::shared_ptr<RMSNorm> attention_norm, ffn_norm;
+  std::shared_ptr<Attention> attention;
+  std::shared_ptr<FeedForward> feed_forward;
+
+ private:
+  Tensor compute(const Tensor& x, const AttentionInputs& inputs) const;
+  BlockRunner runner_;
+};
+
+}  // namespace titan::nn

@@ -35,8 +35,8 @@ def rope(x, positions, freqs, style):
     """x [B, S, H, D]; positions [B, S]; style 'interleaved' (pairs 2i, 2i+1)
     or 'half' (pairs i, i + D/2)."""
     angles = positions.to(torch.float64)[..., None] * freqs  # [B, S, D/2]
-    cos = torch.cos(angles).float().double()[:, :, None, :]  # rounded to f32 like the C++ table
-    sin = torch.sin(angles).float().double()[:, :, None, :]
+    cos = torch.cos(angles).float().to(x.dtype)[:, :, None, :]  # rounded to f32 like the C++ table
+    sin = torch.sin(angles).float().to(x.dtype)[:, :, None, :]
     half = x.shape[-1] // 2
     if style == "interleaved":
         x0, x1 = x[..., 0::2], x[..., 1::2]

@@ -74,3 +74,50 @@ class TransformerBlock(torch.nn.Module):
     def forward(self, x, positions, freqs, doc_ids=None, window=0):
         h = x + self.attention(self.attention_norm(x), positions, freqs, doc_ids, window)
         return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Decoder(torch.nn.Module):
+    """Token embeddings, blocks, final norm, output projection (tied or not)."""
+
+    def __init__(self, vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps,
+                 rope_style, rope_theta, rope_scaling, tie, dtype=torch.float64):
+        super().__init__()
+        self.tok_embeddings = torch.nn.Embedding(vocab, dim, dtype=dtype)
+        self.layers = torch.nn.ModuleList(
+            TransformerBlock(dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style)
+            for _ in range(n_layers))
+        self.norm = RMSNorm(dim, norm_eps)
+        self.tie = tie
+        if not tie:
+            self.output = Linear(dim, vocab)
+        self.freqs = ref.rope_frequencies(head_dim, rope_theta, rope_scaling)
+        self.to(dtype)
+
+    def output_weight(self):
+        return self.tok_embeddings.weight if self.tie else self.output.weight
+
+    def forward(self, ids, positions=None, doc_ids=None):
+        if positions is None:
+            positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+        h = self.tok_embeddings(ids)
+        for layer in self.layers:
+            h = layer(h, positions, self.freqs, doc_ids)
+        return self.norm(h) @ self.output_weight().T
+
+    def loss(self, ids, labels, positions=None, doc_ids=None):
+        logits = self(ids, positions, doc_ids)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                 ignore_index=-100)
+
+
+# The debug flavors, as titan's models/*/flavors.cpp define them.
+FLAVORS = {
+    "llama3": dict(dim=256, n_layers=6, n_heads=16, n_kv_heads=16, head_dim=16, hidden_dim=768, qk_norm=False,
+                   norm_eps=1e-5, rope_style="interleaved", rope_theta=500000.0, rope_scaling=None, tie=False),
+    "qwen3": dict(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, head_dim=32, hidden_dim=768, qk_norm=True,
+                  norm_eps=1e-6, rope_style="half", rope_theta=1000000.0, rope_scaling=None, tie=True),
+}
+
+
+def debug_model(name, vocab, dtype=torch.float64):
+    return Decoder(vocab, dtype=dtype, **FLAVORS[name])

@@ -1,0 +1,20 @@
+// Applied to a built Decoder from outside, per the job config: mixed
+// precision (parameters materialised in a compute dtype, gradients flowing
+// back to the f32 master weights) and activation checkpointing of blocks.
+// The model definition stays single-device and precision-agnostic.
+#pragma once
+
+#include <string>
+
+#include "titan/models/decoder.h"
+
+namespace titan::models {
+
+// Every parameter reaches forward cast to `dtype` (no-op for f32).
+void apply_mixed_precision(Decoder& model, DType dtype);
+
+// mode "none", "full" (every block) or "selective" (every `every`-th block):
+// those blocks keep only their input for backward and recompute the rest.
+void apply_activation_checkpointing(Decoder& model, const std::string& mode, int64_t every);
+
+}  // namespace titan::models

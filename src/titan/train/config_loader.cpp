@@ -1,0 +1,384 @@
+#include "titan/train/config_loader.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "titan/core/error.h"
+
+namespace titan::train {
+namespace {
+
+// ---- small visitors over one section's fields ---------------------------
+
+class KeyCollector : public ConfigVisitor {
+ public:
+  std::vector<std::string> keys;
+  void field(const char* key, std::string&, const char*) override { keys.push_back(key); }
+  void field(const char* key, int64_t&, const char*) override { keys.push_back(key); }
+  void field(const char* key, double&, const char*) override { keys.push_back(key); }
+  void field(const char* key, bool&, const char*) override { keys.push_back(key); }
+  void field(const char* key, std::vector<std::string>&, const char*) override { keys.push_back(key); }
+};
+
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string best = closest_match(word, candidates);
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+std::vector<std::string> section_names(JobConfig& config) {
+  std::vector<std::string> names;
+  config.for_each_section([&](const char* name, auto&) { names.emplace_back(name); });
+  return names;
+}
+
+std::string where(const toml::node& node, const std::string& source) {
+  const auto& begin = node.source().begin;
+  return begin.line > 0 ? fmt::format("{}:{}", source, begin.line) : source;
+}
+
+// Assigns a section's fields from a TOML table, checking each value's type.
+class TomlReader : public ConfigVisitor {
+ public:
+  TomlReader(const toml::table& table, std::string section, std::string source)
+      : table_(table), section_(std::move(section)), source_(std::move(source)) {}
+
+  void field(const char* key, std::string& value, const char*) override {
+    if (const toml::node* node = find(key)) value = expect<std::string>(*node, key, "a string");
+  }
+  void field(const char* key, int64_t& value, const char*) override {
+    if (const toml::node* node = find(key)) value = expect<int64_t>(*node, key, "an integer");
+  }
+  void field(const char* key, double& value, const char*) override {
+    if (const toml::node* node = find(key)) {
+      if (node->is_integer()) {
+        value = static_cast<double>(node->value<int64_t>().value());
+      } else {
+        value = expect<double>(*node, key, "a number");
+      }
+    }
+  }
+  void field(const char* key, bool& value, const char*) override {
+    if (const toml::node* node = find(key)) value = expect<bool>(*node, key, "true or false");
+  }
+  void field(const char* key, std::vector<std::string>& value, const char*) override {
+    const toml::node* node = find(key);
+    if (node == nullptr) return;
+    const toml::array* array = node->as_array();
+    TITAN_CHECK(array != nullptr, "{}: [{}] {} must be an array of strings", where(*node, source_), section_, key);
+    value.clear();
+    for (const toml::node& item : *array) value.push_back(expect<std::string>(item, key, "a string"));
+  }
+
+ private:
+  const toml::node* find(const char* key) { return table_.get(key); }
+
+  template <typename T>
+  T expect(const toml::node& node, const char* key, const char* what) {
+    std::optional<T> value = node.value_exact<T>();
+    TITAN_CHECK(value.has_value(), "{}: [{}] {} must be {}", where(node, source_), section_, key, what);
+    return *value;
+  }
+
+  const toml::table& table_;
+  std::string section_, source_;
+};
+
+// Parses one override's text into the field it names.
+class OverrideSetter : public ConfigVisitor {
+ public:
+  OverrideSetter(std::string key, std::string text, std::string dotted)
+      : key_(std::move(key)), text_(std::move(text)), dotted_(std::move(dotted)) {}
+  bool matched = false;
+
+  void field(const char* key, std::string& value, const char*) override {
+    if (key_ == key) set(value, text_);
+  }
+  void field(const char* key, int64_t& value, const char*) override {
+    if (key_ != key) return;
+    int64_t parsed = 0;
+    auto [end, error] = std::from_chars(text_.data(), text_.data() + text_.size(), parsed);
+    TITAN_CHECK(error == std::errc() && end == text_.data() + text_.size(), "--{}: '{}' is not an integer", dotted_,
+                text_);
+    set(value, parsed);
+  }
+  void field(const char* key, double& value, const char*) override {
+    if (key_ != key) return;
+    size_t used = 0;
+    double parsed = 0;
+    try {
+      parsed = std::stod(text_, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TITAN_CHECK(used == text_.size() && !text_.empty(), "--{}: '{}' is not a number", dotted_, text_);
+    set(value, parsed);
+  }
+  void field(const char* key, bool& value, const char*) override {
+    if (key_ != key) return;
+    TITAN_CHECK(text_ == "true" || text_ == "false" || text_ == "1" || text_ == "0",
+                "--{}: '{}' is not a boolean (true or false)", dotted_, text_);
+    set(value, text_ == "true" || text_ == "1");
+  }
+  void field(const char* key, std::vector<std::string>& value, const char*) override {
+    if (key_ != key) return;
+    std::vector<std::string> items;
+    std::stringstream stream(text_);
+    for (std::string item; std::getline(stream, item, ',');) {
+      if (!item.empty()) items.push_back(item);
+    }
+    set(value, items);
+  }
+
+ private:
+  template <typename T, typename U>
+  void set(T& field, U value) {
+    field = std::move(value);
+    matched = true;
+  }
+  std::string key_, text_, dotted_;
+};
+
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string format_double(double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep TOML floats floats
+  return text;
+}
+
+class TomlWriter : public ConfigVisitor {
+ public:
+  std::ostringstream out;
+  void field(const char* key, std::string& value, const char*) override { out << key << " = " << quote(value) << "\n"; }
+  void field(const char* key, int64_t& value, const char*) override { out << key << " = " << value << "\n"; }
+  void field(const char* key, double& value, const char*) override {
+    out << key << " = " << format_double(value) << "\n";
+  }
+  void field(const char* key, bool& value, const char*) override {
+    out << key << " = " << (value ? "true" : "false") << "\n";
+  }
+  void field(const char* key, std::vector<std::string>& value, const char*) override {
+    out << key << " = [";
+    for (size_t i = 0; i < value.size(); ++i) out << (i ? ", " : "") << quote(value[i]);
+    out << "]\n";
+  }
+};
+
+class HelpWriter : public ConfigVisitor {
+ public:
+  explicit HelpWriter(std::string section) : section_(std::move(section)) {}
+  std::ostringstream out;
+  void field(const char* key, std::string& value, const char* help) override { line(key, "string", quote(value), help); }
+  void field(const char* key, int64_t& value, const char* help) override {
+    line(key, "int", std::to_string(value), help);
+  }
+  void field(const char* key, double& value, const char* help) override {
+    line(key, "float", format_double(value), help);
+  }
+  void field(const char* key, bool& value, const char* help) override {
+    line(key, "bool", value ? "true" : "false", help);
+  }
+  void field(const char* key, std::vector<std::string>& value, const char* help) override {
+    line(key, "list", fmt::format("{}", fmt::join(value, ",")), help);
+  }
+
+ private:
+  void line(const char* key, const char* type, const std::string& value, const char* help) {
+    out << fmt::format("  --{}.{} {} (default {})\n      {}\n", section_, key, type, value, help);
+  }
+  std::string section_;
+};
+
+}  // namespace
+
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, word.size() / 3) + 1;
+  for (const std::string& candidate : candidates) {
+    // Levenshtein distance, one row at a time.
+    std::vector<size_t> row(candidate.size() + 1);
+    for (size_t j = 0; j <= candidate.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= word.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= candidate.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (word[i - 1] == candidate[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    if (row[candidate.size()] < best_distance) {
+      best_distance = row[candidate.size()];
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+void load_toml_string(JobConfig& config, const std::string& text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& error) {
+    fail("{}:{}:{}: invalid TOML: {}", source, error.source().begin.line, error.source().begin.column,
+         error.description());
+  }
+  const std::vector<std::string> sections = section_names(config);
+  for (const auto& [name, node] : root) {
+    const std::string section(name.str());
+    TITAN_CHECK(std::find(sections.begin(), sections.end(), section) != sections.end(), "{}: unknown section [{}]{}",
+                where(node, source), section, suggestion(section, sections));
+    TITAN_CHECK(node.is_table(), "{}: '{}' must be a [section] table", where(node, source), section);
+  }
+  config.for_each_section([&](const char* name, auto& section) {
+    const toml::table* table = root[name].as_table();
+    if (table == nullptr) return;
+    KeyCollector keys;
+    section.visit(keys);
+    for (const auto& [key, node] : *table) {
+      const std::string k(key.str());
+      TITAN_CHECK(std::find(keys.keys.begin(), keys.keys.end(), k) != keys.keys.end(), "{}: unknown key [{}] {}{}",
+                  where(node, source), name, k, suggestion(k, keys.keys));
+    }
+    TomlReader reader(*table, name, source);
+    section.visit(reader);
+  });
+}
+
+void load_toml_file(JobConfig& config, const std::string& path) {
+  std::ifstream file(path);
+  TITAN_CHECK(file.good(), "cannot read config file '{}'", path);
+  std::stringstream text;
+  text << file.rdbuf();
+  load_toml_string(config, text.str(), path);
+}
+
+void apply_override(JobConfig& config, const std::string& dotted_key, const std::string& value) {
+  const size_t dot = dotted_key.find('.');
+  TITAN_CHECK(dot != std::string::npos, "--{}: overrides look like --section.key value", dotted_key);
+  const std::string section_name = dotted_key.substr(0, dot), key = dotted_key.substr(dot + 1);
+  const std::vector<std::string> sections = section_names(config);
+  TITAN_CHECK(std::find(sections.begin(), sections.end(), section_name) != sections.end(),
+              "--{}: unknown section '{}'{}", dotted_key, section_name, suggestion(section_name, sections));
+  bool matched = false;
+  config.for_each_section([&](const char* name, auto& section) {
+    if (section_name != name) return;
+    OverrideSetter setter(key, value, dotted_key);
+    section.visit(setter);
+    if (!setter.matched) {
+      KeyCollector keys;
+      section.visit(keys);
+      fail("--{}: unknown key '{}' in [{}]{}", dotted_key, key, name, suggestion(key, keys.keys));
+    }
+    matched = true;
+  });
+  TITAN_CHECK(matched, "--{}: not applied", dotted_key);
+}
+
+TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
+  TrainArguments result;
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      result.help = true;
+    } else if (arg == "--print-config") {
+      result.print_config = true;
+    } else if (arg == "--config" || arg.starts_with("--config=")) {
+      if (arg == "--config") {
+        TITAN_CHECK(i + 1 < args.size(), "--config needs a file");
+        result.config_path = args[++i];
+      } else {
+        result.config_path = arg.substr(9);
+      }
+    } else if (arg.starts_with("--")) {
+      const size_t equals = arg.find('=');
+      if (equals != std::string::npos) {
+        overrides.emplace_back(arg.substr(2, equals - 2), arg.substr(equals + 1));
+      } else {
+        TITAN_CHECK(i + 1 < args.size(), "{} needs a value", arg);
+        overrides.emplace_back(arg.substr(2), args[++i]);
+      }
+    } else {
+      fail("unexpected argument '{}' (options look like --section.key value)", arg);
+    }
+  }
+  if (!result.config_path.empty()) load_toml_file(result.config, result.config_path);
+  for (const auto& [key, value] : overrides) apply_override(result.config, key, value);
+  return result;
+}
+
+void validate(const JobConfig& c) {
+  auto positive = [](int64_t value, const char* key) { TITAN_CHECK(value > 0, "{} must be > 0, got {}", key, value); };
+  positive(c.training.local_batch_size, "training.local_batch_size");
+  positive(c.training.seq_len, "training.seq_len");
+  positive(c.training.steps, "training.steps");
+  positive(c.metrics.log_freq, "metrics.log_freq");
+  TITAN_CHECK(c.lr_scheduler.warmup_steps >= 0, "lr_scheduler.warmup_steps must be >= 0");
+  TITAN_CHECK(c.lr_scheduler.decay_ratio <= 1.0, "lr_scheduler.decay_ratio must be <= 1");
+  TITAN_CHECK(c.lr_scheduler.min_lr_factor >= 0.0 && c.lr_scheduler.min_lr_factor <= 1.0,
+              "lr_scheduler.min_lr_factor must be in [0, 1]");
+  const std::vector<std::string> decays{"linear", "sqrt", "cosine"};
+  TITAN_CHECK(std::find(decays.begin(), decays.end(), c.lr_scheduler.decay_type) != decays.end(),
+              "lr_scheduler.decay_type '{}' is not one of linear, sqrt, cosine{}", c.lr_scheduler.decay_type,
+              suggestion(c.lr_scheduler.decay_type, decays));
+  TITAN_CHECK(c.optimizer.name == "AdamW", "optimizer.name '{}': only AdamW is implemented", c.optimizer.name);
+  TITAN_CHECK(c.optimizer.lr > 0.0, "optimizer.lr must be > 0");
+  TITAN_CHECK(c.optimizer.state_dtype == "f32" || c.optimizer.state_dtype == "bf16",
+              "optimizer.state_dtype must be f32 or bf16, got '{}'", c.optimizer.state_dtype);
+  TITAN_CHECK(c.training.mixed_precision_param == "f32" || c.training.mixed_precision_param == "bf16",
+              "training.mixed_precision_param must be f32 or bf16, got '{}'", c.training.mixed_precision_param);
+  TITAN_CHECK(c.training.mixed_precision_reduce == "f32", "training.mixed_precision_reduce must be f32, got '{}'",
+              c.training.mixed_precision_reduce);
+  const std::vector<std::string> modes{"none", "full", "selective"};
+  TITAN_CHECK(std::find(modes.begin(), modes.end(), c.activation_checkpoint.mode) != modes.end(),
+              "activation_checkpoint.mode '{}' is not one of none, full, selective{}", c.activation_checkpoint.mode,
+              suggestion(c.activation_checkpoint.mode, modes));
+  positive(c.activation_checkpoint.selective_every, "activation_checkpoint.selective_every");
+  TITAN_CHECK(c.model.attention == "flash" || c.model.attention == "naive",
+              "model.attention must be flash or naive, got '{}'", c.model.attention);
+  TITAN_CHECK(c.validation.split >= 0.0 && c.validation.split < 1.0, "validation.split must be in [0, 1)");
+  if (c.validation.enable) {
+    positive(c.validation.freq, "validation.freq");
+    positive(c.validation.steps, "validation.steps");
+  }
+}
+
+std::string config_help() {
+  JobConfig defaults;
+  std::ostringstream out;
+  out << "titan train --config FILE [--section.key value ...] [--print-config]\n\nConfig keys (TOML [section] key, or "
+         "--section.key on the command line):\n";
+  defaults.for_each_section([&](const char* name, auto& section) {
+    HelpWriter writer(name);
+    section.visit(writer);
+    out << "\n[" << name << "]\n" << writer.out.str();
+  });
+  return out.str();
+}
+
+std::string config_to_toml(JobConfig& config) {
+  std::ostringstream out;
+  bool first = true;
+  config.for_each_section([&](const char* name, auto& section) {
+    TomlWriter writer;
+    section.visit(writer);
+    out << (first ? "" : "\n") << "[" << name << "]\n" << writer.out.str();
+    first = false;
+  });
+  return out.str();
+}
+
+}  // namespace titan::train

@@ -1,0 +1,201 @@
+// The job configuration: one struct per TOML section, keys named as
+// TorchTitan names them wherever a counterpart exists, so its users feel at
+// home. Defaults here are what `titan train --help` prints.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "titan/train/config_visitor.h"
+
+namespace titan::train {
+
+struct JobSection {
+  std::string dump_folder = "./outputs";
+  std::string description = "titan training job";
+  void visit(ConfigVisitor& v) {
+    v.field("dump_folder", dump_folder, "folder for metrics, checkpoints and traces of this job");
+    v.field("description", description, "free text describing the job");
+  }
+};
+
+struct ModelSection {
+  std::string name = "llama3";
+  std::string flavor = "debugmodel";
+  std::string tokenizer_path = "";
+  int64_t vocab_size = 0;
+  std::string attention = "flash";
+  bool fused_loss = true;
+  bool document_masking = false;
+  int64_t loss_vocab_chunk = 0;
+  void visit(ConfigVisitor& v) {
+    v.field("name", name, "model family: llama3 or qwen3");
+    v.field("flavor", flavor, "named size: debugmodel, 1B, 8B, ...");
+    v.field("tokenizer_path", tokenizer_path, "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");
+    v.field("vocab_size", vocab_size, "override the vocabulary size (0 = the tokenizer's, else the flavor's)");
+    v.field("attention", attention, "attention implementation: flash or naive");
+    v.field("fused_loss", fused_loss, "fused linear cross-entropy (logits never whole) instead of linear + cross-entropy");
+    v.field("document_masking", document_masking, "mask attention across packed documents");
+    v.field("loss_vocab_chunk", loss_vocab_chunk, "vocabulary columns per fused-loss tile (0 = all)");
+  }
+};
+
+struct OptimizerSection {
+  std::string name = "AdamW";
+  double lr = 8e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  std::vector<std::string> no_weight_decay = {"norm", "tok_embeddings"};
+  std::string state_dtype = "f32";
+  void visit(ConfigVisitor& v) {
+    v.field("name", name, "optimizer: AdamW");
+    v.field("lr", lr, "peak learning rate");
+    v.field("beta1", beta1, "AdamW beta1");
+    v.field("beta2", beta2, "AdamW beta2");
+    v.field("eps", eps, "AdamW epsilon");
+    v.field("weight_decay", weight_decay, "decoupled weight decay");
+    v.field("no_weight_decay", no_weight_decay, "parameters whose name contains any of these get no weight decay");
+    v.field("state_dtype", state_dtype, "dtype of the AdamW moments: f32 or bf16");
+  }
+};
+
+struct LrSchedulerSection {
+  int64_t warmup_steps = 200;
+  double decay_ratio = -1.0;
+  std::string decay_type = "linear";
+  double min_lr_factor = 0.0;
+  void visit(ConfigVisitor& v) {
+    v.field("warmup_steps", warmup_steps, "linear warmup steps");
+    v.field("decay_ratio", decay_ratio, "fraction of steps spent decaying at the end (< 0: all steps after warmup)");
+    v.field("decay_type", decay_type, "decay shape: linear, sqrt or cosine");
+    v.field("min_lr_factor", min_lr_factor, "final learning rate as a fraction of lr");
+  }
+};
+
+struct TrainingSection {
+  std::string dataset = "fortunes";
+  std::string dataset_path = "data/fortunes";
+  int64_t local_batch_size = 8;
+  int64_t global_batch_size = -1;
+  int64_t seq_len = 512;
+  int64_t steps = 1000;
+  double max_norm = 1.0;
+  std::string mixed_precision_param = "f32";
+  std::string mixed_precision_reduce = "f32";
+  int64_t seed = 42;
+  bool deterministic = false;
+  std::string device = "cpu";
+  void visit(ConfigVisitor& v) {
+    v.field("dataset", dataset, "dataset name (for logs)");
+    v.field("dataset_path", dataset_path, "prepared shards folder (titan data prepare), text file or JSONL");
+    v.field("local_batch_size", local_batch_size, "sequences per micro-batch on this rank");
+    v.field("global_batch_size", global_batch_size,
+            "sequences per optimizer step across ranks (< 0: local x data-parallel ranks); more means gradient "
+            "accumulation");
+    v.field("seq_len", seq_len, "tokens per sequence");
+    v.field("steps", steps, "optimizer steps to train");
+    v.field("max_norm", max_norm, "clip gradients to this global L2 norm (<= 0: no clipping)");
+    v.field("mixed_precision_param", mixed_precision_param, "dtype parameters are computed in: f32 or bf16");
+    v.field("mixed_precision_reduce", mixed_precision_reduce, "dtype gradients are reduced in: f32");
+    v.field("seed", seed, "seed for initialisation and data order");
+    v.field("deterministic", deterministic, "bitwise-reproducible kernels (CPU kernels always are)");
+    v.field("device", device, "cpu or cuda");
+  }
+};
+
+struct ParallelismSection {
+  int64_t data_parallel_replicate_degree = 1;
+  int64_t data_parallel_shard_degree = -1;
+  int64_t tensor_parallel_degree = 1;
+  int64_t pipeline_parallel_degree = 1;
+  int64_t context_parallel_degree = 1;
+  void visit(ConfigVisitor& v) {
+    v.field("data_parallel_replicate_degree", data_parallel_replicate_degree, "HSDP/DDP replicas");
+    v.field("data_parallel_shard_degree", data_parallel_shard_degree, "FSDP shards (-1: the rest of the world)");
+    v.field("tensor_parallel_degree", tensor_parallel_degree, "tensor parallel degree");
+    v.field("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline parallel degree");
+    v.field("context_parallel_degree", context_parallel_degree, "context parallel degree");
+  }
+};
+
+struct CheckpointSection {
+  bool enable = false;
+  std::string folder = "checkpoint";
+  int64_t interval = 500;
+  int64_t keep_latest_k = 0;
+  int64_t load_step = -1;
+  std::string export_dtype = "f32";
+  void visit(ConfigVisitor& v) {
+    v.field("enable", enable, "save checkpoints");
+    v.field("folder", folder, "checkpoint folder, under the dump folder");
+    v.field("interval", interval, "save every N steps (and at the end)");
+    v.field("keep_latest_k", keep_latest_k, "keep only the newest K checkpoints (0 = all)");
+    v.field("load_step", load_step, "step to resume from (-1 = latest complete)");
+    v.field("export_dtype", export_dtype, "dtype of the model weights in the final export");
+  }
+};
+
+struct ActivationCheckpointSection {
+  std::string mode = "none";
+  int64_t selective_every = 2;
+  void visit(ConfigVisitor& v) {
+    v.field("mode", mode, "none, full (every block) or selective (every N-th block)");
+    v.field("selective_every", selective_every, "with mode = selective, checkpoint every N-th block");
+  }
+};
+
+struct MetricsSection {
+  int64_t log_freq = 1;
+  double peak_tflops = 0.0;
+  bool progress = true;
+  void visit(ConfigVisitor& v) {
+    v.field("log_freq", log_freq, "print and record metrics every N steps");
+    v.field("peak_tflops", peak_tflops, "device peak for MFU (0 = table for GPUs, measured GEMM peak on CPU)");
+    v.field("progress", progress, "show elapsed time and ETA on the metrics line");
+  }
+};
+
+struct ValidationSection {
+  bool enable = false;
+  int64_t freq = 100;
+  int64_t steps = 4;
+  double split = 0.01;
+  void visit(ConfigVisitor& v) {
+    v.field("enable", enable, "evaluate on the held-out split");
+    v.field("freq", freq, "validate every N steps");
+    v.field("steps", steps, "validation batches per evaluation");
+    v.field("split", split, "fraction of documents held out for validation");
+  }
+};
+
+struct JobConfig {
+  JobSection job;
+  ModelSection model;
+  OptimizerSection optimizer;
+  LrSchedulerSection lr_scheduler;
+  TrainingSection training;
+  ParallelismSection parallelism;
+  CheckpointSection checkpoint;
+  ActivationCheckpointSection activation_checkpoint;
+  MetricsSection metrics;
+  ValidationSection validation;
+
+  // Calls f(section_name, section) for each section in file order.
+  template <typename F>
+  void for_each_section(F&& f) {
+    f("job", job);
+    f("model", model);
+    f("optimizer", optimizer);
+    f("lr_scheduler", lr_scheduler);
+    f("training", training);
+    f("parallelism", parallelism);
+    f("checkpoint", checkpoint);
+    f("activation_checkpoint", activation_checkpoint);
+    f("metrics", metrics);
+    f("validation", validation);
+  }
+};
+
+}  // namespace titan::train

@@ -1,0 +1,69 @@
+#include "titan/train/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "titan/core/error.h"
+
+namespace titan::train {
+
+MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool progress) : progress_(progress) {
+  if (jsonl_path.empty()) return;
+  jsonl_.open(jsonl_path, std::ios::app);
+  TITAN_CHECK(jsonl_.good(), "cannot open metrics file '{}'", jsonl_path);
+}
+
+namespace {
+std::string duration(double seconds) {
+  const auto total = static_cast<int64_t>(seconds);
+  if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, total % 3600 / 60);
+  return fmt::format("{}m{:02}s", total / 60, total % 60);
+}
+}  // namespace
+
+std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
+  std::string line = fmt::format(
+      "step {:>5}/{}  loss {:7.4f}  grad_norm {:7.4f}  lr {:.3e}  mem {:.2f}/{:.2f}GiB ({:.1f}%)  tps {:.0f}  "
+      "tflops {:.3f}  mfu {:.1f}%  data {:.1f}%",
+      m.step, m.total_steps, m.loss, m.grad_norm, m.lr, m.peak_memory_gib, m.reserved_memory_gib, m.memory_percent,
+      m.tokens_per_second, m.tflops, m.mfu_percent, m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0);
+  if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
+  if (progress && m.step > 0) {
+    const double eta = m.elapsed_seconds / static_cast<double>(m.step) * static_cast<double>(m.total_steps - m.step);
+    line += fmt::format("  [{} elapsed, eta {}]", duration(m.elapsed_seconds), duration(eta));
+  }
+  return line;
+}
+
+void MetricsLogger::log(const StepMetrics& m) {
+  std::printf("%s\n", format_line(m, progress_).c_str());
+  std::fflush(stdout);
+  if (!jsonl_.is_open()) return;
+  nlohmann::json record{{"step", m.step},
+                        {"loss", m.loss},
+                        {"grad_norm", m.grad_norm},
+                        {"lr", m.lr},
+                        {"step_seconds", m.step_seconds},
+                        {"data_seconds", m.data_seconds},
+                        {"data_percent", m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0.0},
+                        {"tokens", m.tokens},
+                        {"tokens_per_second", m.tokens_per_second},
+                        {"tflops", m.tflops},
+                        {"mfu_percent", m.mfu_percent},
+                        {"peak_memory_gib", m.peak_memory_gib},
+                        {"reserved_memory_gib", m.reserved_memory_gib},
+                        {"memory_percent", m.memory_percent},
+                        {"elapsed_seconds", m.elapsed_seconds}};
+  if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
+  jsonl_ << record.dump() << "\n";
+  jsonl_.flush();
+}
+
+double device_memory_gib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  return static_cast<double>(pages) * static_cast<double>(page_size) / (1024.0 * 1024.0 * 1024.0);
+}
+
+}  // namespace titan::train

@@ -1,0 +1,49 @@
+// Per-step training metrics: what the console line and metrics.jsonl report.
+// Throughput is measured wall-clock over the whole step (data included);
+// TFLOP/s uses the model family's FLOPs-per-token formula; MFU divides by the
+// device peak (metrics.peak_tflops, or a measured GEMM peak on CPU).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace titan::train {
+
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double loss = 0.0;
+  double grad_norm = 0.0;
+  double lr = 0.0;
+  double step_seconds = 0.0;
+  double data_seconds = 0.0;  // waiting for the loader
+  int64_t tokens = 0;         // this rank's tokens this step
+  double tokens_per_second = 0.0;
+  double tflops = 0.0;
+  double mfu_percent = 0.0;
+  double peak_memory_gib = 0.0;      // most bytes live during the step
+  double reserved_memory_gib = 0.0;  // held from the system now
+  double memory_percent = 0.0;       // peak as a share of the device's memory
+  double elapsed_seconds = 0.0;
+  std::optional<double> validation_loss;
+};
+
+// Prints one line per logged step and appends the same fields as one JSON
+// object per line to `jsonl_path` (when non-empty).
+class MetricsLogger {
+ public:
+  MetricsLogger(const std::string& jsonl_path, bool progress);
+  void log(const StepMetrics& metrics);
+  static std::string format_line(const StepMetrics& metrics, bool progress);
+
+ private:
+  std::ofstream jsonl_;
+  bool progress_;
+};
+
+// Total memory of the device tensors live on (host RAM for the CPU).
+double device_memory_gib();
+
+}  // namespace titan::train

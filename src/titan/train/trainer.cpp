@@ -1,0 +1,189 @@
+#include "titan/train/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "titan/autograd/engine.h"
+#include "titan/autograd/grad_mode.h"
+#include "titan/core/allocator.h"
+#include "titan/models/model_spec.h"
+#include "titan/models/parallelize_decoder.h"
+#include "titan/nn/functional.h"
+#include "titan/ops/adamw.h"
+#include "titan/ops/reduction.h"
+#include "titan/train/config_loader.h"
+#include "titan/train/device_peak.h"
+
+namespace titan::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(config)), batches_(std::move(batches)) {
+  train::validate(config_);
+  const Device device = Device::parse(config_.training.device);
+  TITAN_CHECK(device.is_cpu(), "training.device '{}': this build trains on the CPU backend only so far",
+              config_.training.device);
+  TITAN_CHECK(config_.parallelism.tensor_parallel_degree == 1 && config_.parallelism.pipeline_parallel_degree == 1 &&
+                  config_.parallelism.context_parallel_degree == 1 &&
+                  config_.parallelism.data_parallel_replicate_degree == 1 &&
+                  (config_.parallelism.data_parallel_shard_degree == 1 ||
+                   config_.parallelism.data_parallel_shard_degree == -1),
+              "parallelism degrees > 1 need the distributed runtime (a single process was started)");
+
+  int64_t tokenizer_vocab = 0;
+  if (!batches_) {
+    data::DataLoaderConfig data;
+    data.paths = {config_.training.dataset_path};
+    data.tokenizer = config_.model.tokenizer_path;
+    data.seq_len = config_.training.seq_len;
+    data.local_batch = config_.training.local_batch_size;
+    data.seed = static_cast<uint64_t>(config_.training.seed);
+    data.validation_fraction = config_.validation.enable ? config_.validation.split : 0.0;
+    data.document_masking = config_.model.document_masking;
+    loader_ = std::make_unique<data::DataLoader>(data);
+    batches_ = [this] { return loader_->next_batch(); };
+    tokenizer_vocab = loader_->vocab_size();
+  } else {
+    TITAN_CHECK(!config_.validation.enable, "validation needs the job's dataset, not injected batches");
+  }
+  const int64_t vocab = config_.model.vocab_size > 0 ? config_.model.vocab_size : tokenizer_vocab;
+  TITAN_CHECK(vocab > 0, "model.vocab_size is not set and there is no tokenizer to take it from");
+  TITAN_CHECK(vocab >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids", vocab,
+              tokenizer_vocab);
+  models::DecoderConfig model_config = models::model_config(config_.model.name, config_.model.flavor, vocab);
+  model_config.block.attention.attention_impl = config_.model.attention;
+  model_config.loss.fused = config_.model.fused_loss;
+  model_config.loss.vocab_chunk = config_.model.loss_vocab_chunk;
+  model_config.max_seq_len = std::max(model_config.max_seq_len, config_.training.seq_len);
+  model_ = model_config.build(device);
+  Generator generator(static_cast<uint64_t>(config_.training.seed));
+  model_->init_weights(generator);
+  const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
+  models::apply_mixed_precision(*model_, compute_dtype);
+  models::apply_activation_checkpointing(*model_, config_.activation_checkpoint.mode,
+                                         config_.activation_checkpoint.selective_every);
+
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (auto& [name, parameter] : model_->named_parameters()) named.emplace_back(name, parameter->data);
+  optim::AdamWOptions options{config_.optimizer.beta1, config_.optimizer.beta2, config_.optimizer.eps,
+                              config_.optimizer.weight_decay, config_.optimizer.no_weight_decay,
+                              parse_dtype(config_.optimizer.state_dtype)};
+  optimizer_ = std::make_unique<optim::AdamW>(std::move(named), options);
+  schedule_ = {config_.lr_scheduler.warmup_steps, config_.training.steps, config_.lr_scheduler.decay_ratio,
+               config_.lr_scheduler.decay_type, config_.lr_scheduler.min_lr_factor};
+
+  const int64_t local = config_.training.local_batch_size;
+  const int64_t global = config_.training.global_batch_size > 0 ? config_.training.global_batch_size : local;
+  TITAN_CHECK(global % local == 0, "training.global_batch_size {} is not a multiple of local_batch_size {}", global,
+              local);
+  accumulation_ = global / local;
+  flops_per_token_ = models::training_flops_per_token(model_config, config_.training.seq_len);
+  peak_tflops_ = config_.metrics.peak_tflops > 0 ? config_.metrics.peak_tflops
+                                                 : default_peak_tflops(device, compute_dtype);
+
+  std::filesystem::create_directories(config_.job.dump_folder);
+  logger_ = std::make_unique<MetricsLogger>(
+      (std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(), config_.metrics.progress);
+  std::printf("titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld (x%lld accumulation), %s compute, "
+              "%.2f TFLOP/s peak\n",
+              config_.model.name.c_str(), config_.model.flavor.c_str(),
+              static_cast<long long>(model_->num_parameters()), static_cast<long long>(vocab),
+              static_cast<long long>(config_.training.seq_len), static_cast<long long>(local),
+              static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_);
+}
+
+Trainer::~Trainer() = default;
+
+models::DecoderInputs Trainer::model_inputs(const data::Batch& batch) const {
+  models::DecoderInputs inputs{batch.input_ids, {}, {}};
+  if (config_.model.document_masking) {
+    inputs.positions = batch.positions;
+    inputs.document_ids = batch.document_ids;
+  }
+  return inputs;
+}
+
+StepMetrics Trainer::train_step() {
+  const auto start = Clock::now();
+  ++step_;
+  Allocator& allocator = allocator_for(DeviceType::cpu);
+  allocator.reset_peak();
+  model_->zero_grad();
+  double data_seconds = 0.0, loss_sum = 0.0;
+  int64_t tokens = 0;
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    const auto data_start = Clock::now();
+    const data::Batch batch = batches_();
+    data_seconds += seconds_since(data_start);
+    tokens += batch.input_ids.numel();
+    Tensor loss = model_->loss(model_inputs(batch), batch.labels);
+    loss_sum += loss.item();
+    if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
+    autograd::backward({loss});
+  }
+  std::vector<Tensor> grads;
+  for (const Tensor& parameter : model_->parameters()) {
+    if (parameter.grad().defined()) grads.push_back(parameter.grad());
+  }
+  const double grad_norm = config_.training.max_norm > 0 ? ops::clip_grad_norm_(grads, config_.training.max_norm)
+                                                         : ops::global_l2_norm(grads).item();
+  const double lr = config_.optimizer.lr * schedule_.factor(step_);
+  optimizer_->step(lr);
+
+  StepMetrics m;
+  m.step = step_;
+  m.total_steps = config_.training.steps;
+  m.loss = loss_sum / static_cast<double>(accumulation_);
+  m.grad_norm = grad_norm;
+  m.lr = lr;
+  m.step_seconds = seconds_since(start);
+  m.data_seconds = data_seconds;
+  m.tokens = tokens;
+  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds;
+  m.tflops = flops_per_token_ * m.tokens_per_second / 1e12;
+  m.mfu_percent = 100.0 * m.tflops / peak_tflops_;
+  const MemoryStats memory = allocator.stats();
+  m.peak_memory_gib = static_cast<double>(memory.peak_bytes) / kGiB;
+  m.reserved_memory_gib = static_cast<double>(memory.reserved_bytes) / kGiB;
+  m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib();
+  elapsed_seconds_ += m.step_seconds;
+  m.elapsed_seconds = elapsed_seconds_;
+  return m;
+}
+
+double Trainer::validate() {
+  autograd::NoGradGuard no_grad;
+  data::ValidationIterator batches = loader_->validation();
+  double weighted = 0.0;
+  int64_t tokens = 0;
+  data::Batch batch;
+  for (int64_t i = 0; i < config_.validation.steps && batches.next(batch); ++i) {
+    const double loss = model_->loss(model_inputs(batch), batch.labels).item();
+    weighted += loss * static_cast<double>(batch.real_tokens);
+    tokens += batch.real_tokens;
+  }
+  TITAN_CHECK(tokens > 0, "validation: the held-out split is empty (raise validation.split?)");
+  return weighted / static_cast<double>(tokens);
+}
+
+const std::vector<StepMetrics>& Trainer::train() {
+  while (step_ < config_.training.steps) {
+    StepMetrics metrics = train_step();
+    if (config_.validation.enable && step_ % config_.validation.freq == 0) metrics.validation_loss = validate();
+    history_.push_back(metrics);
+    if (step_ % config_.metrics.log_freq == 0 || step_ == config_.training.steps || metrics.validation_loss) {
+      logger_->log(metrics);
+    }
+  }
+  return history_;
+}
+
+}  // namespace titan::train

@@ -1,0 +1,60 @@
+// The training loop of one process: builds the model from the job config,
+// feeds it the data loader's batches, accumulates gradients over
+// micro-batches, clips, steps AdamW on the LR schedule, validates, and
+// reports metrics every log_freq steps.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "titan/data/data_loader.h"
+#include "titan/models/decoder.h"
+#include "titan/optim/adamw.h"
+#include "titan/optim/lr_schedule.h"
+#include "titan/train/job_config.h"
+#include "titan/train/metrics.h"
+
+namespace titan::train {
+
+// Where micro-batches come from: the job's dataset by default; tests inject fixed batches.
+using BatchSource = std::function<data::Batch()>;
+
+class Trainer {
+ public:
+  explicit Trainer(JobConfig config, BatchSource batches = {});
+  ~Trainer();
+
+  // Runs steps until training.steps; returns every step's metrics.
+  const std::vector<StepMetrics>& train();
+  // One optimizer step (all micro-batches); exposed for tests.
+  StepMetrics train_step();
+  // Mean loss over the validation split (validation.steps batches at most).
+  double validate();
+
+  models::Decoder& model() { return *model_; }
+  optim::AdamW& optimizer() { return *optimizer_; }
+  data::DataLoader* loader() { return loader_.get(); }
+  int64_t step() const { return step_; }
+  int64_t gradient_accumulation_steps() const { return accumulation_; }
+  const JobConfig& config() const { return config_; }
+
+ private:
+  models::DecoderInputs model_inputs(const data::Batch& batch) const;
+
+  JobConfig config_;
+  std::unique_ptr<data::DataLoader> loader_;
+  BatchSource batches_;
+  std::shared_ptr<models::Decoder> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  optim::LrSchedule schedule_;
+  std::unique_ptr<MetricsLogger> logger_;
+  std::vector<StepMetrics> history_;
+  int64_t step_ = 0;
+  int64_t accumulation_ = 1;
+  double flops_per_token_ = 0.0;
+  double peak_tflops_ = 0.0;
+  double elapsed_seconds_ = 0.0;
+};
+
+}  // namespace titan::train

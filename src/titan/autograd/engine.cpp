@@ -17,12 +17,17 @@ struct NodeState {
   std::vector<Tensor> buffer;     // summed gradient per node output
 };
 
+// A gradient may arrive wider than its tensor (an f32 gradient for a bf16
+// weight straight from the fused loss): sums of mixed dtypes are taken in f32,
+// so precision is never thrown away on the way to the f32 master weights.
 void accumulate(Tensor& slot, const Tensor& grad) {
   if (!grad.defined()) return;
   if (!slot.defined()) {
     slot = grad;
-  } else {
+  } else if (slot.dtype() == grad.dtype()) {
     slot = ops::add(slot, grad);
+  } else {
+    slot = ops::add(slot.to(DType::f32), grad.to(DType::f32));
   }
 }
 

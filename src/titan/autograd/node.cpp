@@ -28,9 +28,15 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     // in-place accumulation cannot write into another tensor's memory.
     const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
                            grad.is_contiguous() && grad.dtype() == leaf_.dtype();
-    meta.grad = exclusive ? grad : grad.to(leaf_.dtype()).clone();
-  } else {
+    if (exclusive) {
+      meta.grad = grad;
+    } else {
+      meta.grad = grad.dtype() == leaf_.dtype() ? grad.clone() : grad.to(leaf_.dtype());
+    }
+  } else if (meta.grad.dtype() == grad.dtype() || meta.grad.dtype() == DType::f32) {
     ops::add_(meta.grad, grad);
+  } else {
+    ops::add_(meta.grad, grad.to(meta.grad.dtype()));
   }
   for (const auto& hook : meta.post_accumulate_hooks) hook(leaf_);
   return {};

@@ -39,7 +39,14 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   check_defined("cross_entropy_backward", grad_loss, "grad_loss");
   TITAN_CHECK(grad_loss.numel() == 1, "cross_entropy_backward: grad_loss must have one element, got {}",
               shape_str(grad_loss.shape()));
+  check_defined("cross_entropy_backward", logits, "logits");
+  check_rank("cross_entropy_backward", logits, 2, "logits [N, V]");
   check_targets("cross_entropy_backward", targets, logits.size(0), logits);
+  // The kernel reads one lse per row: a short or non-f32 lse would be read out of bounds.
+  check_defined("cross_entropy_backward", lse, "lse");
+  check_dtype("cross_entropy_backward", lse, {DType::f32}, "lse");
+  TITAN_CHECK(lse.dim() == 1 && lse.size(0) == logits.size(0), "cross_entropy_backward: lse {} must be [{}]",
+              shape_str(lse.shape()), logits.size(0));
   Tensor grad_logits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   if (!logits.device().is_meta()) {
     cross_entropy_backward_kernels(logits.device(), grad_logits, grad_loss.to(DType::f32).contiguous(),

@@ -46,7 +46,7 @@ struct FusedCrossEntropyOutput {
 FusedCrossEntropyOutput fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                                    const FusedCrossEntropyOptions& options);
 
-using CrossEntropyKernel = void(const CrossEntropyOutput& result, const Tensor& logits, const Tensor& targets,
+using CrossEntropyKernel = void(CrossEntropyOutput& result, const Tensor& logits, const Tensor& targets,
                                 const CrossEntropyOptions& options);
 using CrossEntropyBackwardKernel = void(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
                                         const Tensor& targets, const Tensor& lse, int64_t counted_tokens,

@@ -2,7 +2,6 @@
 // the fused linear cross-entropy whose gradients come out of its forward pass.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::F {
@@ -26,13 +25,14 @@ Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, co
   run.compute_grads = autograd::grad_enabled() && (hidden.requires_grad() || weight.requires_grad());
   ops::FusedCrossEntropyOutput out = ops::fused_linear_cross_entropy(hidden, weight, targets, run);
   const Tensor grad_hidden = out.grad_hidden, grad_weight = out.grad_weight;
-  const DType weight_dtype = weight.dtype();
   record("FusedLinearCrossEntropyBackward", {&hidden, &weight}, {&out.loss}, [=](const auto& g) {
     // The forward produced d(loss)/d(input) for a unit loss gradient; scale by the real one.
+    // The weight gradient stays f32 even for a bf16 weight: it usually flows on to an f32
+    // master weight, and rounding it to bf16 first would only lose precision (and memory).
     const float factor = static_cast<float>(g[0].item());
     Tensor gh = factor == 1.0f ? grad_hidden : ops::scale(grad_hidden, factor);
     Tensor gw = factor == 1.0f ? grad_weight : ops::scale(grad_weight, factor);
-    return std::vector<Tensor>{gh, ops::cast(gw, weight_dtype)};
+    return std::vector<Tensor>{gh, gw};
   });
   return out.loss;
 }

@@ -1,0 +1,53 @@
+// `titan estimate-memory --model llama3 --flavor 70B ...`: training memory per
+// rank from a meta-device build (nothing is allocated).
+#include <cstdio>
+#include <memory>
+
+#include "titan/cli/subcommands.h"
+#include "titan/models/memory_estimate.h"
+#include "titan/models/model_spec.h"
+
+namespace titan::cli {
+
+namespace {
+struct EstimateArguments {
+  std::string model = "llama3", flavor = "8B", compute_dtype = "bf16", state_dtype = "f32", ac = "none";
+  int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2;
+};
+}  // namespace
+
+Subcommand make_estimate_memory_subcommand() {
+  auto args = std::make_shared<EstimateArguments>();
+  Subcommand subcommand;
+  subcommand.add = [args](CLI::App& parent) {
+    CLI::App* app = parent.add_subcommand("estimate-memory", "estimate training memory per rank for a model flavor");
+    app->add_option("--model", args->model, "model family (llama3, qwen3)")->capture_default_str();
+    app->add_option("--flavor", args->flavor, "flavor (debugmodel, 1B, 8B, 70B, ...)")->capture_default_str();
+    app->add_option("--vocab-size", args->vocab, "vocabulary size (0 = the flavor's)");
+    app->add_option("--batch", args->batch, "local batch size")->capture_default_str()->check(CLI::PositiveNumber);
+    app->add_option("--seq-len", args->seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
+    app->add_option("--dtype", args->compute_dtype, "compute dtype (f32, bf16)")->capture_default_str();
+    app->add_option("--optimizer-state-dtype", args->state_dtype, "AdamW moment dtype")->capture_default_str();
+    app->add_option("--activation-checkpoint", args->ac, "none, full or selective")->capture_default_str();
+    app->add_option("--selective-every", args->selective_every, "selective: every N-th block");
+    app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")->capture_default_str()->check(CLI::PositiveNumber);
+    return app;
+  };
+  subcommand.run = [args] {
+    const models::DecoderConfig config = models::model_config(args->model, args->flavor, args->vocab);
+    models::MemoryEstimateOptions options{args->batch,          args->seq,
+                                          parse_dtype(args->compute_dtype), parse_dtype(args->state_dtype),
+                                          args->ac,             args->selective_every,
+                                          args->dp_shard};
+    TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective",
+                "--activation-checkpoint must be none, full or selective, got '{}'", args->ac);
+    std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld\n", args->model.c_str(), args->flavor.c_str(),
+                static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
+                static_cast<long long>(args->dp_shard));
+    std::printf("%s", models::format_memory_estimate(models::estimate_memory(config, options)).c_str());
+    return 0;
+  };
+  return subcommand;
+}
+
+}  // namespace titan::cli

@@ -13,6 +13,7 @@ import sys
 import torch
 
 import functional as ref
+import model
 from safetensors_io import save
 
 torch.manual_seed(1234)
@@ -102,6 +103,22 @@ def rope_cases(outdir):
         write(outdir, f"rope_{name}", tensors, **meta)
 
 
+def attention_case(outdir, name, batch, q_len, k_len, heads, kv_heads, dim, causal, window, documents):
+    q, k, v = leaf(batch, q_len, heads, dim), leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, dim)
+    docs = None
+    if documents:  # documents of random lengths; ids increase along the sequence
+        starts = torch.rand(batch, k_len) < 0.08
+        starts[:, 0] = True
+        docs = torch.cumsum(starts.long(), dim=1) - 1
+    scale = dim ** -0.5
+    y = ref.attention(q, k, v, scale, causal, window, docs)
+    grad, (dq, dk, dv) = backward(y, [q, k, v])
+    tensors = {"q": q, "k": k, "v": v, "y": y, "grad_y": grad, "grad_q": dq, "grad_k": dk, "grad_v": dv}
+    if docs is not None:
+        tensors["document_ids"] = docs
+    write(outdir, f"attention_{name}", tensors, causal=int(causal), window=window, scale=repr(scale))
+
+
 def attention_cases(outdir):
     # name, batch, q_len, k_len, heads, kv_heads, head_dim, causal, window, documents
     configs = [("causal", 2, 37, 37, 4, 4, 16, True, 0, False),
@@ -114,20 +131,15 @@ def attention_cases(outdir):
                ("head128", 1, 96, 96, 2, 2, 128, True, 0, True),
                ("decode", 2, 5, 33, 4, 2, 16, True, 0, False),
                ("long", 1, 300, 300, 2, 2, 32, True, 0, True)]
-    for name, batch, q_len, k_len, heads, kv_heads, dim, causal, window, documents in configs:
-        q, k, v = leaf(batch, q_len, heads, dim), leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, dim)
-        docs = None
-        if documents:  # documents of random lengths; ids increase along the sequence
-            starts = torch.rand(batch, k_len) < 0.08
-            starts[:, 0] = True
-            docs = torch.cumsum(starts.long(), dim=1) - 1
-        scale = dim ** -0.5
-        y = ref.attention(q, k, v, scale, causal, window, docs)
-        grad, (dq, dk, dv) = backward(y, [q, k, v])
-        tensors = {"q": q, "k": k, "v": v, "y": y, "grad_y": grad, "grad_q": dq, "grad_k": dk, "grad_v": dv}
-        if docs is not None:
-            tensors["document_ids"] = docs
-        write(outdir, f"attention_{name}", tensors, causal=int(causal), window=window, scale=repr(scale))
+    for config in configs:
+        attention_case(outdir, *config)
+
+
+def attention_tiled_cases(outdir):
+    """Longer than the CPU kernel's 128-row tiles, with a window shorter than a
+    tile, so whole tiles are skipped by the window and by the documents.
+    (Separate from attention_cases so earlier cases keep their random inputs.)"""
+    attention_case(outdir, "tiled_window_documents", 1, 420, 420, 4, 2, 32, True, 100, True)
 
 
 def cross_entropy_cases(outdir):
@@ -171,12 +183,48 @@ def adamw_cases(outdir):
           count=len(shapes))
 
 
+def block_cases(outdir):
+    """A whole decoder block, Llama-style (interleaved RoPE, GQA) and
+    Qwen-style (half RoPE, q/k norm), with packed documents in one case."""
+    configs = [("llama", "interleaved", False, False), ("qwen", "half", True, False),
+               ("llama_documents", "interleaved", False, True)]
+    dim, heads, kv_heads, head_dim, hidden, eps, theta = 64, 4, 2, 16, 96, 1e-5, 500000.0
+    for name, style, qk_norm, documents in configs:
+        block = model.TransformerBlock(dim, heads, kv_heads, head_dim, hidden, qk_norm, eps, style)
+        with torch.no_grad():
+            for pname, p in block.named_parameters():
+                p.copy_(bf16_exact(*p.shape, scale=0.2 if "norm" not in pname else 1.0)
+                        + (1.0 if "norm" in pname else 0.0))
+        batch, seq = 2, 24
+        x = leaf(batch, seq, dim)
+        docs = None
+        positions = torch.arange(seq).expand(batch, seq).contiguous()
+        if documents:
+            docs = torch.zeros(batch, seq, dtype=torch.long)
+            docs[:, 9:] = 1
+            docs[1, 17:] = 2
+            positions = torch.stack([torch.cat([torch.arange(n) for n in torch.unique_consecutive(docs[b],
+                                     return_counts=True)[1].tolist()]) for b in range(batch)])
+        freqs = ref.rope_frequencies(head_dim, theta)
+        y = block(x, positions, freqs, docs)
+        params = dict(block.named_parameters())
+        grad, grads = backward(y, [x] + list(params.values()))
+        tensors = {"x": x, "y": y, "grad_y": grad, "grad_x": grads[0], "positions": positions}
+        for (pname, p), g in zip(params.items(), grads[1:]):
+            tensors["param." + pname] = p
+            tensors["grad." + pname] = g
+        if docs is not None:
+            tensors["document_ids"] = docs
+        write(outdir, f"block_{name}", tensors, dim=dim, n_heads=heads, n_kv_heads=kv_heads, head_dim=head_dim,
+              hidden_dim=hidden, norm_eps=eps, rope_theta=theta, rope_style=style, qk_norm=int(qk_norm))
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(1)
     for make in [gemm_cases, elementwise_cases, softmax_cases, rms_norm_cases, embedding_cases, rope_cases,
-                 attention_cases, cross_entropy_cases, adamw_cases]:
+                 attention_cases, cross_entropy_cases, adamw_cases, block_cases, attention_tiled_cases]:
         make(outdir)
     with open(os.path.join(outdir, ".stamp"), "w") as f:
         f.write("ok\n")

@@ -31,7 +31,9 @@ MemoryStats CpuAllocator::stats() const {
   MemoryStats stats;
   stats.live_bytes = live_.load(std::memory_order_relaxed);
   stats.peak_bytes = peak_.load(std::memory_order_relaxed);
+  // Freed host memory goes straight back to the system: reserved is live.
   stats.reserved_bytes = stats.live_bytes;
+  stats.peak_reserved_bytes = stats.peak_bytes;
   stats.allocations = allocations_.load(std::memory_order_relaxed);
   return stats;
 }

@@ -40,6 +40,34 @@ Tensor Decoder::hidden_states(const DecoderInputs& inputs) const {
   return norm->forward(h);
 }
 
+KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype) const {
+  TITAN_CHECK(capacity <= config.max_seq_len, "KV cache of {} positions exceeds max_seq_len {}", capacity,
+              config.max_seq_len);
+  const auto& a = config.block.attention;
+  KVCache cache;
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    cache.keys.push_back(Tensor::zeros({batch, capacity, a.kv_heads(), a.head_size()}, dtype, rope.cos.device()));
+    cache.values.push_back(Tensor::zeros({batch, capacity, a.kv_heads(), a.head_size()}, dtype, rope.cos.device()));
+  }
+  return cache;
+}
+
+Tensor Decoder::forward_cached(const Tensor& input_ids, KVCache& cache) const {
+  TITAN_CHECK(input_ids.dim() == 2, "Decoder: input_ids must be [batch, tokens], got {}", shape_str(input_ids.shape()));
+  const int64_t batch = input_ids.size(0), tokens = input_ids.size(1), start = cache.length;
+  TITAN_CHECK(start + tokens <= cache.capacity(), "Decoder: {} + {} positions overflow the KV cache of {}", start,
+              tokens, cache.capacity());
+  std::vector<int64_t> positions(static_cast<size_t>(batch * tokens));
+  for (int64_t i = 0; i < batch * tokens; ++i) positions[static_cast<size_t>(i)] = start + i % tokens;
+  nn::AttentionInputs attention{&rope, Tensor::from_vector(positions, {batch, tokens}).to(input_ids.device()), {}};
+  Tensor h = tok_embeddings->forward(input_ids);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    h = (*layers)[i]->forward_cached(h, attention, cache.keys[i], cache.values[i], start);
+  }
+  cache.length = start + tokens;
+  return F::linear(norm->forward(h), output_weight());
+}
+
 Tensor Decoder::output_weight() const {
   return config.tie_embeddings ? tok_embeddings->weight->materialize() : output->weight->materialize();
 }

@@ -50,6 +50,13 @@ struct DecoderInputs {
   Tensor document_ids;  // set when packed documents must not attend to each other
 };
 
+// Keys and values of every layer for incremental decoding.
+struct KVCache {
+  std::vector<Tensor> keys, values;  // per layer [B, capacity, Hkv, head_dim]
+  int64_t length = 0;                // positions filled
+  int64_t capacity() const { return keys.empty() ? 0 : keys.front().size(1); }
+};
+
 class Decoder : public nn::Module {
  public:
   Decoder(const DecoderConfig& config, Device device);
@@ -60,6 +67,10 @@ class Decoder : public nn::Module {
   Tensor logits(const DecoderInputs& inputs) const;
   // Mean cross-entropy of next-token labels [B, S] (ignore_index -100).
   Tensor loss(const DecoderInputs& inputs, const Tensor& labels) const;
+  // A cache for `batch` sequences of up to `capacity` positions, in the dtype forward computes in.
+  KVCache make_cache(int64_t batch, int64_t capacity, DType dtype) const;
+  // Logits [B, T, vocab] for T new tokens after the cache's `length` positions; appends them to the cache.
+  Tensor forward_cached(const Tensor& input_ids, KVCache& cache) const;
   // The output projection as forward sees it (the embedding table when tied).
   Tensor output_weight() const;
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
 
 namespace titan::nn {
 
@@ -28,7 +29,7 @@ Attention::Attention(const AttentionConfig& config, Device device) : config(conf
   }
 }
 
-Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const {
+Attention::Projected Attention::project(const Tensor& x, const AttentionInputs& inputs) const {
   TITAN_CHECK(x.dim() == 3 && x.size(2) == config.dim, "Attention: input {} must be [B, S, {}]", shape_str(x.shape()),
               config.dim);
   TITAN_CHECK(inputs.rope != nullptr, "Attention: no RoPE table given");
@@ -42,12 +43,34 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const 
   }
   q = F::rope(q, *inputs.rope, inputs.positions, config.rope_style);
   k = F::rope(k, *inputs.rope, inputs.positions, config.rope_style);
-  ops::AttentionMask mask = inputs.mask;
-  if (config.sliding_window > 0) mask.sliding_window = config.sliding_window;
+  return {q, k, v};
+}
+
+Tensor Attention::attend(const Projected& p, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask) const {
+  ops::AttentionMask effective = mask;
+  if (config.sliding_window > 0) effective.sliding_window = config.sliding_window;
+  const int64_t head = config.head_size();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
   const Tensor out =
-      F::scaled_dot_product_attention(q, k, v, mask, scale, F::parse_attention_impl(config.attention_impl));
-  return wo->forward(F::view(out, {batch, seq, config.n_heads * head}));
+      F::scaled_dot_product_attention(p.q, k, v, effective, scale, F::parse_attention_impl(config.attention_impl));
+  return wo->forward(F::view(out, {p.q.size(0), p.q.size(1), config.n_heads * head}));
+}
+
+Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const {
+  const Projected p = project(x, inputs);
+  return attend(p, p.k, p.v, inputs.mask);
+}
+
+Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
+                                 const Tensor& value_cache, int64_t start) const {
+  const Projected p = project(x, inputs);
+  const int64_t end = start + x.size(1);
+  TITAN_CHECK(end <= key_cache.size(1), "Attention: KV cache of {} positions cannot hold position {}",
+              key_cache.size(1), end - 1);
+  ops::copy_(key_cache.narrow(1, start, x.size(1)), p.k);
+  ops::copy_(value_cache.narrow(1, start, x.size(1)), p.v);
+  // The queries sit at the end of the visible keys: causal masking aligns them there.
+  return attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask);
 }
 
 void Attention::init_weights(Generator& generator, double output_std) {

@@ -44,12 +44,24 @@ class Attention : public Module {
   Attention(const AttentionConfig& config, Device device);
   // x [B, S, dim] -> [B, S, dim]
   Tensor forward(const Tensor& x, const AttentionInputs& inputs) const;
+  // Incremental decoding: x holds T new tokens at positions [start, start + T)
+  // (inputs.positions). Their keys and values are written into the caches
+  // ([B, capacity, Hkv, head_dim]) and the queries attend to all start + T.
+  Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
+                        const Tensor& value_cache, int64_t start) const;
   // q/k/v: N(0, 0.02); output projection: N(0, output_std) (depth-scaled).
   void init_weights(Generator& generator, double output_std);
 
   const AttentionConfig config;
   std::shared_ptr<Linear> wq, wk, wv, wo;
   std::shared_ptr<RMSNorm> q_norm, k_norm;  // null unless qk_norm
+
+ private:
+  struct Projected {
+    Tensor q, k, v;  // [B, S, heads, head_dim], normed and rotated
+  };
+  Projected project(const Tensor& x, const AttentionInputs& inputs) const;
+  Tensor attend(const Projected& p, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask) const;
 };
 
 }  // namespace titan::nn

@@ -24,9 +24,20 @@ Tensor TransformerBlock::forward(const Tensor& x, const AttentionInputs& inputs)
   return runner_([this, inputs](const Tensor& in) { return compute(in, inputs); }, x);
 }
 
-Tensor TransformerBlock::compute(const Tensor& x, const AttentionInputs& inputs) const {
-  const Tensor h = F::add(x, attention->forward(attention_norm->forward(x), inputs));
+Tensor TransformerBlock::residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend) const {
+  const Tensor h = F::add(x, attend(attention_norm->forward(x)));
   return F::add(h, feed_forward->forward(ffn_norm->forward(h)));
+}
+
+Tensor TransformerBlock::compute(const Tensor& x, const AttentionInputs& inputs) const {
+  return residual(x, [&](const Tensor& normed) { return attention->forward(normed, inputs); });
+}
+
+Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
+                                        const Tensor& value_cache, int64_t start) const {
+  return residual(x, [&](const Tensor& normed) {
+    return attention->forward_cached(normed, inputs, key_cache, value_cache, start);
+  });
 }
 
 void TransformerBlock::init_weights(Generator& generator, double output_std) {

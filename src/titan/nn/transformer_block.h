@@ -30,6 +30,9 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(const TransformerBlockConfig& config, Device device);
   Tensor forward(const Tensor& x, const AttentionInputs& inputs) const;
+  // Incremental decoding with this layer's KV cache (see Attention::forward_cached).
+  Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
+                        const Tensor& value_cache, int64_t start) const;
   void set_runner(BlockRunner runner) { runner_ = std::move(runner); }
   // Norms to one; projections as Attention/FeedForward say, with output
   // projections at `output_std` (Llama 3: 0.02 / sqrt(2 * (layer + 1))).
@@ -42,6 +45,8 @@ class TransformerBlock : public Module {
 
  private:
   Tensor compute(const Tensor& x, const AttentionInputs& inputs) const;
+  // x + attend(norm(x)), then the feed-forward residual: shared by both forwards.
+  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend) const;
   BlockRunner runner_;
 };
 

@@ -59,6 +59,13 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q,
   check_same_shape("flash_attention_backward", grad_out, q);
   check_same_dtype("flash_attention_backward", grad_out, q);
   check_same_shape("flash_attention_backward", out, q);
+  check_same_dtype("flash_attention_backward", out, q);
+  // The kernel indexes lse as [B, Hq, Sq] f32: a mismatch would read out of bounds.
+  check_defined("flash_attention_backward", lse, "lse");
+  check_dtype("flash_attention_backward", lse, {DType::f32}, "lse");
+  TITAN_CHECK(lse.shape() == (Shape{q.size(0), q.size(2), q.size(1)}),
+              "flash_attention_backward: lse {} must be [B, Hq, Sq] = [{}, {}, {}]", shape_str(lse.shape()), q.size(0),
+              q.size(2), q.size(1));
   AttentionGrads grads{Tensor::empty(q.shape(), q.dtype(), q.device()), Tensor::empty(k.shape(), k.dtype(), k.device()),
                        Tensor::empty(v.shape(), v.dtype(), v.device())};
   if (!q.device().is_meta()) {

@@ -24,7 +24,7 @@ struct StepMetrics {
   double tflops = 0.0;
   double mfu_percent = 0.0;
   double peak_memory_gib = 0.0;      // most bytes live during the step
-  double reserved_memory_gib = 0.0;  // held from the system now
+  double reserved_memory_gib = 0.0;  // most bytes held from the system during the step
   double memory_percent = 0.0;       // peak as a share of the device's memory
   double elapsed_seconds = 0.0;
   std::optional<double> validation_loss;

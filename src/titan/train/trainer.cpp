@@ -14,6 +14,7 @@
 #include "titan/ops/reduction.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
+#include "titan/train/model_export.h"
 
 namespace titan::train {
 namespace {
@@ -152,7 +153,7 @@ StepMetrics Trainer::train_step() {
   m.mfu_percent = 100.0 * m.tflops / peak_tflops_;
   const MemoryStats memory = allocator.stats();
   m.peak_memory_gib = static_cast<double>(memory.peak_bytes) / kGiB;
-  m.reserved_memory_gib = static_cast<double>(memory.reserved_bytes) / kGiB;
+  m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib();
   elapsed_seconds_ += m.step_seconds;
   m.elapsed_seconds = elapsed_seconds_;
@@ -183,6 +184,12 @@ const std::vector<StepMetrics>& Trainer::train() {
       logger_->log(metrics);
     }
   }
+  const std::string folder =
+      (std::filesystem::path(config_.job.dump_folder) / config_.checkpoint.folder / fmt::format("step-{:06}", step_))
+          .string();
+  export_model(*model_, config_, folder, parse_dtype(config_.checkpoint.export_dtype));
+  std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
+              folder.c_str());
   return history_;
 }
 

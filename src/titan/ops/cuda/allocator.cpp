@@ -32,6 +32,7 @@ class CudaAllocator final : public Allocator {
     stats.live_bytes = live_.load();
     stats.peak_bytes = peak_.load();
     stats.reserved_bytes = stats.live_bytes;
+    stats.peak_reserved_bytes = stats.peak_bytes;
     stats.allocations = allocations_.load();
     return stats;
   }

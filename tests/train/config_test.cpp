@@ -1,0 +1,132 @@
+// The job config: TOML files, --section.key overrides, help and dump text,
+// and the errors a user gets for mistakes (file, line, key, suggestion).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "titan/core/error.h"
+
+#include "titan/train/config_loader.h"
+
+namespace titan {
+namespace {
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Config, LoadsTomlWithTorchTitanKeys) {
+  train::JobConfig config;
+  train::load_toml_string(config, R"(
+[training]
+local_batch_size = 4
+seq_len = 256
+steps = 7
+max_norm = 0.5
+[optimizer]
+lr = 3e-4
+no_weight_decay = ["norm"]
+[lr_scheduler]
+warmup_steps = 2
+decay_type = "cosine"
+[parallelism]
+data_parallel_shard_degree = 4
+)", "job.toml");
+  EXPECT_EQ(config.training.local_batch_size, 4);
+  EXPECT_EQ(config.training.seq_len, 256);
+  EXPECT_EQ(config.training.steps, 7);
+  EXPECT_DOUBLE_EQ(config.training.max_norm, 0.5);
+  EXPECT_DOUBLE_EQ(config.optimizer.lr, 3e-4);
+  EXPECT_EQ(config.optimizer.no_weight_decay, std::vector<std::string>{"norm"});
+  EXPECT_EQ(config.lr_scheduler.decay_type, "cosine");
+  EXPECT_EQ(config.parallelism.data_parallel_shard_degree, 4);
+  // An integer where a float is expected is fine (TOML writes 1 for 1.0).
+  train::load_toml_string(config, "[training]\nmax_norm = 2\n", "job.toml");
+  EXPECT_DOUBLE_EQ(config.training.max_norm, 2.0);
+}
+
+TEST(Config, ErrorsNameFileLineKeyAndSuggest) {
+  train::JobConfig config;
+  std::string message = error_of([&] { train::load_toml_string(config, "[training]\n\nstesp = 3\n", "job.toml"); });
+  EXPECT_NE(message.find("job.toml:3"), std::string::npos) << message;
+  EXPECT_NE(message.find("stesp"), std::string::npos) << message;
+  EXPECT_NE(message.find("did you mean 'steps'"), std::string::npos) << message;
+
+  message = error_of([&] { train::load_toml_string(config, "[trainng]\nsteps = 3\n", "job.toml"); });
+  EXPECT_NE(message.find("did you mean 'training'"), std::string::npos) << message;
+
+  message = error_of([&] { train::load_toml_string(config, "[training]\nsteps = \"many\"\n", "job.toml"); });
+  EXPECT_NE(message.find("job.toml:2"), std::string::npos) << message;
+  EXPECT_NE(message.find("must be an integer"), std::string::npos) << message;
+
+  message = error_of([&] { train::load_toml_string(config, "[training\nsteps = 3\n", "job.toml"); });
+  EXPECT_NE(message.find("job.toml:1"), std::string::npos) << message;
+  EXPECT_NE(message.find("invalid TOML"), std::string::npos) << message;
+
+  message = error_of([&] { train::load_toml_file(config, "/nonexistent/job.toml"); });
+  EXPECT_NE(message.find("/nonexistent/job.toml"), std::string::npos) << message;
+}
+
+TEST(Config, OverridesParseAndValidate) {
+  train::TrainArguments args = train::parse_train_arguments(
+      {"--training.steps", "12", "--optimizer.lr=1e-3", "--model.fused_loss", "false", "--optimizer.no_weight_decay",
+       "norm,bias"});
+  EXPECT_EQ(args.config.training.steps, 12);
+  EXPECT_DOUBLE_EQ(args.config.optimizer.lr, 1e-3);
+  EXPECT_FALSE(args.config.model.fused_loss);
+  EXPECT_EQ(args.config.optimizer.no_weight_decay, (std::vector<std::string>{"norm", "bias"}));
+  EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.steps", "ten"}); }).find("not an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.seqlen", "5"}); }).find("did you mean 'seq_len'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.steps"}); }).find("needs a value"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { train::parse_train_arguments({"steps"}); }).find("unexpected argument"), std::string::npos);
+
+  train::JobConfig config;
+  config.lr_scheduler.decay_type = "cosin";
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("did you mean 'cosine'"), std::string::npos);
+  config = {};
+  config.training.local_batch_size = 0;
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("training.local_batch_size"), std::string::npos);
+  EXPECT_EQ(error_of([] { train::validate(train::JobConfig{}); }), "");
+}
+
+TEST(Config, PrintConfigRoundTripsAndHelpListsEveryKey) {
+  train::JobConfig config;
+  config.training.steps = 77;
+  config.optimizer.lr = 1e-5;
+  config.model.tokenizer_path = "a \"quoted\" path";
+  const std::string dumped = train::config_to_toml(config);
+  train::JobConfig reloaded;
+  train::load_toml_string(reloaded, dumped, "dump");
+  EXPECT_EQ(train::config_to_toml(reloaded), dumped);
+  EXPECT_EQ(reloaded.training.steps, 77);
+  EXPECT_EQ(reloaded.model.tokenizer_path, "a \"quoted\" path");
+
+  const std::string help = train::config_help();
+  for (const char* key : {"--training.local_batch_size", "--training.seq_len", "--training.steps", "--training.max_norm",
+                          "--optimizer.lr", "--lr_scheduler.warmup_steps", "--parallelism.data_parallel_shard_degree",
+                          "--parallelism.tensor_parallel_degree", "--checkpoint.interval", "--metrics.log_freq",
+                          "--job.dump_folder", "--activation_checkpoint.mode", "--validation.freq"}) {
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+  }
+  EXPECT_NE(help.find("(default 512)"), std::string::npos);
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  for (const char* path : {TITAN_SOURCE_DIR "/configs/llama3_debug.toml"}) {
+    train::JobConfig config;
+    train::load_toml_file(config, path);
+    train::validate(config);
+  }
+}
+
+}  // namespace
+}  // namespace titan

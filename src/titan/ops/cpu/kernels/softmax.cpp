@@ -21,8 +21,12 @@ void softmax_kernel(const Tensor& y, const Tensor& x) {
       for (int64_t r = begin; r < end; ++r) {
         const T* row = in + r * cols;
         float row_max = -std::numeric_limits<float>::infinity();
+        // A compare-select (not std::max) is what GCC vectorises as a max reduction.
 #pragma omp simd reduction(max : row_max)
-        for (int64_t c = 0; c < cols; ++c) row_max = std::max(row_max, to_f32(row[c]));
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = to_f32(row[c]);
+          row_max = v > row_max ? v : row_max;
+        }
         if (row_max == -std::numeric_limits<float>::infinity()) {
           for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = from_f32<T>(0.0f);
           continue;

@@ -12,9 +12,11 @@ packages=(
   libpcre2-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy       # the PyTorch reference the tests compare against
+  libopenblas0-pthread              # an optimised BLAS for that peer (Debian's torch uses the system BLAS)
   clang-format clang libclang-rt-14-dev  # formatting check, libFuzzer
   nodejs npm                        # tokenizer compatibility peers
   fortunes                          # the embedded English corpus
+  dict-gcide                        # 40 MB of English for the tokenizer training benchmark
 )
 
 missing=()
@@ -25,7 +27,10 @@ done
 if command -v node >/dev/null && command -v npm >/dev/null; then
   missing=("${missing[@]/nodejs/}"); missing=("${missing[@]/npm/}")
 fi
-missing=(${missing[@]+"${missing[@]}"})
+# Drop the empty entries the substitutions above leave behind.
+kept=()
+for p in ${missing[@]+"${missing[@]}"}; do [ -n "$p" ] && kept+=("$p"); done
+missing=(${kept[@]+"${kept[@]}"})
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
@@ -39,3 +44,18 @@ else
 fi
 
 /usr/bin/python3 -c "import torch" || { echo "setup: python3-torch is not importable from /usr/bin/python3" >&2; exit 1; }
+
+# The tokenizer peers (npm `tiktoken`, `llama3-tokenizer-js`, `@huggingface/tokenizers`), pinned by
+# tests/peers/package-lock.json: the compatibility tests and the tokenizer
+# benchmark run them, and the built-in tokenizers read their data. npm ci
+# reinstalls from scratch, so it runs only when the lock file changed.
+peers="$(dirname "$0")/../tests/peers"
+if cmp -s "$peers/package-lock.json" "$peers/node_modules/.titan-installed-lock" &&
+   [ -f "$peers/node_modules/tiktoken/package.json" ] && [ -f "$peers/node_modules/llama3-tokenizer-js/package.json" ] &&
+   [ -f "$peers/node_modules/@huggingface/tokenizers/package.json" ]; then
+  echo "setup: tokenizer peers up to date"
+else
+  echo "setup: installing the tokenizer peers (npm ci in tests/peers)"
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$peers/package-lock.json" "$peers/node_modules/.titan-installed-lock"
+fi

@@ -2,24 +2,53 @@
 #include <memory>
 
 #include "bench/ops_bench.h"
+#include "bench/tokenizer_bench.h"
+#include "bench/train_bench.h"
 #include "titan/cli/subcommands.h"
 
 namespace titan::cli {
 
 Subcommand make_bench_subcommand() {
   auto options = std::make_shared<bench::OpsBenchOptions>();
+  auto tokenizer = std::make_shared<bench::TokenizerBenchOptions>();
+  auto train = std::make_shared<bench::TrainBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, suite](CLI::App& parent) {
-    CLI::App* app = parent.add_subcommand("bench", "run a benchmark suite (ops)");
-    app->add_option("suite", *suite, "which suite: ops")->required()->check(CLI::IsMember({"ops"}));
+  subcommand.add = [options, tokenizer, train, suite](CLI::App& parent) {
+    CLI::App* app = parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train)");
+    app->add_option("suite", *suite, "which suite: ops, tokenizer, train")
+        ->required()
+        ->check(CLI::IsMember({"ops", "tokenizer", "train"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
     app->add_option("--json", options->json_path, "also write the results to this JSON file");
+    app->add_option("--encoding", tokenizer->encoding, "tokenizer suite: built-in encoding (default cl100k_base)");
+    app->add_option("--text", tokenizer->text_path, "tokenizer suite: English text file (default: fortunes)");
+    app->add_option("--megabytes", tokenizer->megabytes, "tokenizer suite: text size (default 4)");
+    app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run");
+    app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
+    app->add_option("--steps", train->steps, "train suite: timed steps")->check(CLI::PositiveNumber);
+    app->add_flag("!--no-peer", train->peer, "train suite: skip the PyTorch peer");
     return app;
   };
-  subcommand.run = [options, suite] { return bench::run_ops_bench(*options); };
+  subcommand.run = [options, tokenizer, train, suite] {
+    if (*suite == "train") {
+      train->json_path = options->json_path;
+      if (options->quick) {
+        train->steps = 2;
+        train->warmup = 1;
+      }
+      return bench::run_train_bench(*train);
+    }
+    if (*suite == "tokenizer") {
+      tokenizer->repeats = options->repeats;
+      tokenizer->quick = options->quick;
+      tokenizer->json_path = options->json_path;
+      return bench::run_tokenizer_bench(*tokenizer);
+    }
+    return bench::run_ops_bench(*options);
+  };
   return subcommand;
 }
 

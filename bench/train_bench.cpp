@@ -1,0 +1,106 @@
+#include "bench/train_bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "titan/models/model_spec.h"
+#include "titan/ops/random.h"
+#include "titan/train/device_peak.h"
+#include "titan/train/trainer.h"
+
+namespace titan::bench {
+namespace {
+
+// Random tokens: throughput does not depend on what the tokens say.
+train::BatchSource random_batches(const TrainBenchOptions& o) {
+  auto generator = std::make_shared<Generator>(1);
+  return [o, generator] {
+    Tensor values = Tensor::empty({o.batch, o.seq_len + 1});
+    ops::uniform_(values, 0.0, static_cast<double>(o.vocab), *generator);
+    std::vector<int64_t> ids;
+    for (float v : values.to_floats()) ids.push_back(static_cast<int64_t>(v));
+    const Tensor all = Tensor::from_vector(ids, {o.batch, o.seq_len + 1});
+    data::Batch batch;
+    batch.input_ids = all.narrow(1, 0, o.seq_len).contiguous();
+    batch.labels = all.narrow(1, 1, o.seq_len).contiguous();
+    return batch;
+  };
+}
+
+double titan_median_step(const TrainBenchOptions& o, const std::string& dtype) {
+  train::JobConfig config;
+  config.model.vocab_size = o.vocab;
+  config.training.seq_len = o.seq_len;
+  config.training.local_batch_size = o.batch;
+  config.training.steps = o.warmup + o.steps;
+  config.training.mixed_precision_param = dtype;
+  config.metrics.peak_tflops = 1.0;
+  config.metrics.log_freq = 1000000;
+  config.job.dump_folder = "/tmp/titan_bench_train";
+  train::Trainer trainer(config, random_batches(o));
+  std::vector<double> seconds;
+  for (int step = 0; step < o.warmup + o.steps; ++step) {
+    const double s = trainer.train_step().step_seconds;
+    if (step >= o.warmup) seconds.push_back(s);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+// Runs the PyTorch peer; returns its median step seconds, or a negative value if it could not run.
+double peer_median_step(const TrainBenchOptions& o, const std::string& dtype) {
+  const auto& a = models::model_config("llama3", "debugmodel", o.vocab);
+  const std::string command = fmt::format(
+      "/usr/bin/python3 {}/train_peer.py --dim {} --layers {} --heads {} --hidden {} --vocab {} --seq {} --batch {} "
+      "--steps {} --warmup {} --dtype {} --threads {}",
+      TITAN_BENCH_DIR, a.dim(), a.n_layers, a.block.attention.n_heads, a.block.feed_forward.hidden_dim, o.vocab,
+      o.seq_len, o.batch, o.steps, o.warmup, dtype, omp_get_max_threads());
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), &pclose);
+  if (!pipe) return -1.0;
+  std::string output;
+  std::array<char, 512> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe.get()) != nullptr) output += buffer.data();
+  try {
+    return nlohmann::json::parse(output.substr(output.rfind('{')))["median_step_seconds"].get<double>();
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "train bench: the PyTorch peer failed: %s\n", output.c_str());
+    return -1.0;
+  }
+}
+
+}  // namespace
+
+int run_train_bench(const TrainBenchOptions& o) {
+  const models::DecoderConfig config = models::model_config("llama3", "debugmodel", o.vocab);
+  const double tokens = static_cast<double>(o.batch * o.seq_len);
+  const double flops = models::training_flops_per_token(config, o.seq_len) * tokens;
+  std::printf("titan bench train: llama3 debugmodel, vocab %lld, seq %lld x batch %lld, %d threads, median of %d "
+              "steps after %d warm-up\n\n",
+              static_cast<long long>(o.vocab), static_cast<long long>(o.seq_len), static_cast<long long>(o.batch),
+              omp_get_max_threads(), o.steps, o.warmup);
+  std::printf("%-6s %14s %14s %8s %12s %12s %14s\n", "dtype", "titan tok/s", "torch tok/s", "ratio", "titan TF/s",
+              "GEMM peak", "of GEMM peak");
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string dtype : {"f32", "bf16"}) {
+    const double peak = train::measured_cpu_gemm_tflops(parse_dtype(dtype));
+    const double titan_step = titan_median_step(o, dtype);
+    const double peer_step = o.peer ? peer_median_step(o, dtype) : -1.0;
+    const double titan_tps = tokens / titan_step, peer_tps = peer_step > 0 ? tokens / peer_step : 0.0;
+    const double tflops = flops / titan_step / 1e12;
+    std::printf("%-6s %14.0f %14.0f %7.2fx %12.3f %12.3f %13.1f%%\n", dtype.c_str(), titan_tps, peer_tps,
+                peer_tps > 0 ? titan_tps / peer_tps : 0.0, tflops, peak, 100.0 * tflops / peak);
+    results.push_back({{"dtype", dtype}, {"titan_tokens_per_second", titan_tps}, {"torch_tokens_per_second", peer_tps},
+                       {"ratio", peer_tps > 0 ? titan_tps / peer_tps : 0.0}, {"titan_tflops", tflops},
+                       {"gemm_peak_tflops", peak}});
+  }
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << results.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace titan::bench

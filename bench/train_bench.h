@@ -1,0 +1,21 @@
+// `titan bench train`: training throughput of llama3 debugmodel against the
+// same model trained by PyTorch (bench/train_peer.py) in the same run.
+#pragma once
+
+#include <string>
+
+namespace titan::bench {
+
+struct TrainBenchOptions {
+  int steps = 6;       // timed steps (median reported)
+  int warmup = 2;
+  int64_t seq_len = 512;
+  int64_t batch = 8;
+  int64_t vocab = 2048;
+  bool peer = true;    // run the PyTorch peer
+  std::string json_path;
+};
+
+int run_train_bench(const TrainBenchOptions& options);
+
+}  // namespace titan::bench

@@ -1,0 +1,51 @@
+// `titan data prepare`: raw text to a tokenizer and token shards (see
+// data/data_prepare.h). With no options it prepares the default English corpus.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "titan/cli/subcommands.h"
+#include "titan/data/data_prepare.h"
+
+namespace titan::cli {
+
+Subcommand make_data_subcommand() {
+  auto o = std::make_shared<data::PrepareOptions>();
+  Subcommand subcommand;
+  subcommand.add = [o](CLI::App& parent) {
+    CLI::App* app = parent.add_subcommand("data", "prepare datasets");
+    app->require_subcommand(1);
+    CLI::App* prepare = app->add_subcommand(
+        "prepare",
+        "tokenize a corpus into token shards (default: the fortunes corpus, with a tokenizer trained on it)");
+    prepare->add_option("--input", o->inputs,
+                        std::string("corpus files or folders (default: ") + data::kDefaultCorpusDir + ")");
+    prepare->add_option("--format", o->corpus.format,
+                        "auto, text, fortune or jsonl (default: auto; fortune for the default corpus)");
+    prepare->add_option("--separator", o->corpus.separator, "text format: a line equal to this separates documents");
+    prepare->add_option("--jsonl-field", o->corpus.jsonl_field, "jsonl format: the field holding the text");
+    auto* tokenizer =
+        prepare->add_option("--tokenizer", o->tokenizer, "a tokenizer.json, a tiktoken rank file or a built-in name");
+    auto* train = prepare->add_option("--train-tokenizer", o->train_vocab_size,
+                                      "train a byte-level BPE of this vocabulary size on the corpus (default 8192 "
+                                      "when no --tokenizer)");
+    tokenizer->excludes(train);
+    prepare->add_option("--output", o->output, "output folder (default: data/fortunes)");
+    prepare->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->check(CLI::PositiveNumber);
+    prepare->add_option("--bos-token", o->bos_token, "special token that starts each document (\"none\": no BOS)");
+    prepare->add_option("--eos-token", o->eos_token, "special token that ends each document (\"none\": no EOS)");
+    prepare->add_option("--threads", o->threads, "tokenizer threads (default: all)");
+    return app;
+  };
+  subcommand.run = [o] {
+    if (o->tokenizer.empty() && o->train_vocab_size == 0) o->train_vocab_size = 8192;
+    o->log = [](const std::string& line) { fmt::print("{}\n", line); };
+    data::prepare_dataset(*o);
+    return 0;
+  };
+  return subcommand;
+}
+
+}  // namespace titan::cli

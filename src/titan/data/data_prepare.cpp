@@ -1,0 +1,135 @@
+#include "titan/data/data_prepare.h"
+
+#include <omp.h>
+
+#include <chrono>
+
+#include "titan/core/error.h"
+#include "titan/data/file_io.h"
+#include "titan/data/hf_tokenizer_json.h"
+#include "titan/data/token_shard.h"
+#include "titan/data/tokenizer_loader.h"
+
+namespace titan::data {
+
+const char* const kDefaultCorpusDir = "/usr/share/games/fortunes";
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<uint32_t> choose_special(const Tokenizer& tokenizer, const std::string& text,
+                                       std::optional<uint32_t> fallback) {
+  if (text.empty()) return fallback;
+  if (text == "none") return std::nullopt;
+  return tokenizer.special_token_id(text);  // an unknown name is an error naming the tokenizer
+}
+
+}  // namespace
+
+PrepareResult prepare_dataset(const PrepareOptions& options_in) {
+  const auto start = std::chrono::steady_clock::now();
+  PrepareOptions options = options_in;
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  if (options.inputs.empty()) {
+    TITAN_CHECK(fs::is_directory(kDefaultCorpusDir),
+                "the default corpus {} is missing: install Debian's `fortunes` package (scripts/setup.sh) or pass "
+                "--input",
+                kDefaultCorpusDir);
+    options.inputs = {kDefaultCorpusDir};
+    if (options.corpus.format == "auto") options.corpus.format = "fortune";
+  }
+  TITAN_CHECK(options.train_vocab_size > 0 || !options.tokenizer.empty(),
+              "data prepare: give a tokenizer (--tokenizer) or a vocabulary size to train one (--train-tokenizer)");
+  TITAN_CHECK(options.train_vocab_size == 0 || options.tokenizer.empty(),
+              "data prepare: --tokenizer and --train-tokenizer are exclusive");
+  TITAN_CHECK(options.shard_tokens > 0, "data prepare: shard size must be positive");
+  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+
+  const std::vector<fs::path> files = list_corpus_files(options.inputs);
+  std::vector<std::string> documents;
+  for (const auto& file : files) {
+    for (auto& document : read_corpus_file(file, options.corpus)) documents.push_back(std::move(document));
+  }
+  TITAN_CHECK(!documents.empty(), "data prepare: the corpus ({}) has no documents", fmt::join(options.inputs, ", "));
+  uint64_t corpus_bytes = 0;
+  for (const auto& document : documents) corpus_bytes += document.size();
+  log(fmt::format("read {} documents ({:.1f} MB) from {} files", documents.size(), corpus_bytes / 1e6, files.size()));
+
+  const fs::path output(options.output);
+  fs::create_directories(output);
+  // A previous run's files go first, so a failure never leaves a manifest
+  // pointing at shards of another tokenizer.
+  fs::remove(output / ShardManifest::kFileName);
+  for (const auto& entry : fs::directory_iterator(output)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard_", 0) == 0 && entry.path().extension() == ".tshard") fs::remove(entry.path());
+  }
+
+  PrepareResult result;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (options.train_vocab_size > 0) {
+    BpeTrainerOptions trainer;
+    trainer.vocab_size = options.train_vocab_size;
+    trainer.threads = threads;
+    trainer.name = (output / "tokenizer.json").string();
+    std::vector<std::string_view> views(documents.begin(), documents.end());
+    BpeTrainingStats stats;
+    tokenizer = std::make_shared<const Tokenizer>(train_bpe(views, trainer, &stats));
+    write_file_atomic(output / "tokenizer.json", hf_tokenizer_json(*tokenizer));
+    result.training = stats;
+    result.manifest.tokenizer = "tokenizer.json";
+    log(fmt::format("trained a tokenizer: {} merges, vocabulary {} ({:.2f} s) -> {}", stats.merges,
+                    tokenizer->vocab_size(), stats.pretokenize_seconds + stats.merge_seconds,
+                    (output / "tokenizer.json").string()));
+  } else {
+    tokenizer = load_tokenizer(options.tokenizer);
+    if (fs::exists(options.tokenizer)) {
+      // Keep the dataset self-contained: copy the tokenizer file beside the shards.
+      const fs::path copy = output / fs::path(options.tokenizer).filename();
+      if (!fs::exists(copy) || !fs::equivalent(copy, options.tokenizer)) {
+        fs::copy_file(options.tokenizer, copy, fs::copy_options::overwrite_existing);
+      }
+      result.manifest.tokenizer = copy.filename().string();
+    } else {
+      result.manifest.tokenizer = options.tokenizer;  // a built-in name
+    }
+  }
+  result.manifest.vocab_size = tokenizer->vocab_size();
+  result.manifest.bos = choose_special(*tokenizer, options.bos_token, tokenizer->bos_id());
+  result.manifest.eos = choose_special(*tokenizer, options.eos_token, tokenizer->eos_id());
+
+  // Tokenize in blocks of documents (in parallel), writing a shard whenever
+  // one is full. Shards hold the documents' own tokens; the loader adds BOS/EOS.
+  ShardWriter writer(tokenizer->vocab_size());
+  auto flush = [&] {
+    const std::string name = fmt::format("shard_{:05d}.tshard", result.manifest.shards.size());
+    result.manifest.documents += writer.num_documents();
+    result.manifest.tokens += writer.num_tokens();
+    writer.write(output / name);
+    result.manifest.shards.push_back(name);
+  };
+  constexpr size_t kBlock = 4096;
+  std::vector<std::vector<uint32_t>> encoded;
+  for (size_t begin = 0; begin < documents.size(); begin += kBlock) {
+    const size_t end = std::min(documents.size(), begin + kBlock);
+    encoded.assign(end - begin, {});
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
+    for (size_t d = begin; d < end; ++d) encoded[d - begin] = tokenizer->encode(documents[d]);
+    for (const auto& tokens : encoded) {
+      writer.add_document(tokens);
+      if (writer.num_tokens() >= options.shard_tokens) flush();
+    }
+  }
+  if (writer.num_documents() > 0) flush();
+  result.manifest_path = output / ShardManifest::kFileName;
+  write_shard_manifest(result.manifest_path, result.manifest);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log(fmt::format("wrote {} tokens in {} documents to {} shard(s) in {} ({:.2f} s)", result.manifest.tokens,
+                  result.manifest.documents, result.manifest.shards.size(), output.string(), result.seconds));
+  return result;
+}
+
+}  // namespace titan::data

@@ -1,0 +1,44 @@
+// `titan data prepare`: raw text (fortune, plain, JSONL) to a tokenizer (given
+// or trained on the corpus) and token shards with a manifest — the dataset
+// format the loader reads fastest. With no inputs it prepares the embedded
+// default: the English `fortunes` corpus the setup script installs.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "titan/data/bpe_trainer.h"
+#include "titan/data/corpus_reader.h"
+#include "titan/data/token_corpus.h"
+
+namespace titan::data {
+
+// Where Debian's `fortunes` package puts its English fortune files.
+extern const char* const kDefaultCorpusDir;
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;  // empty: kDefaultCorpusDir, fortune format
+  CorpusOptions corpus;
+  std::string tokenizer;          // a tokenizer.json, rank file or built-in name; or:
+  uint32_t train_vocab_size = 0;  // > 0: train a byte-level BPE of this size on the inputs
+  std::string output = "data/fortunes";
+  uint64_t shard_tokens = uint64_t{1} << 26;  // tokens per shard (before the document that crosses it)
+  std::string bos_token, eos_token;           // override the tokenizer's BOS/EOS ("none" for no token)
+  int threads = 0;
+  std::function<void(const std::string&)> log;  // progress lines (may be empty)
+};
+
+struct PrepareResult {
+  ShardManifest manifest;
+  std::filesystem::path manifest_path;
+  std::optional<BpeTrainingStats> training;
+  double seconds = 0;
+};
+
+PrepareResult prepare_dataset(const PrepareOptions& options);
+
+}  // namespace titan::data

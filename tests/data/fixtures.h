@@ -1,0 +1,22 @@
+// Small datasets for the packing and loader tests: documents of known tokens
+// written as shards with a manifest.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+namespace titan::data::testing {
+
+// Writes `documents` as shards of at most `shard_tokens` tokens into `dir`
+// with a manifest.json (vocab, BOS, EOS as given).
+void write_token_dataset(const std::filesystem::path& dir, const std::vector<std::vector<uint32_t>>& documents,
+                         uint32_t vocab_size, std::optional<uint32_t> bos, std::optional<uint32_t> eos,
+                         uint64_t shard_tokens = 1000);
+
+// `count` documents; document d holds tokens 1000*d+1, 1000*d+2, ... (lengths 1..max_length < 1000),
+// so a token names its document; the vocabulary needs 1000 * count + 1000 ids.
+std::vector<std::vector<uint32_t>> numbered_documents(size_t count, size_t max_length, uint64_t seed = 1);
+
+}  // namespace titan::data::testing

@@ -1,22 +1,33 @@
 # Entry points. The README's two commands:
 #   ./scripts/setup.sh && make run    build and run the main job
 #   ./scripts/setup.sh && make test   build and run every test (as CI does)
+SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit-test asan-test format format-check clean
+.PHONY: all configure build cli run test unit-test asan-test fuzz format format-check clean
 
 all: build
 
-build:
+configure:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_WERROR=ON $(CMAKE_FLAGS)
+
+# Everything, tests and their PyTorch reference cases included.
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job. Until the trainer lands it is the op benchmark.
-run: build
-	$(BUILD)/bin/titan bench ops
+# Just the titan executable (build/bin/titan).
+cli: configure
+	cmake --build $(BUILD) -j $(JOBS) --target titan_cli
+
+# The main job: llama3 debugmodel on the embedded fortunes corpus, with a
+# 2048-token BPE trained on it (prepared once into data/fortunes).
+DATA ?= data/fortunes
+run: cli
+	@[ -f $(DATA)/manifest.json ] || $(BUILD)/bin/titan data prepare --train-tokenizer 2048 --output $(DATA)
+	$(BUILD)/bin/titan train --config configs/llama3_debug.toml
 
 unit-test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900
@@ -28,15 +39,69 @@ asan-test:
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest -j $(JOBS) --output-on-failure --timeout 1800 -R '^(core|ops\.baseline|ops\.avx512|autograd|nn|data)\.'
 
+# libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
+# shards, safetensors headers, TOML job configs), FUZZ_SECONDS each, from the
+# seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 12
+FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header job_config
+fuzz:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
+		-DTITAN_CUDA=OFF -DTITAN_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+		rm -rf $(FUZZ_BUILD)/corpus/$$t && mkdir -p $(FUZZ_BUILD)/corpus && cp -r tests/fuzz/corpus/$$t $(FUZZ_BUILD)/corpus/$$t && \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s" && \
+		$(FUZZ_BUILD)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+			$(FUZZ_BUILD)/corpus/$$t 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
 format:
 	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i
 
 format-check:
 	@if command -v clang-format >/dev/null; then \
-		git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror && echo "format: clean"; \
-	else echo "format: clang-format not installed, check skipped"; fi
+		git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror && echo "# libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
+# shards, safetensors headers, TOML job configs), FUZZ_SECONDS each, from the
+# seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 12
+FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header job_config
+fuzz:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
+		-DTITAN_CUDA=OFF -DTITAN_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+		rm -rf $(FUZZ_BUILD)/corpus/$$t && mkdir -p $(FUZZ_BUILD)/corpus && cp -r tests/fuzz/corpus/$$t $(FUZZ_BUILD)/corpus/$$t && \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s" && \
+		$(FUZZ_BUILD)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+			$(FUZZ_BUILD)/corpus/$$t 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
 
-test: unit-test asan-test format-check
+format: clean"; \
+	else echo "# libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
+# shards, safetensors headers, TOML job configs), FUZZ_SECONDS each, from the
+# seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 12
+FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header job_config
+fuzz:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
+		-DTITAN_CUDA=OFF -DTITAN_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+		rm -rf $(FUZZ_BUILD)/corpus/$$t && mkdir -p $(FUZZ_BUILD)/corpus && cp -r tests/fuzz/corpus/$$t $(FUZZ_BUILD)/corpus/$$t && \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s" && \
+		$(FUZZ_BUILD)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+			$(FUZZ_BUILD)/corpus/$$t 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+format: clang-format not installed, check skipped"; fi
+
+test: unit-test asan-test fuzz format-check
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -103,12 +103,14 @@ TEST(Config, PrintConfigRoundTripsAndHelpListsEveryKey) {
   config.training.steps = 77;
   config.optimizer.lr = 1e-5;
   config.model.tokenizer_path = "a \"quoted\" path";
+  config.job.description = "line\nbreak\r\ttab \x01 control";  // found by the config fuzzer
   const std::string dumped = train::config_to_toml(config);
   train::JobConfig reloaded;
   train::load_toml_string(reloaded, dumped, "dump");
   EXPECT_EQ(train::config_to_toml(reloaded), dumped);
   EXPECT_EQ(reloaded.training.steps, 77);
   EXPECT_EQ(reloaded.model.tokenizer_path, "a \"quoted\" path");
+  EXPECT_EQ(reloaded.job.description, config.job.description);
 
   const std::string help = train::config_help();
   for (const char* key : {"--training.local_batch_size", "--training.seq_len", "--training.steps", "--training.max_norm",

@@ -1,6 +1,6 @@
-// The safetensors format (Hugging Face): an 8-byte little-endian header
-// length, a JSON header naming each tensor's dtype, shape and byte range, then
-// the raw little-endian data. Used for checkpoints, HF interop and test fixtures.
+// Reading and writing safetensors files (Hugging Face's format: a JSON header,
+// then raw little-endian tensor data). Used for checkpoints, HF interop and
+// test fixtures. The header parser is in safetensors_header.h.
 #pragma once
 
 #include <cstdint>
@@ -10,32 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "titan/checkpoint/safetensors_header.h"
 #include "titan/core/tensor.h"
 
 namespace titan::checkpoint {
-
-struct SafetensorsEntry {
-  std::string name;
-  DType dtype = DType::f32;
-  Shape shape;
-  uint64_t begin = 0;  // byte range within the data section
-  uint64_t end = 0;
-};
-
-struct SafetensorsHeader {
-  std::vector<SafetensorsEntry> entries;  // in data order
-  std::map<std::string, std::string> metadata;
-  uint64_t data_offset = 0;  // where the data section starts in the file
-};
-
-// Parses and validates a header: `prefix` holds the file's first bytes (at
-// least 8 + header length of them), `file_size` the whole size. Checks every
-// dtype, shape and byte range (in bounds, matching the shape, not overlapping).
-// `source` names the file in errors. Throws titan::Error; never reads out of bounds.
-SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t file_size, const std::string& source);
-
-const char* safetensors_dtype_name(DType dtype);
-DType parse_safetensors_dtype(std::string_view name, const std::string& source, const std::string& tensor);
 
 class SafetensorsReader {
  public:

@@ -168,8 +168,9 @@ double Trainer::validate() {
   data::Batch batch;
   for (int64_t i = 0; i < config_.validation.steps && batches.next(batch); ++i) {
     const double loss = model_->loss(model_inputs(batch), batch.labels).item();
-    weighted += loss * static_cast<double>(batch.real_tokens);
-    tokens += batch.real_tokens;
+    // The loss is a mean over this batch's counted labels: weight it by their number.
+    weighted += loss * static_cast<double>(batch.label_tokens);
+    tokens += batch.label_tokens;
   }
   TITAN_CHECK(tokens > 0, "validation: the held-out split is empty (raise validation.split?)");
   return weighted / static_cast<double>(tokens);

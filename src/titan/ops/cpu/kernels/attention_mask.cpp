@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "titan/ops/attention.h"
+
+// Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
 
 namespace titan::ops::cpu::TITAN_ISA {

@@ -55,7 +55,9 @@
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/gemm.h"
 
+// Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
+
 
 namespace titan::ops::cpu::TITAN_ISA {
 namespace {

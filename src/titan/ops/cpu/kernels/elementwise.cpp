@@ -2,6 +2,8 @@
 // computes, and rounds once on store, so bf16 results are the f32 result
 // correctly rounded (what PyTorch's bf16 CPU kernels do too).
 #include "titan/ops/elementwise.h"
+
+// Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
 
 namespace titan::ops::cpu::TITAN_ISA {

@@ -2,6 +2,8 @@
 // element i depends only on (seed, block, lane), never on the partitioning.
 #include "titan/ops/copy.h"
 #include "titan/ops/random.h"
+
+// Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
 
 namespace titan::ops::cpu::TITAN_ISA {

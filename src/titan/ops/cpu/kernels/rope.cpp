@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "titan/ops/rope.h"
+
+// Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
 
 namespace titan::ops::cpu::TITAN_ISA {

@@ -116,15 +116,19 @@ int run_ops_bench(const OpsBenchOptions& options) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     const int64_t square = options.quick ? 1024 : 4096;
     const double peak = gemm_gflops({"square", square, square, square}, dtype, options.repeats, generator);
-    std::printf("GEMM %s: oneDNN peak on %lld^3 = %.1f GFLOP/s\n", dtype_name(dtype),
-                static_cast<long long>(square), peak);
+    std::printf("GEMM %s: oneDNN peak on %lld^3 = %.1f GFLOP/s\n", dtype_name(dtype), static_cast<long long>(square),
+                peak);
     std::printf("  %-28s %6s %6s %6s %10s %8s\n", "shape", "M", "K", "N", "GFLOP/s", "of peak");
     nlohmann::json rows = nlohmann::json::array();
     for (const GemmShape& shape : training_shapes(options.quick)) {
       const double gflops = gemm_gflops(shape, dtype, options.repeats, generator);
       std::printf("  %-28s %6lld %6lld %6lld %10.1f %7.1f%%\n", shape.what, static_cast<long long>(shape.m),
                   static_cast<long long>(shape.k), static_cast<long long>(shape.n), gflops, 100.0 * gflops / peak);
-      rows.push_back({{"shape", shape.what}, {"m", shape.m}, {"k", shape.k}, {"n", shape.n}, {"gflops", gflops},
+      rows.push_back({{"shape", shape.what},
+                      {"m", shape.m},
+                      {"k", shape.k},
+                      {"n", shape.n},
+                      {"gflops", gflops},
                       {"fraction_of_peak", gflops / peak}});
     }
     results["gemm"][dtype_name(dtype)] = {{"square_peak_gflops", peak}, {"shapes", rows}};
@@ -135,14 +139,17 @@ int run_ops_bench(const OpsBenchOptions& options) {
     std::printf("  %6s %14s %20s %16s %22s\n", "seq", "fwd GFLOP/s", "fwd+bwd GFLOP/s", "extra MiB",
                 "naive scores MiB");
     nlohmann::json rows = nlohmann::json::array();
-    const std::vector<int64_t> lengths = options.quick ? std::vector<int64_t>{256, 512}
-                                                       : std::vector<int64_t>{512, 1024, 2048, 4096};
+    const std::vector<int64_t> lengths =
+        options.quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{512, 1024, 2048, 4096};
     for (int64_t seq : lengths) {
       const AttentionResult r = attention_case(seq, dtype, options.repeats, generator);
       std::printf("  %6lld %14.1f %20.1f %16.2f %22.1f\n", static_cast<long long>(r.seq), r.forward_gflops,
                   r.training_gflops, r.extra_mib, r.naive_scores_mib);
-      rows.push_back({{"seq", r.seq}, {"forward_gflops", r.forward_gflops}, {"train_gflops", r.training_gflops},
-                      {"extra_mib", r.extra_mib}, {"naive_scores_mib", r.naive_scores_mib}});
+      rows.push_back({{"seq", r.seq},
+                      {"forward_gflops", r.forward_gflops},
+                      {"train_gflops", r.training_gflops},
+                      {"extra_mib", r.extra_mib},
+                      {"naive_scores_mib", r.naive_scores_mib}});
     }
     results["attention"][dtype_name(dtype)] = rows;
     std::printf("\n");

@@ -7,7 +7,7 @@ namespace titan::bench {
 
 struct OpsBenchOptions {
   int repeats = 5;
-  bool quick = false;  // fewer, smaller shapes (for smoke tests)
+  bool quick = false;     // fewer, smaller shapes (for smoke tests)
   std::string json_path;  // also write results as JSON when non-empty
 };
 

@@ -80,10 +80,11 @@ int run_train_bench(const TrainBenchOptions& o) {
   const models::DecoderConfig config = models::model_config("llama3", "debugmodel", o.vocab);
   const double tokens = static_cast<double>(o.batch * o.seq_len);
   const double flops = models::training_flops_per_token(config, o.seq_len) * tokens;
-  std::printf("titan bench train: llama3 debugmodel, vocab %lld, seq %lld x batch %lld, %d threads, median of %d "
-              "steps after %d warm-up\n\n",
-              static_cast<long long>(o.vocab), static_cast<long long>(o.seq_len), static_cast<long long>(o.batch),
-              omp_get_max_threads(), o.steps, o.warmup);
+  std::printf(
+      "titan bench train: llama3 debugmodel, vocab %lld, seq %lld x batch %lld, %d threads, median of %d "
+      "steps after %d warm-up\n\n",
+      static_cast<long long>(o.vocab), static_cast<long long>(o.seq_len), static_cast<long long>(o.batch),
+      omp_get_max_threads(), o.steps, o.warmup);
   std::printf("%-6s %14s %14s %8s %12s %12s %14s\n", "dtype", "titan tok/s", "torch tok/s", "ratio", "titan TF/s",
               "GEMM peak", "of GEMM peak");
   nlohmann::json results = nlohmann::json::array();
@@ -95,8 +96,11 @@ int run_train_bench(const TrainBenchOptions& o) {
     const double tflops = flops / titan_step / 1e12;
     std::printf("%-6s %14.0f %14.0f %7.2fx %12.3f %12.3f %13.1f%%\n", dtype.c_str(), titan_tps, peer_tps,
                 peer_tps > 0 ? titan_tps / peer_tps : 0.0, tflops, peak, 100.0 * tflops / peak);
-    results.push_back({{"dtype", dtype}, {"titan_tokens_per_second", titan_tps}, {"torch_tokens_per_second", peer_tps},
-                       {"ratio", peer_tps > 0 ? titan_tps / peer_tps : 0.0}, {"titan_tflops", tflops},
+    results.push_back({{"dtype", dtype},
+                       {"titan_tokens_per_second", titan_tps},
+                       {"torch_tokens_per_second", peer_tps},
+                       {"ratio", peer_tps > 0 ? titan_tps / peer_tps : 0.0},
+                       {"titan_tflops", tflops},
                        {"gemm_peak_tflops", peak}});
   }
   if (!o.json_path.empty()) std::ofstream(o.json_path) << results.dump(2) << "\n";

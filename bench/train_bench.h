@@ -7,12 +7,12 @@
 namespace titan::bench {
 
 struct TrainBenchOptions {
-  int steps = 6;       // timed steps (median reported)
+  int steps = 6;  // timed steps (median reported)
   int warmup = 2;
   int64_t seq_len = 512;
   int64_t batch = 8;
   int64_t vocab = 2048;
-  bool peer = true;    // run the PyTorch peer
+  bool peer = true;  // run the PyTorch peer
   std::string json_path;
 };
 

@@ -51,10 +51,16 @@ TEST(Gradcheck, NormsAndActivations) {
 }
 
 TEST(Gradcheck, ShapesAndReductions) {
-  EXPECT_TRUE(check_gradients([](const auto& x) { return F::permute(F::reshape(x[0], {3, 2, 4}), {2, 0, 1}); },
-                              {random_leaf({6, 4}, 1)}));
-  EXPECT_TRUE(check_gradients([](const auto& x) { return F::contiguous(F::expand(x[0], {3, 4, 5})); },
-                              {random_leaf({4, 1}, 2)}));
+  EXPECT_TRUE(check_gradients(
+      [](const auto& x) {
+        return F::permute(F::reshape(x[0], {3, 2, 4}), {2, 0, 1});
+      },
+      {random_leaf({6, 4}, 1)}));
+  EXPECT_TRUE(check_gradients(
+      [](const auto& x) {
+        return F::contiguous(F::expand(x[0], {3, 4, 5}));
+      },
+      {random_leaf({4, 1}, 2)}));
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::narrow(x[0], 1, 2, 3); }, {random_leaf({3, 6}, 3)}));
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::sub(F::mean(x[0]), F::sum(x[1])); },
                               {random_leaf({7}, 4), random_leaf({1}, 5)}));
@@ -76,7 +82,9 @@ TEST(Gradcheck, NaiveAttentionAllMasks) {
   std::vector<ops::AttentionMask> masks{{true, 0, {}}, {false, 0, {}}, {true, 3, {}}, {true, 0, docs}};
   for (const auto& mask : masks) {
     EXPECT_TRUE(check_gradients(
-        [&](const auto& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], mask, 0.5f, F::AttentionImpl::naive); },
+        [&](const auto& x) {
+          return F::scaled_dot_product_attention(x[0], x[1], x[2], mask, 0.5f, F::AttentionImpl::naive);
+        },
         {random_leaf({2, 8, 4, 4}, 1), random_leaf({2, 8, 2, 4}, 2), random_leaf({2, 8, 2, 4}, 3)}));
   }
 }

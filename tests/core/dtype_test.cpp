@@ -45,8 +45,8 @@ TEST(DType, Bf16RoundsToNearestEven) {
 TEST(DType, F16MatchesIeeeBinary16) {
   EXPECT_EQ(float_to_f16(1.0f), 0x3C00u);
   EXPECT_EQ(float_to_f16(-2.0f), 0xC000u);
-  EXPECT_EQ(float_to_f16(65504.0f), 0x7BFFu);           // largest finite
-  EXPECT_EQ(float_to_f16(65536.0f), 0x7C00u);           // overflows to inf
+  EXPECT_EQ(float_to_f16(65504.0f), 0x7BFFu);               // largest finite
+  EXPECT_EQ(float_to_f16(65536.0f), 0x7C00u);               // overflows to inf
   EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -24)), 0x0001u);  // smallest subnormal
   EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -25)), 0x0000u);  // halfway to 0: ties to even (0)
   EXPECT_EQ(f16_to_float(0x3555u), 0.333251953125f);
@@ -60,11 +60,11 @@ TEST(DType, F16MatchesIeeeBinary16) {
 }
 
 TEST(DType, Fp8E4M3) {
-  EXPECT_EQ(f8e4m3_to_float(0x7E), 448.0f);                  // max finite: S.1111.110
-  EXPECT_TRUE(std::isnan(f8e4m3_to_float(0x7F)));             // S.1111.111 is NaN (no infinities)
-  EXPECT_EQ(f8e4m3_to_float(0x08), std::ldexp(1.0f, -6));    // min normal
-  EXPECT_EQ(f8e4m3_to_float(0x01), std::ldexp(1.0f, -9));    // min subnormal
-  EXPECT_EQ(float_to_f8e4m3(1000.0f), 0x7E);                  // saturates to max
+  EXPECT_EQ(f8e4m3_to_float(0x7E), 448.0f);                // max finite: S.1111.110
+  EXPECT_TRUE(std::isnan(f8e4m3_to_float(0x7F)));          // S.1111.111 is NaN (no infinities)
+  EXPECT_EQ(f8e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // min normal
+  EXPECT_EQ(f8e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // min subnormal
+  EXPECT_EQ(float_to_f8e4m3(1000.0f), 0x7E);               // saturates to max
   EXPECT_EQ(float_to_f8e4m3(-1000.0f), 0xFE);
   EXPECT_EQ(float_to_f8e4m3(1.0f), 0x38);
   EXPECT_EQ(float_to_f8e4m3(1.0625f), 0x38);  // halfway between 1 and 1.125: ties to even

@@ -19,11 +19,8 @@ int64_t meta_count(const std::string& model, const std::string& flavor) {
 // Exact counts published with the weights (Meta's model cards and the
 // safetensors index of each release).
 TEST(Flavors, Llama3MatchesPublishedCounts) {
-  const std::vector<std::pair<std::string, int64_t>> published{{"1B", 1235814400},
-                                                               {"3B", 3212749824},
-                                                               {"8B", 8030261248},
-                                                               {"70B", 70553706496},
-                                                               {"405B", 405853388800}};
+  const std::vector<std::pair<std::string, int64_t>> published{
+      {"1B", 1235814400}, {"3B", 3212749824}, {"8B", 8030261248}, {"70B", 70553706496}, {"405B", 405853388800}};
   for (const auto& [flavor, count] : published) {
     EXPECT_EQ(models::parameter_count(models::model_config("llama3", flavor)), count) << flavor;
     EXPECT_EQ(meta_count("llama3", flavor), count) << flavor;
@@ -47,12 +44,9 @@ TEST(Flavors, Qwen3MatchesPublishedCounts) {
     std::string flavor;
     double total_billions, non_embedding_billions, tolerance;
   };
-  const std::vector<Published> published{{"0.6B", 0.6, 0.44, 0.05},
-                                         {"1.7B", 1.7, 1.4, 0.05},
-                                         {"4B", 4.0, 3.6, 0.05},
-                                         {"8B", 8.2, 6.95, 0.05},
-                                         {"14B", 14.8, 13.2, 0.05},
-                                         {"32B", 32.8, 31.2, 0.05}};
+  const std::vector<Published> published{{"0.6B", 0.6, 0.44, 0.05}, {"1.7B", 1.7, 1.4, 0.05},
+                                         {"4B", 4.0, 3.6, 0.05},    {"8B", 8.2, 6.95, 0.05},
+                                         {"14B", 14.8, 13.2, 0.05}, {"32B", 32.8, 31.2, 0.05}};
   for (const auto& p : published) {
     const models::DecoderConfig config = models::model_config("qwen3", p.flavor);
     const int64_t total = models::parameter_count(config);

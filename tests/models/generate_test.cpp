@@ -37,8 +37,8 @@ TEST(Generate, CachedForwardMatchesFullForward) {
   const Tensor full = model->logits({Tensor::from_vector(ids, {1, 7}), {}, {}});
   models::KVCache cache = model->make_cache(1, 10, DType::f32);
   // Prefill 4 tokens, then one at a time.
-  const Tensor prefix = model->forward_cached(Tensor::from_vector(std::vector<int64_t>(ids.begin(), ids.begin() + 4),
-                                                                  {1, 4}), cache);
+  const Tensor prefix =
+      model->forward_cached(Tensor::from_vector(std::vector<int64_t>(ids.begin(), ids.begin() + 4), {1, 4}), cache);
   std::vector<Tensor> steps{prefix};
   for (size_t i = 4; i < ids.size(); ++i) {
     steps.push_back(model->forward_cached(Tensor::from_vector(std::vector<int64_t>{ids[i]}, {1, 1}), cache));
@@ -62,7 +62,8 @@ TEST(Generate, GreedyMatchesArgmaxOfFullForward) {
   std::vector<int64_t> sequence = prompt;
   autograd::NoGradGuard no_grad;
   for (int64_t token : generated) {
-    const Tensor logits = model->logits({Tensor::from_vector(sequence, {1, static_cast<int64_t>(sequence.size())}), {}, {}});
+    const Tensor logits =
+        model->logits({Tensor::from_vector(sequence, {1, static_cast<int64_t>(sequence.size())}), {}, {}});
     const std::vector<float> last = logits.select(1, logits.size(1) - 1).to_floats();
     EXPECT_EQ(token, std::max_element(last.begin(), last.end()) - last.begin());
     sequence.push_back(token);

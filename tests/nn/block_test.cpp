@@ -28,14 +28,15 @@ TEST_P(BlockTest, MatchesReference) {
   const BlockCase& c = GetParam();
   ReferenceCase ref("block_" + c.name);
   nn::TransformerBlockConfig config;
-  config.attention = {.dim = ref.meta_int("dim"),
-                      .n_heads = ref.meta_int("n_heads"),
-                      .n_kv_heads = ref.meta_int("n_kv_heads"),
-                      .head_dim = ref.meta_int("head_dim"),
-                      .qk_norm = ref.meta_int("qk_norm") != 0,
-                      .norm_eps = ref.meta_double("norm_eps"),
-                      .rope_style = ref.meta("rope_style") == "half" ? ops::RopeStyle::half : ops::RopeStyle::interleaved,
-                      .attention_impl = c.impl};
+  config.attention = {
+      .dim = ref.meta_int("dim"),
+      .n_heads = ref.meta_int("n_heads"),
+      .n_kv_heads = ref.meta_int("n_kv_heads"),
+      .head_dim = ref.meta_int("head_dim"),
+      .qk_norm = ref.meta_int("qk_norm") != 0,
+      .norm_eps = ref.meta_double("norm_eps"),
+      .rope_style = ref.meta("rope_style") == "half" ? ops::RopeStyle::half : ops::RopeStyle::interleaved,
+      .attention_impl = c.impl};
   config.feed_forward = {.dim = config.attention.dim, .hidden_dim = ref.meta_int("hidden_dim")};
   config.norm_eps = ref.meta_double("norm_eps");
   auto block = config.build();
@@ -49,8 +50,8 @@ TEST_P(BlockTest, MatchesReference) {
   }
 
   const Tensor positions = ref.get("positions");
-  const ops::RopeTable table = ops::rope_table(config.attention.head_size(), positions.size(1) + 1,
-                                               ref.meta_double("rope_theta"), {});
+  const ops::RopeTable table =
+      ops::rope_table(config.attention.head_size(), positions.size(1) + 1, ref.meta_double("rope_theta"), {});
   nn::AttentionInputs inputs{&table, positions, {}};
   if (ref.has("document_ids")) inputs.mask.document_ids = ref.get("document_ids");
 

@@ -19,9 +19,9 @@ TEST(Module, FullyQualifiedNames) {
   std::vector<std::string> names;
   for (auto& [name, parameter] : block->named_parameters()) names.push_back(name);
   const std::vector<std::string> expected{
-      "attention.wq.weight",     "attention.wk.weight",   "attention.wv.weight",       "attention.wo.weight",
-      "attention.q_norm.weight", "attention.k_norm.weight", "feed_forward.w1.weight",  "feed_forward.w2.weight",
-      "feed_forward.w3.weight",  "attention_norm.weight", "ffn_norm.weight"};
+      "attention.wq.weight",     "attention.wk.weight",     "attention.wv.weight",    "attention.wo.weight",
+      "attention.q_norm.weight", "attention.k_norm.weight", "feed_forward.w1.weight", "feed_forward.w2.weight",
+      "feed_forward.w3.weight",  "attention_norm.weight",   "ffn_norm.weight"};
   EXPECT_EQ(names, expected);
   // wq 32x32, wk/wv 32x16 each (2 kv heads of 8), wo 32x32, norms 8+8+32+32, ffn 3 * 32*48.
   EXPECT_EQ(block->num_parameters(), 32 * 32 * 2 + 2 * 32 * 16 + 8 + 8 + 3 * 32 * 48 + 32 + 32);

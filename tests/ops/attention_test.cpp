@@ -65,8 +65,7 @@ TEST_P(AttentionReferenceTest, ForwardAndBackward) {
     const ops::AttentionOutput out32 = ops::flash_attention(q, k, v, mask32, scale);
     expect_bitwise_equal(out32.out, out.out, "y with i32 document ids");
     expect_bitwise_equal(out32.lse, out.lse, "lse with i32 document ids");
-    const ops::AttentionGrads grads32 =
-        ops::flash_attention_backward(grad_y, q, k, v, out.out, out.lse, mask32, scale);
+    const ops::AttentionGrads grads32 = ops::flash_attention_backward(grad_y, q, k, v, out.out, out.lse, mask32, scale);
     expect_bitwise_equal(grads32.grad_q, grads.grad_q, "grad_q with i32 document ids");
     expect_bitwise_equal(grads32.grad_k, grads.grad_k, "grad_k with i32 document ids");
     expect_bitwise_equal(grads32.grad_v, grads.grad_v, "grad_v with i32 document ids");
@@ -75,14 +74,12 @@ TEST_P(AttentionReferenceTest, ForwardAndBackward) {
 
 // Every suite here is instantiated as "attention", which puts the word in each
 // CTest name: `ctest -R attention` runs them all.
-INSTANTIATE_TEST_SUITE_P(attention, AttentionReferenceTest,
-                         ::testing::Combine(::testing::Values("causal", "full", "window", "documents",
-                                                              "documents_window", "gqa", "head64", "head128",
-                                                              "decode", "long", "tiled_window_documents"),
-                                            ::testing::Values(DType::f32, DType::bf16)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    attention, AttentionReferenceTest,
+    ::testing::Combine(::testing::Values("causal", "full", "window", "documents", "documents_window", "gqa", "head64",
+                                         "head128", "decode", "long", "tiled_window_documents"),
+                       ::testing::Values(DType::f32, DType::bf16)),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param)); });
 
 // ---- flash against naive through autograd ----
 
@@ -259,15 +256,21 @@ TEST_P(FlashAttentionTest, BadInputNamesTheOp) {
   const DType dtype = GetParam(), other = dtype == DType::f32 ? DType::bf16 : DType::f32;
   const Tensor q = Tensor::zeros({1, 8, 4, 4}, dtype), k = Tensor::zeros({1, 8, 2, 4}, dtype);
   const ops::AttentionMask causal{true, 0, {}};
-  expect_error_naming([&] { ops::flash_attention(Tensor::zeros({1, 8, 3, 4}, dtype), k, k, causal, 1.0f); },
-                      "flash_attention", "3 query heads are not a multiple of 2");
+  expect_error_naming(
+      [&] {
+        ops::flash_attention(Tensor::zeros({1, 8, 3, 4}, dtype), k, k, causal, 1.0f);
+      },
+      "flash_attention", "3 query heads are not a multiple of 2");
   const ops::AttentionMask short_docs{true, 0, Tensor::zeros({1, 7}, DType::i64)};
   expect_error_naming([&] { ops::flash_attention(q, k, k, short_docs, 1.0f); }, "flash_attention",
                       "document_ids [1, 7]");
   const ops::AttentionMask float_docs{true, 0, Tensor::zeros({1, 8})};
   expect_error_naming([&] { ops::flash_attention(q, k, k, float_docs, 1.0f); }, "flash_attention", "document_ids");
-  expect_error_naming([&] { ops::flash_attention(Tensor::zeros({1, 9, 4, 4}, dtype), k, k, causal, 1.0f); },
-                      "flash_attention", "9 queries");
+  expect_error_naming(
+      [&] {
+        ops::flash_attention(Tensor::zeros({1, 9, 4, 4}, dtype), k, k, causal, 1.0f);
+      },
+      "flash_attention", "9 queries");
   expect_error_naming([&] { ops::flash_attention(q, k.to(other), k, causal, 1.0f); }, "flash_attention",
                       dtype_name(other));
   expect_error_naming(
@@ -280,7 +283,9 @@ TEST_P(FlashAttentionTest, BadInputNamesTheOp) {
   expect_error_naming([&] { ops::flash_attention_backward(q, q, k, k, out.out, out.lse, short_docs, 1.0f); },
                       "flash_attention_backward", "document_ids");
   expect_error_naming(
-      [&] { ops::flash_attention_backward(q, q, k, k, out.out, Tensor::zeros({1, 4, 7}), causal, 1.0f); },
+      [&] {
+        ops::flash_attention_backward(q, q, k, k, out.out, Tensor::zeros({1, 4, 7}), causal, 1.0f);
+      },
       "flash_attention_backward", "lse");
 }
 

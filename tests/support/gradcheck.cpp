@@ -72,9 +72,9 @@ Tensor random_leaf(const Shape& shape, uint64_t seed, double scale) {
     }
     const double bound = std::sqrt(grad_norm * direction_norm);
     if (!(std::fabs(analytic - numeric) <= options.tolerance * bound)) {
-      return ::testing::AssertionFailure() << "direction " << d << ": analytic " << analytic << " vs numeric "
-                                           << numeric << " (bound " << bound << ", tolerance "
-                                           << options.tolerance * bound << ")";
+      return ::testing::AssertionFailure()
+             << "direction " << d << ": analytic " << analytic << " vs numeric " << numeric << " (bound " << bound
+             << ", tolerance " << options.tolerance * bound << ")";
     }
   }
   return ::testing::AssertionSuccess();

@@ -63,9 +63,9 @@ double relative_l2_error(const Tensor& actual, const Tensor& expected) {
   }
   if (failures == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << failures << " of " << a.size() << " elements differ (atol " << atol
-                                       << ", rtol " << rtol << "); worst at flat index " << worst << ": "
-                                       << a[worst] << " vs " << e[worst]
-                                       << "; relative L2 error " << relative_l2_error(actual, expected);
+                                       << ", rtol " << rtol << "); worst at flat index " << worst << ": " << a[worst]
+                                       << " vs " << e[worst] << "; relative L2 error "
+                                       << relative_l2_error(actual, expected);
 }
 
 Tolerance tolerance_for(DType dtype, const Tensor& expected) {

@@ -37,7 +37,8 @@ warmup_steps = 2
 decay_type = "cosine"
 [parallelism]
 data_parallel_shard_degree = 4
-)", "job.toml");
+)",
+                          "job.toml");
   EXPECT_EQ(config.training.local_batch_size, 4);
   EXPECT_EQ(config.training.seq_len, 256);
   EXPECT_EQ(config.training.steps, 7);
@@ -74,16 +75,20 @@ TEST(Config, ErrorsNameFileLineKeyAndSuggest) {
 }
 
 TEST(Config, OverridesParseAndValidate) {
-  train::TrainArguments args = train::parse_train_arguments(
-      {"--training.steps", "12", "--optimizer.lr=1e-3", "--model.fused_loss", "false", "--optimizer.no_weight_decay",
-       "norm,bias"});
+  train::TrainArguments args =
+      train::parse_train_arguments({"--training.steps", "12", "--optimizer.lr=1e-3", "--model.fused_loss", "false",
+                                    "--optimizer.no_weight_decay", "norm,bias"});
   EXPECT_EQ(args.config.training.steps, 12);
   EXPECT_DOUBLE_EQ(args.config.optimizer.lr, 1e-3);
   EXPECT_FALSE(args.config.model.fused_loss);
   EXPECT_EQ(args.config.optimizer.no_weight_decay, (std::vector<std::string>{"norm", "bias"}));
-  EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.steps", "ten"}); }).find("not an integer"),
+  EXPECT_NE(error_of([] {
+              train::parse_train_arguments({"--training.steps", "ten"});
+            }).find("not an integer"),
             std::string::npos);
-  EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.seqlen", "5"}); }).find("did you mean 'seq_len'"),
+  EXPECT_NE(error_of([] {
+              train::parse_train_arguments({"--training.seqlen", "5"});
+            }).find("did you mean 'seq_len'"),
             std::string::npos);
   EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.steps"}); }).find("needs a value"),
             std::string::npos);
@@ -113,10 +118,11 @@ TEST(Config, PrintConfigRoundTripsAndHelpListsEveryKey) {
   EXPECT_EQ(reloaded.job.description, config.job.description);
 
   const std::string help = train::config_help();
-  for (const char* key : {"--training.local_batch_size", "--training.seq_len", "--training.steps", "--training.max_norm",
-                          "--optimizer.lr", "--lr_scheduler.warmup_steps", "--parallelism.data_parallel_shard_degree",
-                          "--parallelism.tensor_parallel_degree", "--checkpoint.interval", "--metrics.log_freq",
-                          "--job.dump_folder", "--activation_checkpoint.mode", "--validation.freq"}) {
+  for (const char* key :
+       {"--training.local_batch_size", "--training.seq_len", "--training.steps", "--training.max_norm",
+        "--optimizer.lr", "--lr_scheduler.warmup_steps", "--parallelism.data_parallel_shard_degree",
+        "--parallelism.tensor_parallel_degree", "--checkpoint.interval", "--metrics.log_freq", "--job.dump_folder",
+        "--activation_checkpoint.mode", "--validation.freq"}) {
     EXPECT_NE(help.find(key), std::string::npos) << key;
   }
   EXPECT_NE(help.find("(default 512)"), std::string::npos);

@@ -129,7 +129,8 @@ TEST(Trainer, Bf16MixedPrecisionTracksF32) {
 TEST(Trainer, LossFallsOnTextAndExportReloads) {
   const fs::path folder = fs::path(::testing::TempDir()) / "trainer_text_data";
   data::PrepareOptions prepare;
-  prepare.inputs = {std::string(data::kDefaultCorpusDir) + "/computers", std::string(data::kDefaultCorpusDir) + "/science"};
+  prepare.inputs = {std::string(data::kDefaultCorpusDir) + "/computers",
+                    std::string(data::kDefaultCorpusDir) + "/science"};
   prepare.corpus.format = "fortune";
   prepare.train_vocab_size = 512;
   prepare.output = folder.string();

@@ -13,8 +13,8 @@ namespace titan::autograd {
 namespace {
 
 struct NodeState {
-  int pending = 0;                // edges into this node not yet delivered
-  std::vector<Tensor> buffer;     // summed gradient per node output
+  int pending = 0;             // edges into this node not yet delivered
+  std::vector<Tensor> buffer;  // summed gradient per node output
 };
 
 // A gradient may arrive wider than its tensor (an f32 gradient for a bf16

@@ -11,8 +11,7 @@ namespace titan::autograd {
 
 // grad_roots[i] is d(objective)/d(roots[i]); an undefined entry means 1 for a
 // one-element root. With retain_graph false, saved tensors are freed as used.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
-              bool retain_graph = false);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {}, bool retain_graph = false);
 
 // Registers a hook on the gradient flowing into `tensor` (leaf or not); the
 // hook may return a replacement gradient or an undefined tensor to keep it.

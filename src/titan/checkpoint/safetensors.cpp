@@ -18,7 +18,8 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
   file.seekg(0);
   char length[8];
   file.read(length, 8);
-  const uint64_t header_size = std::min<uint64_t>(read_header_length(length), std::min(kMaxSafetensorsHeaderBytes, file_size - 8));
+  const uint64_t header_size =
+      std::min<uint64_t>(read_header_length(length), std::min(kMaxSafetensorsHeaderBytes, file_size - 8));
   std::string prefix(8 + header_size, '\0');
   file.seekg(0);
   file.read(prefix.data(), static_cast<std::streamsize>(prefix.size()));

@@ -16,8 +16,8 @@ struct DTypeName {
   const char* name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {DType::f32, "F32"},     {DType::bf16, "BF16"},      {DType::f16, "F16"}, {DType::f8e4m3, "F8_E4M3"},
-    {DType::f8e5m2, "F8_E5M2"}, {DType::i32, "I32"},     {DType::i64, "I64"}, {DType::u8, "U8"},
+    {DType::f32, "F32"},        {DType::bf16, "BF16"}, {DType::f16, "F16"}, {DType::f8e4m3, "F8_E4M3"},
+    {DType::f8e5m2, "F8_E5M2"}, {DType::i32, "I32"},   {DType::i64, "I64"}, {DType::u8, "U8"},
 };
 
 }  // namespace
@@ -45,7 +45,8 @@ DType parse_safetensors_dtype(std::string_view name, const std::string& source, 
 SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t file_size, const std::string& source) {
   TITAN_CHECK(prefix.size() >= 8 && file_size >= 8, "{}: not a safetensors file (shorter than 8 bytes)", source);
   const uint64_t header_size = read_header_length(prefix.data());
-  TITAN_CHECK(header_size <= kMaxSafetensorsHeaderBytes, "{}: header length {} exceeds the 100 MB limit", source, header_size);
+  TITAN_CHECK(header_size <= kMaxSafetensorsHeaderBytes, "{}: header length {} exceeds the 100 MB limit", source,
+              header_size);
   TITAN_CHECK(header_size <= file_size - 8, "{}: header length {} runs past the end of the {}-byte file", source,
               header_size, file_size);
   TITAN_CHECK(prefix.size() >= 8 + header_size, "{}: header truncated", source);
@@ -68,9 +69,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t fil
       }
       continue;
     }
-    TITAN_CHECK(value.is_object() && value.contains("dtype") && value.contains("shape") &&
-                    value.contains("data_offsets"),
-                "{}: tensor '{}' lacks dtype, shape or data_offsets", source, name);
+    TITAN_CHECK(
+        value.is_object() && value.contains("dtype") && value.contains("shape") && value.contains("data_offsets"),
+        "{}: tensor '{}' lacks dtype, shape or data_offsets", source, name);
     const auto& dtype = value["dtype"];
     const auto& shape = value["shape"];
     const auto& offsets = value["data_offsets"];
@@ -99,8 +100,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t fil
     TITAN_CHECK(entry.begin <= entry.end && entry.end <= data_size,
                 "{}: tensor '{}': bytes [{}, {}) outside the {}-byte data section (file truncated?)", source, name,
                 entry.begin, entry.end, data_size);
-    TITAN_CHECK(entry.end - entry.begin == bytes, "{}: tensor '{}': {} bytes for shape {} of {} (expected {})",
-                source, name, entry.end - entry.begin, fmt::format("[{}]", fmt::join(entry.shape, ", ")), dtype_name(entry.dtype), bytes);
+    TITAN_CHECK(entry.end - entry.begin == bytes, "{}: tensor '{}': {} bytes for shape {} of {} (expected {})", source,
+                name, entry.end - entry.begin, fmt::format("[{}]", fmt::join(entry.shape, ", ")),
+                dtype_name(entry.dtype), bytes);
     header.entries.push_back(std::move(entry));
   }
   std::sort(header.entries.begin(), header.entries.end(),

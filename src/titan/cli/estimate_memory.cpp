@@ -30,14 +30,19 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--optimizer-state-dtype", args->state_dtype, "AdamW moment dtype")->capture_default_str();
     app->add_option("--activation-checkpoint", args->ac, "none, full or selective")->capture_default_str();
     app->add_option("--selective-every", args->selective_every, "selective: every N-th block");
-    app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")->capture_default_str()->check(CLI::PositiveNumber);
+    app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     return app;
   };
   subcommand.run = [args] {
     const models::DecoderConfig config = models::model_config(args->model, args->flavor, args->vocab);
-    models::MemoryEstimateOptions options{args->batch,          args->seq,
-                                          parse_dtype(args->compute_dtype), parse_dtype(args->state_dtype),
-                                          args->ac,             args->selective_every,
+    models::MemoryEstimateOptions options{args->batch,
+                                          args->seq,
+                                          parse_dtype(args->compute_dtype),
+                                          parse_dtype(args->state_dtype),
+                                          args->ac,
+                                          args->selective_every,
                                           args->dp_shard};
     TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective",
                 "--activation-checkpoint must be none, full or selective, got '{}'", args->ac);

@@ -28,8 +28,8 @@ Subcommand make_estimate_memory_subcommand();
 Subcommand make_generate_subcommand();
 
 inline std::vector<Subcommand> all_subcommands() {
-  return {make_train_subcommand(), make_bench_subcommand(), make_data_subcommand(), make_tokenizer_subcommand(),
-          make_estimate_memory_subcommand(), make_generate_subcommand()};
+  return {make_train_subcommand(),     make_bench_subcommand(),           make_data_subcommand(),
+          make_tokenizer_subcommand(), make_estimate_memory_subcommand(), make_generate_subcommand()};
 }
 
 }  // namespace titan::cli

@@ -13,8 +13,8 @@ void* CpuAllocator::allocate(size_t nbytes) {
   void* ptr = std::aligned_alloc(kAlignment, rounded);
   if (ptr == nullptr) fail("out of host memory allocating {} bytes", nbytes);
   allocations_.fetch_add(1, std::memory_order_relaxed);
-  const int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) +
-                       static_cast<int64_t>(nbytes);
+  const int64_t live =
+      live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) + static_cast<int64_t>(nbytes);
   int64_t peak = peak_.load(std::memory_order_relaxed);
   while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
@@ -52,12 +52,15 @@ std::array<Allocator*, kNumDeviceTypes>& allocator_table() {
 
 Allocator& allocator_for(DeviceType type) {
   Allocator* allocator = allocator_table()[static_cast<size_t>(type)];
-  TITAN_CHECK(allocator != nullptr, "no allocator for device type '{}' (is the backend compiled in and a device present?)",
+  TITAN_CHECK(allocator != nullptr,
+              "no allocator for device type '{}' (is the backend compiled in and a device present?)",
               device_type_name(type));
   return *allocator;
 }
 
-void register_allocator(DeviceType type, Allocator* allocator) { allocator_table()[static_cast<size_t>(type)] = allocator; }
+void register_allocator(DeviceType type, Allocator* allocator) {
+  allocator_table()[static_cast<size_t>(type)] = allocator;
+}
 
 MemoryStats memory_stats(DeviceType type) {
   Allocator* allocator = allocator_table()[static_cast<size_t>(type)];

@@ -12,12 +12,12 @@
 namespace titan {
 
 struct MemoryStats {
-  int64_t live_bytes = 0;      // held by tensors now
-  int64_t peak_bytes = 0;      // most live bytes since the last reset_peak()
-  int64_t reserved_bytes = 0;  // obtained from the system (>= live for caching allocators)
+  int64_t live_bytes = 0;           // held by tensors now
+  int64_t peak_bytes = 0;           // most live bytes since the last reset_peak()
+  int64_t reserved_bytes = 0;       // obtained from the system (>= live for caching allocators)
   int64_t peak_reserved_bytes = 0;  // most reserved bytes since the last reset_peak()
-  int64_t allocations = 0;     // calls to allocate() since start
-  int64_t alloc_retries = 0;   // allocations that had to free cached blocks and retry
+  int64_t allocations = 0;          // calls to allocate() since start
+  int64_t alloc_retries = 0;        // allocations that had to free cached blocks and retry
 };
 
 class Allocator {

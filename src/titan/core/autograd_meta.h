@@ -14,9 +14,9 @@ namespace titan {
 
 struct AutogradMeta {
   bool requires_grad = false;
-  Tensor grad;                                  // leaves only: the accumulated gradient
-  std::shared_ptr<autograd::Node> grad_fn;      // non-leaves: the node that made this tensor
-  uint32_t output_nr = 0;                       // which output of grad_fn this tensor is
+  Tensor grad;                                     // leaves only: the accumulated gradient
+  std::shared_ptr<autograd::Node> grad_fn;         // non-leaves: the node that made this tensor
+  uint32_t output_nr = 0;                          // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: their one AccumulateGrad node
   // Leaf hooks run on the incoming gradient before accumulation (may replace it).
   std::vector<std::function<Tensor(const Tensor&)>> grad_hooks;

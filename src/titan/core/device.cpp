@@ -8,9 +8,12 @@ namespace titan {
 
 const char* device_type_name(DeviceType type) {
   switch (type) {
-    case DeviceType::cpu: return "cpu";
-    case DeviceType::cuda: return "cuda";
-    case DeviceType::meta: return "meta";
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::cuda:
+      return "cuda";
+    case DeviceType::meta:
+      return "meta";
   }
   return "invalid";
 }

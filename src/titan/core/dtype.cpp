@@ -9,28 +9,44 @@ namespace titan {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::f8e4m3: return 1;
-    case DType::f8e5m2: return 1;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::f8e4m3:
+      return 1;
+    case DType::f8e5m2:
+      return 1;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   fail("dtype_size: invalid dtype {}", static_cast<int>(dtype));
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::f8e4m3: return "f8e4m3";
-    case DType::f8e5m2: return "f8e5m2";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::f8e4m3:
+      return "f8e4m3";
+    case DType::f8e5m2:
+      return "f8e5m2";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
   }
   return "invalid";
 }
@@ -41,12 +57,15 @@ DType parse_dtype(std::string_view text) {
     DType dtype;
   };
   static constexpr Alias aliases[] = {
-      {"f32", DType::f32},       {"float32", DType::f32},       {"fp32", DType::f32},
-      {"bf16", DType::bf16},     {"bfloat16", DType::bf16},     {"f16", DType::f16},
-      {"float16", DType::f16},   {"fp16", DType::f16},          {"f8e4m3", DType::f8e4m3},
-      {"float8_e4m3fn", DType::f8e4m3}, {"f8e5m2", DType::f8e5m2}, {"float8_e5m2", DType::f8e5m2},
-      {"i32", DType::i32},       {"int32", DType::i32},         {"i64", DType::i64},
-      {"int64", DType::i64},     {"u8", DType::u8},             {"uint8", DType::u8},
+      {"f32", DType::f32},       {"float32", DType::f32},
+      {"fp32", DType::f32},      {"bf16", DType::bf16},
+      {"bfloat16", DType::bf16}, {"f16", DType::f16},
+      {"float16", DType::f16},   {"fp16", DType::f16},
+      {"f8e4m3", DType::f8e4m3}, {"float8_e4m3fn", DType::f8e4m3},
+      {"f8e5m2", DType::f8e5m2}, {"float8_e5m2", DType::f8e5m2},
+      {"i32", DType::i32},       {"int32", DType::i32},
+      {"i64", DType::i64},       {"int64", DType::i64},
+      {"u8", DType::u8},         {"uint8", DType::u8},
   };
   for (const Alias& alias : aliases) {
     if (alias.name == text) return alias.dtype;
@@ -65,9 +84,9 @@ namespace {
 struct MiniFloat {
   int exponent_bits;
   int mantissa_bits;
-  bool has_infinity;   // e4m3 "fn" has none: its all-ones exponent is still finite
-  bool saturate;       // overflow clamps to the largest finite value instead of inf
-  uint32_t nan_code;   // the positive quiet NaN pattern
+  bool has_infinity;  // e4m3 "fn" has none: its all-ones exponent is still finite
+  bool saturate;      // overflow clamps to the largest finite value instead of inf
+  uint32_t nan_code;  // the positive quiet NaN pattern
   float max_finite;
 
   int bias() const { return (1 << (exponent_bits - 1)) - 1; }
@@ -103,8 +122,7 @@ uint32_t encode(const MiniFloat& format, float value) {
     return sign | mantissa;
   }
   const auto biased = static_cast<uint32_t>(rounded_exponent + format.bias());
-  const auto mantissa =
-      static_cast<uint32_t>(std::ldexp(fraction * 2.0f - 1.0f, format.mantissa_bits));
+  const auto mantissa = static_cast<uint32_t>(std::ldexp(fraction * 2.0f - 1.0f, format.mantissa_bits));
   return sign | (biased << format.mantissa_bits) | mantissa;
 }
 

@@ -24,9 +24,9 @@ template <typename... Args>
 
 // TITAN_CHECK(cond, "fmt", args...) — throws titan::Error with the message when
 // cond is false. Use for anything a caller (or a user's file) can get wrong.
-#define TITAN_CHECK(cond, ...)      \
-  do {                              \
-    if (!(cond)) {                  \
-      ::titan::fail(__VA_ARGS__);   \
-    }                               \
+#define TITAN_CHECK(cond, ...)    \
+  do {                            \
+    if (!(cond)) {                \
+      ::titan::fail(__VA_ARGS__); \
+    }                             \
   } while (0)

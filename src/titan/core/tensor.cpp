@@ -117,8 +117,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& order) const {
-  TITAN_CHECK(static_cast<int64_t>(order.size()) == dim(), "permute: order of {} dims for a {}-d tensor",
-              order.size(), dim());
+  TITAN_CHECK(static_cast<int64_t>(order.size()) == dim(), "permute: order of {} dims for a {}-d tensor", order.size(),
+              dim());
   Shape shape(order.size()), strides(order.size());
   std::vector<bool> seen(order.size(), false);
   for (size_t i = 0; i < order.size(); ++i) {
@@ -223,14 +223,22 @@ namespace {
 
 float load_as_float(const void* base, DType dtype, int64_t index) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[index];
-    case DType::bf16: return bf16_to_float(static_cast<const bf16*>(base)[index]);
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(base)[index]);
-    case DType::f8e4m3: return f8e4m3_to_float(static_cast<const uint8_t*>(base)[index]);
-    case DType::f8e5m2: return f8e5m2_to_float(static_cast<const uint8_t*>(base)[index]);
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[index]);
-    case DType::i64: return static_cast<float>(static_cast<const int64_t*>(base)[index]);
-    case DType::u8: return static_cast<float>(static_cast<const uint8_t*>(base)[index]);
+    case DType::f32:
+      return static_cast<const float*>(base)[index];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const bf16*>(base)[index]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
+    case DType::f8e4m3:
+      return f8e4m3_to_float(static_cast<const uint8_t*>(base)[index]);
+    case DType::f8e5m2:
+      return f8e5m2_to_float(static_cast<const uint8_t*>(base)[index]);
+    case DType::i32:
+      return static_cast<float>(static_cast<const int32_t*>(base)[index]);
+    case DType::i64:
+      return static_cast<float>(static_cast<const int64_t*>(base)[index]);
+    case DType::u8:
+      return static_cast<float>(static_cast<const uint8_t*>(base)[index]);
   }
   return 0.0f;
 }
@@ -273,9 +281,15 @@ std::vector<int64_t> Tensor::to_ints() const {
   const void* base = data_ptr();
   for_each_index(*this, [&](int64_t index) {
     switch (dtype()) {
-      case DType::i32: values.push_back(static_cast<const int32_t*>(base)[index]); break;
-      case DType::i64: values.push_back(static_cast<const int64_t*>(base)[index]); break;
-      default: values.push_back(static_cast<const uint8_t*>(base)[index]); break;
+      case DType::i32:
+        values.push_back(static_cast<const int32_t*>(base)[index]);
+        break;
+      case DType::i64:
+        values.push_back(static_cast<const int64_t*>(base)[index]);
+        break;
+      default:
+        values.push_back(static_cast<const uint8_t*>(base)[index]);
+        break;
     }
   });
   return values;

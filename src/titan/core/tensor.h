@@ -38,14 +38,38 @@ struct f8e5m2 {
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
-template <> constexpr DType dtype_of<f16>() { return DType::f16; }
-template <> constexpr DType dtype_of<f8e4m3>() { return DType::f8e4m3; }
-template <> constexpr DType dtype_of<f8e5m2>() { return DType::f8e5m2; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<f16>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<f8e4m3>() {
+  return DType::f8e4m3;
+}
+template <>
+constexpr DType dtype_of<f8e5m2>() {
+  return DType::f8e5m2;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
 
 namespace autograd {
 class Node;
@@ -55,7 +79,7 @@ struct AutogradMeta;  // core/autograd_meta.h
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
-  Shape strides;  // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
   std::shared_ptr<AutogradMeta> autograd;  // null until autograd needs it
@@ -107,7 +131,7 @@ class Tensor {
   }
 
   // ---- views (share storage; no autograd history) -----------------------
-  Tensor view(const Shape& shape) const;  // needs contiguous; one dim may be -1
+  Tensor view(const Shape& shape) const;     // needs contiguous; one dim may be -1
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a contiguous copy
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor permute(const std::vector<int64_t>& order) const;
@@ -158,8 +182,8 @@ class Tensor {
 
 template <typename T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
-  TITAN_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-              "from_vector: {} values do not fill shape {}", values.size(), shape_str(shape));
+  TITAN_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: {} values do not fill shape {}",
+              values.size(), shape_str(shape));
   Tensor tensor = empty(shape, dtype_of<T>());
   if (!values.empty()) std::memcpy(tensor.data_ptr(), values.data(), values.size() * sizeof(T));
   return tensor;

@@ -10,7 +10,8 @@ std::shared_ptr<Decoder> DecoderConfig::build(Device device) const { return std:
 
 Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
   TITAN_CHECK(config.vocab_size > 0 && config.n_layers > 0, "Decoder: vocab_size and n_layers must be positive");
-  tok_embeddings = register_module("tok_embeddings", nn::EmbeddingConfig{config.vocab_size, config.dim()}.build(device));
+  tok_embeddings =
+      register_module("tok_embeddings", nn::EmbeddingConfig{config.vocab_size, config.dim()}.build(device));
   layers = register_module("layers", std::make_shared<nn::ModuleList<nn::TransformerBlock>>());
   for (int64_t i = 0; i < config.n_layers; ++i) layers->push_back(config.block.build(device));
   norm = register_module("norm", nn::RMSNormConfig{config.dim(), config.block.norm_eps}.build(device));

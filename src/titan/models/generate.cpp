@@ -50,7 +50,8 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
   return order[nucleus - 1];
 }
 
-std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& prompt, const SamplingOptions& options) {
+std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& prompt,
+                              const SamplingOptions& options) {
   TITAN_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
   TITAN_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0");
   autograd::NoGradGuard no_grad;

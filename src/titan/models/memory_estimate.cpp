@@ -39,7 +39,8 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   const double block_input = static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
   int64_t checkpointed = 0;
   if (o.activation_checkpoint == "full") checkpointed = config.n_layers;
-  if (o.activation_checkpoint == "selective") checkpointed = (config.n_layers + o.selective_every - 1) / o.selective_every;
+  if (o.activation_checkpoint == "selective")
+    checkpointed = (config.n_layers + o.selective_every - 1) / o.selective_every;
   // Checkpointed blocks keep their input; one of them is recomputed whole during backward.
   e.activation_bytes = static_cast<double>(config.n_layers - checkpointed) * block +
                        static_cast<double>(checkpointed) * block_input + (checkpointed > 0 ? block : 0.0);

@@ -35,7 +35,7 @@ struct AttentionConfig {
 // What every layer's attention needs for one forward pass.
 struct AttentionInputs {
   const ops::RopeTable* rope = nullptr;
-  Tensor positions;        // [B, S] i32/i64, or undefined for 0..S-1
+  Tensor positions;         // [B, S] i32/i64, or undefined for 0..S-1
   ops::AttentionMask mask;  // causal / window / document ids
 };
 

@@ -9,7 +9,8 @@ std::shared_ptr<Linear> LinearConfig::build(Device device) const { return std::m
 
 Linear::Linear(const LinearConfig& config, Device device)
     : config(config),
-      weight(register_parameter("weight", Tensor::empty({config.out_features, config.in_features}, DType::f32, device))) {
+      weight(
+          register_parameter("weight", Tensor::empty({config.out_features, config.in_features}, DType::f32, device))) {
   TITAN_CHECK(config.in_features > 0 && config.out_features > 0, "Linear: sizes must be positive, got {} -> {}",
               config.in_features, config.out_features);
 }

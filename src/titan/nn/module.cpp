@@ -13,7 +13,9 @@ Tensor Parameter::materialize() const {
 }
 
 namespace {
-std::string join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, Parameter*>> Module::named_parameters(const std::string& prefix) {

@@ -14,7 +14,8 @@ TransformerBlock::TransformerBlock(const TransformerBlockConfig& config, Device 
               config.feed_forward.dim);
   attention = register_module("attention", config.attention.build(device));
   feed_forward = register_module("feed_forward", config.feed_forward.build(device));
-  attention_norm = register_module("attention_norm", RMSNormConfig{config.attention.dim, config.norm_eps}.build(device));
+  attention_norm =
+      register_module("attention_norm", RMSNormConfig{config.attention.dim, config.norm_eps}.build(device));
   ffn_norm = register_module("ffn_norm", RMSNormConfig{config.attention.dim, config.norm_eps}.build(device));
 }
 

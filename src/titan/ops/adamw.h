@@ -31,8 +31,8 @@ void scale_all_(std::span<const Tensor> tensors, float factor);
 // Clips to max_norm by the global L2 norm; returns the norm before clipping.
 double clip_grad_norm_(std::span<const Tensor> grads, double max_norm);
 
-using AdamWKernel = void(std::span<const Tensor> params, std::span<const Tensor> grads,
-                         std::span<const Tensor> exp_avg, std::span<const Tensor> exp_avg_sq, const AdamWHyper& hyper);
+using AdamWKernel = void(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avg,
+                         std::span<const Tensor> exp_avg_sq, const AdamWHyper& hyper);
 inline Op<AdamWKernel> adamw_kernels{"adamw"};
 
 }  // namespace titan::ops

@@ -18,8 +18,8 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
   check_same_device(op, q, k);
   check_same_device(op, q, v);
   check_dtype(op, q, {DType::f32, DType::bf16}, "q");
-  TITAN_CHECK(q.size(0) == k.size(0) && q.size(3) == k.size(3),
-              "{}: q {} and k {} differ in batch or head dim", op, shape_str(q.shape()), shape_str(k.shape()));
+  TITAN_CHECK(q.size(0) == k.size(0) && q.size(3) == k.size(3), "{}: q {} and k {} differ in batch or head dim", op,
+              shape_str(q.shape()), shape_str(k.shape()));
   TITAN_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0,
               "{}: {} query heads are not a multiple of {} key/value heads", op, q.size(2), k.size(2));
   TITAN_CHECK(q.size(1) <= k.size(1), "{}: {} queries but only {} keys", op, q.size(1), k.size(1));
@@ -78,10 +78,9 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q,
 Tensor attention_mask_bias(const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len, Device device) {
   TITAN_CHECK(q_len <= k_len, "attention_mask_bias: {} queries but only {} keys", q_len, k_len);
   if (mask.document_ids.defined()) {
-    TITAN_CHECK(mask.document_ids.dim() == 2 && mask.document_ids.size(0) == batch &&
-                    mask.document_ids.size(1) == k_len,
-                "attention_mask_bias: document_ids {} must be [{}, {}]", shape_str(mask.document_ids.shape()), batch,
-                k_len);
+    TITAN_CHECK(
+        mask.document_ids.dim() == 2 && mask.document_ids.size(0) == batch && mask.document_ids.size(1) == k_len,
+        "attention_mask_bias: document_ids {} must be [{}, {}]", shape_str(mask.document_ids.shape()), batch, k_len);
   }
   Tensor bias = Tensor::empty({batch, q_len, k_len}, DType::f32, device);
   if (!device.is_meta()) mask_bias_kernels(device, bias, contiguous_mask(mask));

@@ -14,8 +14,8 @@ void check_targets(const char* op, const Tensor& targets, int64_t rows, const Te
 }
 
 void check_options(const char* op, const CrossEntropyOptions& options) {
-  TITAN_CHECK(options.softcap >= 0.0f && options.z_loss >= 0.0f, "{}: softcap and z_loss must be >= 0 (got {}, {})",
-              op, options.softcap, options.z_loss);
+  TITAN_CHECK(options.softcap >= 0.0f && options.z_loss >= 0.0f, "{}: softcap and z_loss must be >= 0 (got {}, {})", op,
+              options.softcap, options.z_loss);
 }
 
 }  // namespace
@@ -50,7 +50,8 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   Tensor grad_logits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   if (!logits.device().is_meta()) {
     cross_entropy_backward_kernels(logits.device(), grad_logits, grad_loss.to(DType::f32).contiguous(),
-                                   logits.contiguous(), targets.contiguous(), lse.contiguous(), counted_tokens, options);
+                                   logits.contiguous(), targets.contiguous(), lse.contiguous(), counted_tokens,
+                                   options);
   }
   return grad_logits;
 }
@@ -78,8 +79,8 @@ FusedCrossEntropyOutput fused_linear_cross_entropy(const Tensor& hidden, const T
     result.grad_weight = Tensor::empty(weight.shape(), DType::f32, weight.device());
   }
   if (!hidden.device().is_meta()) {
-    fused_cross_entropy_kernels(hidden.device(), result, hidden.contiguous(), weight.contiguous(),
-                                targets.contiguous(), options);
+    fused_cross_entropy_kernels(hidden.device(), result, hidden.contiguous(), weight.contiguous(), targets.contiguous(),
+                                options);
   }
   return result;
 }

@@ -15,16 +15,16 @@ struct CrossEntropyOptions {
 };
 
 struct CrossEntropyOutput {
-  Tensor loss;   // 0-d f32: the cross-entropy (+ z-loss), reduced as the options say
-  Tensor lse;    // [N] f32: log-sum-exp of each row's (capped) logits
+  Tensor loss;                 // 0-d f32: the cross-entropy (+ z-loss), reduced as the options say
+  Tensor lse;                  // [N] f32: log-sum-exp of each row's (capped) logits
   int64_t counted_tokens = 0;  // rows whose target is not ignore_index
 };
 
 // logits [N, V] (f32 or bf16), targets [N] (i32 or i64).
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options);
 // d(loss)/d(logits) times grad_loss (a 0-d f32 tensor), in logits' dtype.
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t counted_tokens, const CrossEntropyOptions& options);
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                              int64_t counted_tokens, const CrossEntropyOptions& options);
 
 struct FusedCrossEntropyOptions {
   CrossEntropyOptions loss;
@@ -34,9 +34,9 @@ struct FusedCrossEntropyOptions {
 };
 
 struct FusedCrossEntropyOutput {
-  Tensor loss;           // 0-d f32
-  Tensor grad_hidden;    // [N, D] hidden's dtype: d(loss)/d(hidden), for a loss gradient of 1
-  Tensor grad_weight;    // [V, D] f32: d(loss)/d(weight), for a loss gradient of 1
+  Tensor loss;         // 0-d f32
+  Tensor grad_hidden;  // [N, D] hidden's dtype: d(loss)/d(hidden), for a loss gradient of 1
+  Tensor grad_weight;  // [V, D] f32: d(loss)/d(weight), for a loss gradient of 1
   int64_t counted_tokens = 0;
 };
 

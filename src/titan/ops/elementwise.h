@@ -15,7 +15,7 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, float factor);
 void add_(const Tensor& dst, const Tensor& src, float alpha = 1.0f);  // dst += alpha * src
-void scale_(const Tensor& dst, float factor);                        // dst *= factor
+void scale_(const Tensor& dst, float factor);                         // dst *= factor
 
 // silu(x) = x * sigmoid(x); swiglu(gate, up) = silu(gate) * up (the Llama FFN).
 Tensor silu(const Tensor& x);

@@ -34,9 +34,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float 
   check_dtype("gemm", a, {DType::f32, DType::bf16}, "A");
   check_dtype("gemm", c, {DType::f32, DType::bf16}, "C");
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  TITAN_CHECK(b.size(-2) == k && c.size(-2) == m && c.size(-1) == n,
-              "gemm: shapes do not chain: A {} @ B {} -> C {}", shape_str(a.shape()), shape_str(b.shape()),
-              shape_str(c.shape()));
+  TITAN_CHECK(b.size(-2) == k && c.size(-2) == m && c.size(-1) == n, "gemm: shapes do not chain: A {} @ B {} -> C {}",
+              shape_str(a.shape()), shape_str(b.shape()), shape_str(c.shape()));
   const int64_t batch = c.dim() == 3 ? c.size(0) : 1;
   TITAN_CHECK((batch_of(a) == batch || batch_of(a) == 1) && (batch_of(b) == batch || batch_of(b) == 1) &&
                   (c.dim() == 3 || (a.dim() == 2 && b.dim() == 2)),

@@ -12,8 +12,10 @@ double random_value(const RandomSpec& spec, uint64_t index) {
   const Philox4x32 block = philox4x32_10(spec.first_block + index / 4, 0, spec.seed);
   const int lane = static_cast<int>(index % 4);
   switch (spec.distribution) {
-    case Distribution::uniform: return spec.a + (spec.b - spec.a) * philox_uniform(block.x[lane]);
-    case Distribution::normal: return spec.a + spec.b * philox_normal(block, lane);
+    case Distribution::uniform:
+      return spec.a + (spec.b - spec.a) * philox_uniform(block.x[lane]);
+    case Distribution::normal:
+      return spec.a + spec.b * philox_normal(block, lane);
     case Distribution::truncated_normal: {
       const double lo = normal_cdf((spec.low - spec.a) / spec.b);
       const double hi = normal_cdf((spec.high - spec.a) / spec.b);

@@ -13,8 +13,8 @@ enum class Distribution { uniform, normal, truncated_normal };
 
 struct RandomSpec {
   Distribution distribution = Distribution::uniform;
-  double a = 0.0;  // uniform: low;   normal: mean; truncated: mean
-  double b = 1.0;  // uniform: high;  normal: std;  truncated: std
+  double a = 0.0;                 // uniform: low;   normal: mean; truncated: mean
+  double b = 1.0;                 // uniform: high;  normal: std;  truncated: std
   double low = -2.0, high = 2.0;  // truncated: absolute bounds (as torch.nn.init.trunc_normal_)
   uint64_t seed = 0;
   uint64_t first_block = 0;

@@ -15,7 +15,8 @@ RmsNormOutput rms_norm(const Tensor& x, const Tensor& weight, float eps) {
   Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
   RmsNormOutput result{Tensor::empty(x.shape(), x.dtype(), x.device()),
                        Tensor::empty(rows_shape, DType::f32, x.device())};
-  if (!x.device().is_meta()) rms_norm_kernels(x.device(), result.y, result.rstd, x.contiguous(), weight.contiguous(), eps);
+  if (!x.device().is_meta())
+    rms_norm_kernels(x.device(), result.y, result.rstd, x.contiguous(), weight.contiguous(), eps);
   return result;
 }
 

@@ -8,8 +8,7 @@
 
 namespace titan::ops {
 
-RopeTable rope_table(int64_t head_dim, int64_t max_positions, double theta, const RopeScaling& scaling,
-                     Device device) {
+RopeTable rope_table(int64_t head_dim, int64_t max_positions, double theta, const RopeScaling& scaling, Device device) {
   TITAN_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope_table: head_dim must be even and positive, got {}", head_dim);
   TITAN_CHECK(max_positions > 0 && theta > 0.0, "rope_table: needs max_positions > 0 and theta > 0 (got {}, {})",
               max_positions, theta);
@@ -26,8 +25,8 @@ RopeTable rope_table(int64_t head_dim, int64_t max_positions, double theta, cons
       if (wavelen > low_freq_wavelen) {
         f /= scaling.factor;
       } else if (wavelen >= high_freq_wavelen) {
-        const double smooth = (old_context / wavelen - scaling.low_freq_factor) /
-                              (scaling.high_freq_factor - scaling.low_freq_factor);
+        const double smooth =
+            (old_context / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
         f = (1.0 - smooth) * f / scaling.factor + smooth * f;
       }
     }
@@ -48,9 +47,8 @@ RopeTable rope_table(int64_t head_dim, int64_t max_positions, double theta, cons
 Tensor rope(const Tensor& x, const RopeTable& table, const Tensor& positions, RopeStyle style, bool inverse) {
   check_defined("rope", x, "x");
   check_rank("rope", x, 4, "x [B, S, H, D]");
-  TITAN_CHECK(table.cos.defined() && table.cos.size(1) * 2 == x.size(3),
-              "rope: table for head_dim {} applied to x {}", table.cos.defined() ? table.cos.size(1) * 2 : 0,
-              shape_str(x.shape()));
+  TITAN_CHECK(table.cos.defined() && table.cos.size(1) * 2 == x.size(3), "rope: table for head_dim {} applied to x {}",
+              table.cos.defined() ? table.cos.size(1) * 2 : 0, shape_str(x.shape()));
   if (positions.defined()) {
     check_dtype("rope", positions, {DType::i32, DType::i64}, "positions");
     TITAN_CHECK(positions.dim() == 2 && positions.size(0) == x.size(0) && positions.size(1) == x.size(1),

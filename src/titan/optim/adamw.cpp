@@ -59,8 +59,8 @@ void AdamW::load_state(const std::map<std::string, Tensor>& tensors, int64_t ste
     for (auto [prefix, target] : {std::pair{"exp_avg.", &slot.exp_avg}, std::pair{"exp_avg_sq.", &slot.exp_avg_sq}}) {
       auto found = tensors.find(prefix + slot.name);
       TITAN_CHECK(found != tensors.end(), "optimizer state: missing '{}{}'", prefix, slot.name);
-      TITAN_CHECK(found->second.shape() == target->shape(), "optimizer state '{}{}': shape {} vs parameter {}",
-                  prefix, slot.name, shape_str(found->second.shape()), shape_str(target->shape()));
+      TITAN_CHECK(found->second.shape() == target->shape(), "optimizer state '{}{}': shape {} vs parameter {}", prefix,
+                  slot.name, shape_str(found->second.shape()), shape_str(target->shape()));
       ops::copy_(*target, found->second);
     }
   }

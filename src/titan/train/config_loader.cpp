@@ -194,7 +194,9 @@ class HelpWriter : public ConfigVisitor {
  public:
   explicit HelpWriter(std::string section) : section_(std::move(section)) {}
   std::ostringstream out;
-  void field(const char* key, std::string& value, const char* help) override { line(key, "string", quote(value), help); }
+  void field(const char* key, std::string& value, const char* help) override {
+    line(key, "string", quote(value), help);
+  }
   void field(const char* key, int64_t& value, const char* help) override {
     line(key, "int", std::to_string(value), help);
   }

@@ -31,10 +31,12 @@ struct ModelSection {
   void visit(ConfigVisitor& v) {
     v.field("name", name, "model family: llama3 or qwen3");
     v.field("flavor", flavor, "named size: debugmodel, 1B, 8B, ...");
-    v.field("tokenizer_path", tokenizer_path, "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");
+    v.field("tokenizer_path", tokenizer_path,
+            "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");
     v.field("vocab_size", vocab_size, "override the vocabulary size (0 = the tokenizer's, else the flavor's)");
     v.field("attention", attention, "attention implementation: flash or naive");
-    v.field("fused_loss", fused_loss, "fused linear cross-entropy (logits never whole) instead of linear + cross-entropy");
+    v.field("fused_loss", fused_loss,
+            "fused linear cross-entropy (logits never whole) instead of linear + cross-entropy");
     v.field("document_masking", document_masking, "mask attention across packed documents");
     v.field("loss_vocab_chunk", loss_vocab_chunk, "vocabulary columns per fused-loss tile (0 = all)");
   }

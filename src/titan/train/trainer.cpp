@@ -32,12 +32,11 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const Device device = Device::parse(config_.training.device);
   TITAN_CHECK(device.is_cpu(), "training.device '{}': this build trains on the CPU backend only so far",
               config_.training.device);
-  TITAN_CHECK(config_.parallelism.tensor_parallel_degree == 1 && config_.parallelism.pipeline_parallel_degree == 1 &&
-                  config_.parallelism.context_parallel_degree == 1 &&
-                  config_.parallelism.data_parallel_replicate_degree == 1 &&
-                  (config_.parallelism.data_parallel_shard_degree == 1 ||
-                   config_.parallelism.data_parallel_shard_degree == -1),
-              "parallelism degrees > 1 need the distributed runtime (a single process was started)");
+  TITAN_CHECK(
+      config_.parallelism.tensor_parallel_degree == 1 && config_.parallelism.pipeline_parallel_degree == 1 &&
+          config_.parallelism.context_parallel_degree == 1 && config_.parallelism.data_parallel_replicate_degree == 1 &&
+          (config_.parallelism.data_parallel_shard_degree == 1 || config_.parallelism.data_parallel_shard_degree == -1),
+      "parallelism degrees > 1 need the distributed runtime (a single process was started)");
 
   int64_t tokenizer_vocab = 0;
   if (!batches_) {
@@ -74,9 +73,9 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
 
   std::vector<std::pair<std::string, Tensor>> named;
   for (auto& [name, parameter] : model_->named_parameters()) named.emplace_back(name, parameter->data);
-  optim::AdamWOptions options{config_.optimizer.beta1, config_.optimizer.beta2, config_.optimizer.eps,
-                              config_.optimizer.weight_decay, config_.optimizer.no_weight_decay,
-                              parse_dtype(config_.optimizer.state_dtype)};
+  optim::AdamWOptions options{
+      config_.optimizer.beta1,        config_.optimizer.beta2,           config_.optimizer.eps,
+      config_.optimizer.weight_decay, config_.optimizer.no_weight_decay, parse_dtype(config_.optimizer.state_dtype)};
   optimizer_ = std::make_unique<optim::AdamW>(std::move(named), options);
   schedule_ = {config_.lr_scheduler.warmup_steps, config_.training.steps, config_.lr_scheduler.decay_ratio,
                config_.lr_scheduler.decay_type, config_.lr_scheduler.min_lr_factor};
@@ -87,18 +86,18 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               local);
   accumulation_ = global / local;
   flops_per_token_ = models::training_flops_per_token(model_config, config_.training.seq_len);
-  peak_tflops_ = config_.metrics.peak_tflops > 0 ? config_.metrics.peak_tflops
-                                                 : default_peak_tflops(device, compute_dtype);
+  peak_tflops_ =
+      config_.metrics.peak_tflops > 0 ? config_.metrics.peak_tflops : default_peak_tflops(device, compute_dtype);
 
   std::filesystem::create_directories(config_.job.dump_folder);
-  logger_ = std::make_unique<MetricsLogger>(
-      (std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(), config_.metrics.progress);
-  std::printf("titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld (x%lld accumulation), %s compute, "
-              "%.2f TFLOP/s peak\n",
-              config_.model.name.c_str(), config_.model.flavor.c_str(),
-              static_cast<long long>(model_->num_parameters()), static_cast<long long>(vocab),
-              static_cast<long long>(config_.training.seq_len), static_cast<long long>(local),
-              static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_);
+  logger_ = std::make_unique<MetricsLogger>((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(),
+                                            config_.metrics.progress);
+  std::printf(
+      "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld (x%lld accumulation), %s compute, "
+      "%.2f TFLOP/s peak\n",
+      config_.model.name.c_str(), config_.model.flavor.c_str(), static_cast<long long>(model_->num_parameters()),
+      static_cast<long long>(vocab), static_cast<long long>(config_.training.seq_len), static_cast<long long>(local),
+      static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_);
 }
 
 Trainer::~Trainer() = default;

@@ -28,17 +28,24 @@ namespace {
 // Published configurations (the config.json of each Qwen3 release).
 const std::map<std::string, Args>& flavors() {
   static const std::map<std::string, Args> table{
-      {"debugmodel", {.dim = 256, .n_layers = 6, .n_heads = 8, .n_kv_heads = 4, .head_dim = 32, .hidden_dim = 768,
-                      .vocab_size = 2048, .max_seq_len = 2048}},
+      {"debugmodel",
+       {.dim = 256,
+        .n_layers = 6,
+        .n_heads = 8,
+        .n_kv_heads = 4,
+        .head_dim = 32,
+        .hidden_dim = 768,
+        .vocab_size = 2048,
+        .max_seq_len = 2048}},
       {"0.6B", {.dim = 1024, .n_layers = 28, .n_heads = 16, .n_kv_heads = 8, .hidden_dim = 3072}},
       {"1.7B", {.dim = 2048, .n_layers = 28, .n_heads = 16, .n_kv_heads = 8, .hidden_dim = 6144}},
       {"4B", {.dim = 2560, .n_layers = 36, .n_heads = 32, .n_kv_heads = 8, .hidden_dim = 9728}},
-      {"8B", {.dim = 4096, .n_layers = 36, .n_heads = 32, .n_kv_heads = 8, .hidden_dim = 12288,
-              .tie_embeddings = false}},
-      {"14B", {.dim = 5120, .n_layers = 40, .n_heads = 40, .n_kv_heads = 8, .hidden_dim = 17408,
-               .tie_embeddings = false}},
-      {"32B", {.dim = 5120, .n_layers = 64, .n_heads = 64, .n_kv_heads = 8, .hidden_dim = 25600,
-               .tie_embeddings = false}},
+      {"8B",
+       {.dim = 4096, .n_layers = 36, .n_heads = 32, .n_kv_heads = 8, .hidden_dim = 12288, .tie_embeddings = false}},
+      {"14B",
+       {.dim = 5120, .n_layers = 40, .n_heads = 40, .n_kv_heads = 8, .hidden_dim = 17408, .tie_embeddings = false}},
+      {"32B",
+       {.dim = 5120, .n_layers = 64, .n_heads = 64, .n_kv_heads = 8, .hidden_dim = 25600, .tie_embeddings = false}},
   };
   return table;
 }

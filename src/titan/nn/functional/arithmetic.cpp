@@ -16,7 +16,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = ops::sub(a, b);
-  record("SubBackward", {&a, &b}, {&y}, [](const auto& g) { return std::vector<Tensor>{g[0], ops::scale(g[0], -1.0f)}; });
+  record("SubBackward", {&a, &b}, {&y}, [](const auto& g) {
+    return std::vector<Tensor>{g[0], ops::scale(g[0], -1.0f)};
+  });
   return y;
 }
 
@@ -25,14 +27,16 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   const Tensor saved_a = need_b ? a.detach() : Tensor(), saved_b = need_a ? b.detach() : Tensor();
   record("MulBackward", {&a, &b}, {&y}, [=](const auto& g) {
-    return std::vector<Tensor>{need_a ? ops::mul(g[0], saved_b) : Tensor(), need_b ? ops::mul(g[0], saved_a) : Tensor()};
+    return std::vector<Tensor>{need_a ? ops::mul(g[0], saved_b) : Tensor(),
+                               need_b ? ops::mul(g[0], saved_a) : Tensor()};
   });
   return y;
 }
 
 Tensor scale(const Tensor& x, float factor) {
   Tensor y = ops::scale(x, factor);
-  record("ScaleBackward", {&x}, {&y}, [factor](const auto& g) { return std::vector<Tensor>{ops::scale(g[0], factor)}; });
+  record("ScaleBackward", {&x}, {&y},
+         [factor](const auto& g) { return std::vector<Tensor>{ops::scale(g[0], factor)}; });
   return y;
 }
 

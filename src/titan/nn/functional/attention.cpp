@@ -1,8 +1,8 @@
 // Differentiable scaled dot-product attention: the flash kernel, or the naive
 // reference built from differentiable matmul/softmax over materialised scores.
+#include "titan/ops/attention.h"
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/attention.h"
 
 namespace titan::F {
 

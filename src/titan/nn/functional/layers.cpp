@@ -72,9 +72,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   const Tensor saved_ids = ids.detach();
   const int64_t vocab = weight.size(0);
   const DType dtype = weight.dtype();
-  record("EmbeddingBackward", {&weight}, {&y}, [=](const auto& g) {
-    return std::vector<Tensor>{ops::embedding_backward(g[0], saved_ids, vocab, dtype)};
-  });
+  record("EmbeddingBackward", {&weight}, {&y},
+         [=](const auto& g) { return std::vector<Tensor>{ops::embedding_backward(g[0], saved_ids, vocab, dtype)}; });
   return y;
 }
 

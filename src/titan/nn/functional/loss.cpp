@@ -13,8 +13,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const ops::Cro
   const Tensor saved_logits = logits.detach(), saved_targets = targets.detach(), lse = out.lse;
   const int64_t counted = out.counted_tokens;
   record("CrossEntropyBackward", {&logits}, {&out.loss}, [=](const auto& g) {
-    return std::vector<Tensor>{
-        ops::cross_entropy_backward(g[0], saved_logits, saved_targets, lse, counted, options)};
+    return std::vector<Tensor>{ops::cross_entropy_backward(g[0], saved_logits, saved_targets, lse, counted, options)};
   });
   return out.loss;
 }

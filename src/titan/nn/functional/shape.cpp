@@ -34,8 +34,10 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
   Tensor y = x.permute(order);
   std::vector<int64_t> inverse(order.size());
-  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(x.wrap_dim(order[i]))] = static_cast<int64_t>(i);
-  record("PermuteBackward", {&x}, {&y}, [inverse](const auto& g) { return std::vector<Tensor>{g[0].permute(inverse)}; });
+  for (size_t i = 0; i < order.size(); ++i)
+    inverse[static_cast<size_t>(x.wrap_dim(order[i]))] = static_cast<int64_t>(i);
+  record("PermuteBackward", {&x}, {&y},
+         [inverse](const auto& g) { return std::vector<Tensor>{g[0].permute(inverse)}; });
   return y;
 }
 
@@ -70,7 +72,8 @@ Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor y = ops::cast(x, dtype);
   const DType original = x.dtype();
-  record("CastBackward", {&x}, {&y}, [original](const auto& g) { return std::vector<Tensor>{ops::cast(g[0], original)}; });
+  record("CastBackward", {&x}, {&y},
+         [original](const auto& g) { return std::vector<Tensor>{ops::cast(g[0], original)}; });
   return y;
 }
 

@@ -23,9 +23,12 @@ dnnl::engine& cpu_engine() {
 
 dnnl::memory::data_type to_dnnl(DType dtype) {
   switch (dtype) {
-    case DType::f32: return dnnl::memory::data_type::f32;
-    case DType::bf16: return dnnl::memory::data_type::bf16;
-    default: unsupported_dtype("gemm", Device::cpu(), dtype);
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    default:
+      unsupported_dtype("gemm", Device::cpu(), dtype);
   }
 }
 

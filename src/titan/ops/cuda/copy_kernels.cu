@@ -42,10 +42,18 @@ cudaError_t launch_bf16_to_f32(void* dst, const void* src, int64_t n, cudaStream
 
 cudaError_t launch_fill_bits(void* dst, int element_size, uint64_t bits, int64_t n, cudaStream_t stream) {
   switch (element_size) {
-    case 1: fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(dst), static_cast<uint8_t>(bits), n); break;
-    case 2: fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(dst), static_cast<uint16_t>(bits), n); break;
-    case 4: fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint32_t*>(dst), static_cast<uint32_t>(bits), n); break;
-    default: fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint64_t*>(dst), bits, n); break;
+    case 1:
+      fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(dst), static_cast<uint8_t>(bits), n);
+      break;
+    case 2:
+      fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(dst), static_cast<uint16_t>(bits), n);
+      break;
+    case 4:
+      fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint32_t*>(dst), static_cast<uint32_t>(bits), n);
+      break;
+    default:
+      fill<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint64_t*>(dst), bits, n);
+      break;
   }
   return cudaGetLastError();
 }

@@ -5,11 +5,11 @@
 
 #include "titan/core/error.h"
 
-#define TITAN_CUDA_CHECK(call)                                                                          \
-  do {                                                                                                  \
-    const cudaError_t titan_cuda_status = (call);                                                       \
-    if (titan_cuda_status != cudaSuccess) {                                                             \
-      ::titan::fail("CUDA call {} failed: {} ({}:{})", #call, cudaGetErrorString(titan_cuda_status),    \
-                    __FILE__, __LINE__);                                                                \
-    }                                                                                                   \
+#define TITAN_CUDA_CHECK(call)                                                                                 \
+  do {                                                                                                         \
+    const cudaError_t titan_cuda_status = (call);                                                              \
+    if (titan_cuda_status != cudaSuccess) {                                                                    \
+      ::titan::fail("CUDA call {} failed: {} ({}:{})", #call, cudaGetErrorString(titan_cuda_status), __FILE__, \
+                    __LINE__);                                                                                 \
+    }                                                                                                          \
   } while (0)

@@ -53,8 +53,8 @@ void adamw_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
           using G = decltype(g_tag);
           dispatch_float("adamw", exp_avg[t].dtype(), [&](auto s_tag) {
             using S = decltype(s_tag);
-            adamw_range(params[t].data<P>(), grads[t].data<G>(), exp_avg[t].data<S>(), exp_avg_sq[t].data<S>(), lo,
-                        hi, hyper, step_size, inv_sqrt_bias2);
+            adamw_range(params[t].data<P>(), grads[t].data<G>(), exp_avg[t].data<S>(), exp_avg_sq[t].data<S>(), lo, hi,
+                        hyper, step_size, inv_sqrt_bias2);
           });
         });
       });

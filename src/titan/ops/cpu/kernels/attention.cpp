@@ -261,8 +261,8 @@ class Scratch {
 class Gemm {
  public:
   // C = alpha * op(A) op(B) + beta * C, all row-major.
-  void operator()(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  void operator()(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     // BLAS wants leading dimensions >= 1 even when a head dim of 0 makes them 0.
     const auto ld = [](int64_t value) { return std::max<int64_t>(value, 1); };
     if (dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, ld(lda), b, ld(ldb), beta, c, ld(ldc)) != dnnl_success) {
@@ -487,8 +487,8 @@ void key_block_gradients(const BackwardProblem<T>& p, const BackwardTiles& t, in
       const int64_t row_offset = (b * g.heads + h) * g.q_len + q0;
       load_tile(p.q + q_offset, q_rows, g.q_row, D, t.q);
       load_tile(p.grad_out + q_offset, q_rows, g.q_row, D, t.grad_out);
-      probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, t.q, t.grad_out, t.k,
-                       t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
+      probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, t.q, t.grad_out, t.k, t.v,
+                       p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
       p.gemm('T', 'N', k_rows, D, q_rows, 1.0f, t.probs, kBlockK, t.grad_out, D, 1.0f, grad_v_tile, D);
       p.gemm('T', 'N', k_rows, D, q_rows, p.scale, t.grad_scores, kBlockK, t.q, D, 1.0f, grad_k_tile, D);
       if (grad_q_acc != nullptr) {

@@ -31,7 +31,8 @@ void mask_bias_kernel(const Tensor& bias, const AttentionMask& mask) {
         bool visible = true;
         if (mask.causal && j > position) visible = false;
         if (mask.sliding_window > 0 && position - j >= mask.sliding_window) visible = false;
-        if (!docs.empty() && docs[static_cast<size_t>(b * k_len + position)] != docs[static_cast<size_t>(b * k_len + j)])
+        if (!docs.empty() &&
+            docs[static_cast<size_t>(b * k_len + position)] != docs[static_cast<size_t>(b * k_len + j)])
           visible = false;
         out[(b * q_len + i) * k_len + j] = visible ? 0.0f : hidden;
       }

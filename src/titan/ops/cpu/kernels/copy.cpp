@@ -14,28 +14,52 @@ namespace {
 
 double load(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::bf16: return bf16_to_float(static_cast<const bf16*>(base)[i]);
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::f8e4m3: return f8e4m3_to_float(static_cast<const uint8_t*>(base)[i]);
-    case DType::f8e5m2: return f8e5m2_to_float(static_cast<const uint8_t*>(base)[i]);
-    case DType::i32: return static_cast<const int32_t*>(base)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(base)[i];
+    case DType::f32:
+      return static_cast<const float*>(base)[i];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const bf16*>(base)[i]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::f8e4m3:
+      return f8e4m3_to_float(static_cast<const uint8_t*>(base)[i]);
+    case DType::f8e5m2:
+      return f8e5m2_to_float(static_cast<const uint8_t*>(base)[i]);
+    case DType::i32:
+      return static_cast<const int32_t*>(base)[i];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(base)[i];
   }
   return 0.0;
 }
 
 void store(void* base, DType dtype, int64_t i, double value) {
   switch (dtype) {
-    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(value); break;
-    case DType::bf16: static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value)); break;
-    case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value)); break;
-    case DType::f8e4m3: static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value)); break;
-    case DType::f8e5m2: static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value)); break;
-    case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(value); break;
-    case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(value); break;
-    case DType::u8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(value); break;
+    case DType::f32:
+      static_cast<float*>(base)[i] = static_cast<float>(value);
+      break;
+    case DType::bf16:
+      static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value));
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value));
+      break;
+    case DType::f8e4m3:
+      static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value));
+      break;
+    case DType::f8e5m2:
+      static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value));
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(value);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(value);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(value);
+      break;
   }
 }
 

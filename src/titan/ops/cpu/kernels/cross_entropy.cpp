@@ -58,7 +58,6 @@
 // Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
 
-
 namespace titan::ops::cpu::TITAN_ISA {
 namespace {
 

@@ -99,8 +99,8 @@ void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
 
 // One pass producing both input gradients: d/dgate = dy * up * silu'(gate),
 // d/dup = dy * silu(gate). Recomputes sigmoid instead of saving silu(gate).
-void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
-                            const Tensor& gate, const Tensor& up) {
+void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
+                            const Tensor& up) {
   dispatch_float("swiglu_backward", grad_gate.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* gg = grad_gate.data<T>();

@@ -1,7 +1,7 @@
 // CPU random fill: each thread takes a range of Philox blocks; the value of
 // element i depends only on (seed, block, lane), never on the partitioning.
-#include "titan/ops/copy.h"
 #include "titan/ops/random.h"
+#include "titan/ops/copy.h"
 
 // Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
@@ -17,12 +17,23 @@ void random_kernel(const Tensor& tensor, const RandomSpec& spec) {
     for (int64_t i = begin; i < end; ++i) {
       const double value = random_value(spec, static_cast<uint64_t>(i));
       switch (dtype) {
-        case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(value); break;
-        case DType::bf16: static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value)); break;
-        case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value)); break;
-        case DType::f8e4m3: static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value)); break;
-        case DType::f8e5m2: static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value)); break;
-        default: break;  // the entry point admits floating dtypes only
+        case DType::f32:
+          static_cast<float*>(base)[i] = static_cast<float>(value);
+          break;
+        case DType::bf16:
+          static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value));
+          break;
+        case DType::f16:
+          static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value));
+          break;
+        case DType::f8e4m3:
+          static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value));
+          break;
+        case DType::f8e5m2:
+          static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value));
+          break;
+        default:
+          break;  // the entry point admits floating dtypes only
       }
     }
   });

@@ -18,9 +18,10 @@ void rope_kernel(const Tensor& out, const Tensor& x, const Tensor& cos, const Te
   std::vector<int64_t> position(static_cast<size_t>(batch * seq));
   for (int64_t i = 0; i < batch * seq; ++i) {
     int64_t p = i % seq;
-    if (positions.defined()) p = positions.dtype() == DType::i64 ? positions.data<int64_t>()[i] : positions.data<int32_t>()[i];
-    TITAN_CHECK(p >= 0 && p < max_positions, "rope: position {} of token {} is outside the table of {} positions", p,
-                i, max_positions);
+    if (positions.defined())
+      p = positions.dtype() == DType::i64 ? positions.data<int64_t>()[i] : positions.data<int32_t>()[i];
+    TITAN_CHECK(p >= 0 && p < max_positions, "rope: position {} of token {} is outside the table of {} positions", p, i,
+                max_positions);
     position[static_cast<size_t>(i)] = p;
   }
   const float sign = inverse ? -1.0f : 1.0f;

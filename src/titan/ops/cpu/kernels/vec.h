@@ -87,7 +87,7 @@ inline void parallel_for(int64_t n, int64_t grain, Body&& body) {
     body(int64_t{0}, n);
     return;
   }
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t begin = n * chunk / chunks;
     const int64_t end = n * (chunk + 1) / chunks;
@@ -105,9 +105,14 @@ namespace titan::ops::cpu::TITAN_ISA {
 template <typename Body>
 inline void dispatch_float(const char* op, DType dtype, Body&& body) {
   switch (dtype) {
-    case DType::f32: body(float{}); return;
-    case DType::bf16: body(bf16{}); return;
-    default: unsupported_dtype(op, Device::cpu(), dtype);
+    case DType::f32:
+      body(float{});
+      return;
+    case DType::bf16:
+      body(bf16{});
+      return;
+    default:
+      unsupported_dtype(op, Device::cpu(), dtype);
   }
 }
 

@@ -155,4 +155,56 @@ float f8e4m3_to_float(uint8_t bits) { return decode(kE4M3, bits); }
 uint8_t float_to_f8e5m2(float value) { return static_cast<uint8_t>(encode(kE5M2, value)); }
 float f8e5m2_to_float(uint8_t bits) { return decode(kE5M2, bits); }
 
+double load_element(const void* base, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::f32:
+      return static_cast<const float*>(base)[index];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const bf16*>(base)[index]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
+    case DType::f8e4m3:
+      return f8e4m3_to_float(static_cast<const uint8_t*>(base)[index]);
+    case DType::f8e5m2:
+      return f8e5m2_to_float(static_cast<const uint8_t*>(base)[index]);
+    case DType::i32:
+      return static_cast<const int32_t*>(base)[index];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[index]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(base)[index];
+  }
+  return 0.0;
+}
+
+void store_element(void* base, DType dtype, int64_t index, double value) {
+  const auto narrow = static_cast<float>(value);
+  switch (dtype) {
+    case DType::f32:
+      static_cast<float*>(base)[index] = narrow;
+      break;
+    case DType::bf16:
+      static_cast<bf16*>(base)[index] = float_to_bf16(narrow);
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(base)[index] = float_to_f16(narrow);
+      break;
+    case DType::f8e4m3:
+      static_cast<uint8_t*>(base)[index] = float_to_f8e4m3(narrow);
+      break;
+    case DType::f8e5m2:
+      static_cast<uint8_t*>(base)[index] = float_to_f8e5m2(narrow);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(base)[index] = static_cast<int32_t>(value);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(base)[index] = static_cast<int64_t>(value);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[index] = static_cast<uint8_t>(value);
+      break;
+  }
+}
+
 }  // namespace titan

@@ -50,4 +50,12 @@ float f8e4m3_to_float(uint8_t bits);
 uint8_t float_to_f8e5m2(float value);
 float f8e5m2_to_float(uint8_t bits);
 
+// Element `index` of a buffer of `dtype`, widened to double (exact for every
+// dtype here but i64 beyond 2^53). For setup, tests and printing; kernels use
+// typed loops.
+double load_element(const void* base, DType dtype, int64_t index);
+// Stores `value` as element `index`: narrow floats round to nearest-even
+// through f32, integers truncate.
+void store_element(void* base, DType dtype, int64_t index, double value);
+
 }  // namespace titan

@@ -221,28 +221,6 @@ Tensor Tensor::detach() const {
 
 namespace {
 
-float load_as_float(const void* base, DType dtype, int64_t index) {
-  switch (dtype) {
-    case DType::f32:
-      return static_cast<const float*>(base)[index];
-    case DType::bf16:
-      return bf16_to_float(static_cast<const bf16*>(base)[index]);
-    case DType::f16:
-      return f16_to_float(static_cast<const uint16_t*>(base)[index]);
-    case DType::f8e4m3:
-      return f8e4m3_to_float(static_cast<const uint8_t*>(base)[index]);
-    case DType::f8e5m2:
-      return f8e5m2_to_float(static_cast<const uint8_t*>(base)[index]);
-    case DType::i32:
-      return static_cast<float>(static_cast<const int32_t*>(base)[index]);
-    case DType::i64:
-      return static_cast<float>(static_cast<const int64_t*>(base)[index]);
-    case DType::u8:
-      return static_cast<float>(static_cast<const uint8_t*>(base)[index]);
-  }
-  return 0.0f;
-}
-
 // Visits every element in row-major order, passing its storage index.
 template <typename Visit>
 void for_each_index(const Tensor& tensor, Visit&& visit) {
@@ -268,7 +246,8 @@ std::vector<float> Tensor::to_floats() const {
   std::vector<float> values;
   values.reserve(static_cast<size_t>(numel()));
   const void* base = static_cast<const char*>(data_ptr());
-  for_each_index(*this, [&](int64_t index) { values.push_back(load_as_float(base, dtype(), index)); });
+  for_each_index(*this,
+                 [&](int64_t index) { values.push_back(static_cast<float>(load_element(base, dtype(), index))); });
   return values;
 }
 

@@ -80,15 +80,6 @@ const std::map<std::string, Args>& flavors() {
 
 }  // namespace
 
-ModelSpec spec() {
-  ModelSpec spec{"llama3", {}, nullptr};
-  for (const auto& [name, args] : flavors()) spec.flavors.push_back(name);
-  spec.config = [](const std::string& flavor, int64_t vocab_size) {
-    Args args = flavors().at(flavor);
-    if (vocab_size > 0) args.vocab_size = vocab_size;
-    return to_config(args);
-  };
-  return spec;
-}
+ModelSpec spec() { return make_model_spec<Args>("llama3", flavors, to_config); }
 
 }  // namespace titan::models::llama3

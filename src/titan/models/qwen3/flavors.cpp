@@ -52,15 +52,6 @@ const std::map<std::string, Args>& flavors() {
 
 }  // namespace
 
-ModelSpec spec() {
-  ModelSpec spec{"qwen3", {}, nullptr};
-  for (const auto& [name, args] : flavors()) spec.flavors.push_back(name);
-  spec.config = [](const std::string& flavor, int64_t vocab_size) {
-    Args args = flavors().at(flavor);
-    if (vocab_size > 0) args.vocab_size = vocab_size;
-    return to_config(args);
-  };
-  return spec;
-}
+ModelSpec spec() { return make_model_spec<Args>("qwen3", flavors, to_config); }
 
 }  // namespace titan::models::qwen3

@@ -1,7 +1,7 @@
 // CPU copy and fill: any strides, any dtype pair. Contiguous same-dtype copies
 // are parallel memcpy; f32 <-> bf16 get typed loops the compiler vectorises;
 // every other pair converts element by element through double (exact for all
-// formats here), which is slow but only used by setup and tests.
+// formats here, see load_element), which is slow but only used by setup and tests.
 #include <cstring>
 
 #include "titan/ops/copy.h"
@@ -11,57 +11,6 @@
 
 namespace titan::ops::cpu::TITAN_ISA {
 namespace {
-
-double load(const void* base, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::f32:
-      return static_cast<const float*>(base)[i];
-    case DType::bf16:
-      return bf16_to_float(static_cast<const bf16*>(base)[i]);
-    case DType::f16:
-      return f16_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::f8e4m3:
-      return f8e4m3_to_float(static_cast<const uint8_t*>(base)[i]);
-    case DType::f8e5m2:
-      return f8e5m2_to_float(static_cast<const uint8_t*>(base)[i]);
-    case DType::i32:
-      return static_cast<const int32_t*>(base)[i];
-    case DType::i64:
-      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::u8:
-      return static_cast<const uint8_t*>(base)[i];
-  }
-  return 0.0;
-}
-
-void store(void* base, DType dtype, int64_t i, double value) {
-  switch (dtype) {
-    case DType::f32:
-      static_cast<float*>(base)[i] = static_cast<float>(value);
-      break;
-    case DType::bf16:
-      static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value));
-      break;
-    case DType::f16:
-      static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value));
-      break;
-    case DType::f8e4m3:
-      static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value));
-      break;
-    case DType::f8e5m2:
-      static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value));
-      break;
-    case DType::i32:
-      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(value);
-      break;
-    case DType::i64:
-      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(value);
-      break;
-    case DType::u8:
-      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(value);
-      break;
-  }
-}
 
 // Copies one row of n elements between strided locations.
 template <typename D, typename S>
@@ -91,7 +40,8 @@ void copy_row(void* dst, DType dst_dtype, int64_t dst_stride, const void* src, D
     for (int64_t i = 0; i < n; ++i) d[i * dst_stride] = s[i * src_stride];
     return;
   }
-  for (int64_t i = 0; i < n; ++i) store(dst, dst_dtype, i * dst_stride, load(src, src_dtype, i * src_stride));
+  for (int64_t i = 0; i < n; ++i)
+    store_element(dst, dst_dtype, i * dst_stride, load_element(src, src_dtype, i * src_stride));
 }
 
 // Storage offset (in elements) of the first element of row `row`, where rows
@@ -150,25 +100,25 @@ void fill_kernel(const Tensor& dst, double value) {
   switch (dtype_size(dst.dtype())) {
     case 1: {
       uint8_t byte;
-      store(&byte, dst.dtype(), 0, value);
+      store_element(&byte, dst.dtype(), 0, value);
       fill_typed(static_cast<uint8_t*>(dst.data_ptr()), n, byte);
       break;
     }
     case 2: {
       uint16_t half;
-      store(&half, dst.dtype(), 0, value);
+      store_element(&half, dst.dtype(), 0, value);
       fill_typed(static_cast<uint16_t*>(dst.data_ptr()), n, half);
       break;
     }
     case 4: {
       uint32_t word;
-      store(&word, dst.dtype(), 0, value);
+      store_element(&word, dst.dtype(), 0, value);
       fill_typed(static_cast<uint32_t*>(dst.data_ptr()), n, word);
       break;
     }
     default: {
       uint64_t word;
-      store(&word, dst.dtype(), 0, value);
+      store_element(&word, dst.dtype(), 0, value);
       fill_typed(static_cast<uint64_t*>(dst.data_ptr()), n, word);
       break;
     }

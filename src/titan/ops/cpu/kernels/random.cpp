@@ -15,26 +15,7 @@ void random_kernel(const Tensor& tensor, const RandomSpec& spec) {
   void* base = tensor.data_ptr();
   parallel_for(n, 1 << 12, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const double value = random_value(spec, static_cast<uint64_t>(i));
-      switch (dtype) {
-        case DType::f32:
-          static_cast<float*>(base)[i] = static_cast<float>(value);
-          break;
-        case DType::bf16:
-          static_cast<bf16*>(base)[i] = float_to_bf16(static_cast<float>(value));
-          break;
-        case DType::f16:
-          static_cast<uint16_t*>(base)[i] = float_to_f16(static_cast<float>(value));
-          break;
-        case DType::f8e4m3:
-          static_cast<uint8_t*>(base)[i] = float_to_f8e4m3(static_cast<float>(value));
-          break;
-        case DType::f8e5m2:
-          static_cast<uint8_t*>(base)[i] = float_to_f8e5m2(static_cast<float>(value));
-          break;
-        default:
-          break;  // the entry point admits floating dtypes only
-      }
+      store_element(base, dtype, i, random_value(spec, static_cast<uint64_t>(i)));
     }
   });
 }

@@ -1,0 +1,291 @@
+#include "titan/distributed/mpi_process_group.h"
+
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include "titan/ops/copy.h"
+#include "titan/ops/elementwise.h"
+
+namespace titan::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+// Element type for moving bytes; reductions need a real arithmetic type.
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::bf16:
+    case DType::f16: return MPI_UINT16_T;
+    case DType::u8:
+    case DType::f8e4m3:
+    case DType::f8e5m2: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+bool reducible(DType dtype) { return dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64; }
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+
+int checked_count(int64_t count, const char* what) {
+  TITAN_CHECK(count <= std::numeric_limits<int>::max(), "{}: {} elements exceed MPI's int count", what, count);
+  return static_cast<int>(count);
+}
+
+void check_cpu(const Tensor& tensor, const char* what) {
+  TITAN_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "{} (mpi backend): needs contiguous CPU tensors, got {} on {}",
+              what, shape_str(tensor.shape()), tensor.device().str());
+}
+
+}  // namespace
+
+class MpiProcessGroup::Task final : public Work {
+ public:
+  Task(MpiProcessGroup* group, std::string what, std::function<void()> body)
+      : group_(group), what_(std::move(what)), body_(std::move(body)) {}
+
+  void run() {
+    std::exception_ptr error;
+    try {
+      body_();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = error;
+    done_ = true;
+    done_changed_.notify_all();
+  }
+
+  void wait() override {
+    const auto start = Clock::now();
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool finished = done_changed_.wait_for(
+        lock, std::chrono::duration<double>(group_->timeout_seconds()), [this] { return done_; });
+    if (!finished) group_->abort_stalled(what_);
+    lock.unlock();
+    group_->add_exposed(std::chrono::duration<double>(Clock::now() - start).count());
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  bool completed() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+
+  const std::string& what() const { return what_; }
+
+ private:
+  MpiProcessGroup* group_;
+  std::string what_;
+  std::function<void()> body_;
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, double timeout_seconds)
+    : ProcessGroup(comm_rank(comm), comm_size(comm), std::move(name)),
+      comm_(comm),
+      timeout_seconds_(timeout_seconds),
+      worker_([this] { run_worker(); }) {}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  worker_.join();
+  if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+}
+
+void MpiProcessGroup::run_worker() {
+  for (;;) {
+    std::shared_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = queue_.front();
+      queue_.pop_front();
+    }
+    const auto start = Clock::now();
+    task->run();
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    stats_.collectives += 1;
+  }
+}
+
+std::shared_ptr<Work> MpiProcessGroup::enqueue(std::string what, std::function<void()> body) {
+  auto task = std::make_shared<Task>(this, std::move(what), std::move(body));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(task);
+  }
+  ready_.notify_one();
+  return task;
+}
+
+void MpiProcessGroup::abort_stalled(const std::string& what) const {
+  std::fprintf(stderr,
+               "titan: rank %d: %s on group '%s' did not complete within %.0f s (comm.timeout_seconds): a peer "
+               "rank died or stalled; aborting every rank\n",
+               world_rank(), what.c_str(), name().c_str(), timeout_seconds_);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
+}
+
+void MpiProcessGroup::add_exposed(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.exposed_seconds += seconds;
+}
+
+CommStats MpiProcessGroup::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void MpiProcessGroup::reset_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = {};
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  check_cpu(tensor, "all_reduce");
+  // MPI has no 16-bit float arithmetic: reduce a widened copy.
+  const bool widen = !reducible(tensor.dtype());
+  TITAN_CHECK(!widen || is_floating(tensor.dtype()), "all_reduce of a {} tensor", dtype_name(tensor.dtype()));
+  const Tensor buffer = widen ? tensor.to(DType::f32) : tensor;
+  const int count = checked_count(tensor.numel(), "all_reduce");
+  return enqueue(fmt::format("all_reduce({}) of {} {}", reduce_op_name(op), shape_str(tensor.shape()),
+                             dtype_name(tensor.dtype())),
+                 [=, this] {
+                   MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, mpi_type(buffer.dtype()), mpi_op(op), comm_);
+                   if (op == ReduceOp::avg) ops::scale_(buffer, 1.0f / static_cast<float>(size()));
+                   if (widen) ops::copy_(tensor, buffer);
+                 });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
+  check_cpu(output, "all_gather");
+  check_cpu(input, "all_gather");
+  check_all_gather(*this, output, input);
+  const int count = checked_count(input.numel(), "all_gather");
+  return enqueue(fmt::format("all_gather of {} {}", shape_str(input.shape()), dtype_name(input.dtype())), [=, this] {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    MPI_Allgather(input.data_ptr(), count, type, output.data_ptr(), count, type, comm_);
+  });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  check_cpu(output, "reduce_scatter");
+  check_cpu(input, "reduce_scatter");
+  check_reduce_scatter(*this, output, input);
+  const bool widen = !reducible(input.dtype());
+  TITAN_CHECK(!widen || is_floating(input.dtype()), "reduce_scatter of a {} tensor", dtype_name(input.dtype()));
+  const Tensor send = widen ? input.to(DType::f32) : input;
+  const Tensor receive = widen ? Tensor::empty(output.shape(), DType::f32) : output;
+  const int count = checked_count(output.numel(), "reduce_scatter");
+  return enqueue(fmt::format("reduce_scatter({}) of {} {}", reduce_op_name(op), shape_str(input.shape()),
+                             dtype_name(input.dtype())),
+                 [=, this] {
+                   MPI_Reduce_scatter_block(send.data_ptr(), receive.data_ptr(), count, mpi_type(send.dtype()),
+                                            mpi_op(op), comm_);
+                   if (op == ReduceOp::avg) ops::scale_(receive, 1.0f / static_cast<float>(size()));
+                   if (widen) ops::copy_(output, receive);
+                 });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& tensor, int root) {
+  check_cpu(tensor, "broadcast");
+  TITAN_CHECK(root >= 0 && root < size(), "broadcast on {}: root {} outside [0, {})", name(), root, size());
+  const int count = checked_count(tensor.numel(), "broadcast");
+  return enqueue(fmt::format("broadcast from {} of {} {}", root, shape_str(tensor.shape()), dtype_name(tensor.dtype())),
+                 [=, this] { MPI_Bcast(tensor.data_ptr(), count, mpi_type(tensor.dtype()), root, comm_); });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_to_all(const Tensor& output, const Tensor& input,
+                                                  const std::vector<int64_t>& output_splits,
+                                                  const std::vector<int64_t>& input_splits) {
+  check_cpu(output, "all_to_all");
+  check_cpu(input, "all_to_all");
+  TITAN_CHECK(output.dtype() == input.dtype(), "all_to_all on {}: dtypes {} and {} differ", name(),
+              dtype_name(output.dtype()), dtype_name(input.dtype()));
+  TITAN_CHECK(static_cast<int>(output_splits.size()) == size() && static_cast<int>(input_splits.size()) == size(),
+              "all_to_all on {}: needs {} split sizes each way", name(), size());
+  const int64_t in_row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
+  const int64_t out_row = output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : in_row;
+  TITAN_CHECK(std::accumulate(input_splits.begin(), input_splits.end(), int64_t{0}) == (input.dim() ? input.size(0) : 0) &&
+                  std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0}) ==
+                      (output.dim() ? output.size(0) : 0),
+              "all_to_all on {}: split sizes do not add up to the rows of input {} / output {}", name(),
+              shape_str(input.shape()), shape_str(output.shape()));
+  std::vector<int> send_counts, send_offsets, receive_counts, receive_offsets;
+  int64_t send_offset = 0, receive_offset = 0;
+  for (int p = 0; p < size(); ++p) {
+    send_counts.push_back(checked_count(input_splits[p] * in_row, "all_to_all"));
+    send_offsets.push_back(checked_count(send_offset, "all_to_all"));
+    send_offset += input_splits[p] * in_row;
+    receive_counts.push_back(checked_count(output_splits[p] * out_row, "all_to_all"));
+    receive_offsets.push_back(checked_count(receive_offset, "all_to_all"));
+    receive_offset += output_splits[p] * out_row;
+  }
+  return enqueue(fmt::format("all_to_all of {} {}", shape_str(input.shape()), dtype_name(input.dtype())), [=, this] {
+    const MPI_Datatype type = mpi_type(input.dtype());
+    MPI_Alltoallv(input.data_ptr(), send_counts.data(), send_offsets.data(), type, output.data_ptr(),
+                  receive_counts.data(), receive_offsets.data(), type, comm_);
+  });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::send(const Tensor& tensor, int peer, int tag) {
+  check_cpu(tensor, "send");
+  const int count = checked_count(tensor.numel(), "send");
+  return enqueue(fmt::format("send to {} of {}", peer, shape_str(tensor.shape())),
+                 [=, this] { MPI_Send(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_); });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::recv(const Tensor& tensor, int peer, int tag) {
+  check_cpu(tensor, "recv");
+  const int count = checked_count(tensor.numel(), "recv");
+  return enqueue(fmt::format("recv from {} of {}", peer, shape_str(tensor.shape())), [=, this] {
+    MPI_Recv(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_, MPI_STATUS_IGNORE);
+  });
+}
+
+void MpiProcessGroup::barrier() {
+  enqueue("barrier", [this] { MPI_Barrier(comm_); })->wait();
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, const std::string& name) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  enqueue(fmt::format("split into '{}'", name), [&, this] { MPI_Comm_split(comm_, color, key, &sub); })->wait();
+  return std::make_shared<MpiProcessGroup>(sub, name, timeout_seconds_);
+}
+
+}  // namespace titan::distributed

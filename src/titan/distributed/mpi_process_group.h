@@ -1,0 +1,57 @@
+// The `mpi` backend: CPU tensors, Open MPI. Each group owns one worker thread
+// that runs its collectives in the order they were issued (the same order on
+// every rank), so callers return at once and compute overlaps communication.
+#pragma once
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "titan/distributed/process_group.h"
+
+namespace titan::distributed {
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  // Takes ownership of `comm` (freed on destruction unless it is MPI_COMM_WORLD).
+  MpiProcessGroup(MPI_Comm comm, std::string name, double timeout_seconds);
+  ~MpiProcessGroup() override;
+
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> all_gather(const Tensor& output, const Tensor& input) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> all_to_all(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_splits,
+                                   const std::vector<int64_t>& input_splits) override;
+  std::shared_ptr<Work> send(const Tensor& tensor, int peer, int tag) override;
+  std::shared_ptr<Work> recv(const Tensor& tensor, int peer, int tag) override;
+  void barrier() override;
+  std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name) override;
+  CommStats stats() const override;
+  void reset_stats() override;
+
+  double timeout_seconds() const { return timeout_seconds_; }
+  // Called by a Work whose wait() timed out: prints what stalled and aborts every rank.
+  [[noreturn]] void abort_stalled(const std::string& what) const;
+  void add_exposed(double seconds);
+
+ private:
+  class Task;
+  std::shared_ptr<Work> enqueue(std::string what, std::function<void()> body);
+  void run_worker();
+
+  MPI_Comm comm_;
+  double timeout_seconds_;
+  std::thread worker_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool stopping_ = false;
+  CommStats stats_;
+};
+
+}  // namespace titan::distributed

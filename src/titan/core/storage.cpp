@@ -1,6 +1,7 @@
 #include "titan/core/storage.h"
 
 #include "titan/core/allocator.h"
+#include "titan/core/error.h"
 
 namespace titan {
 
@@ -10,6 +11,17 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> release)
     : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {}
+
+void Storage::release_memory() {
+  TITAN_CHECK(owned_, "release_memory on storage that wraps external memory");
+  if (data_ != nullptr && !device_.is_meta()) allocator_for(device_.type).deallocate(data_, nbytes_);
+  data_ = nullptr;
+}
+
+void Storage::reallocate() {
+  TITAN_CHECK(owned_, "reallocate on storage that wraps external memory");
+  if (data_ == nullptr && !device_.is_meta()) data_ = allocator_for(device_.type).allocate(nbytes_);
+}
 
 Storage::~Storage() {
   if (owned_) {

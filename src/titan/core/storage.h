@@ -22,6 +22,12 @@ class Storage {
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
+  // Frees the bytes but keeps the Storage (and every view of it): FSDP drops
+  // gathered parameters between uses this way. Only for storage it owns.
+  void release_memory();
+  // Allocates the bytes again after release_memory() (contents undefined).
+  void reallocate();
+  bool has_memory() const { return data_ != nullptr || nbytes_ == 0; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 

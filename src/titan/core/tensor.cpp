@@ -79,6 +79,10 @@ bool Tensor::is_contiguous() const {
 void* Tensor::data_ptr() const {
   TITAN_CHECK(!device().is_meta(), "data_ptr() of a meta tensor (shape {}): meta tensors hold no data",
               shape_str(shape()));
+  TITAN_CHECK(storage()->has_memory(),
+              "tensor of shape {} points at released memory (an FSDP-gathered parameter used outside the forward "
+              "or backward of its block?)",
+              shape_str(shape()));
   return static_cast<char*>(storage()->data()) + impl().offset * static_cast<int64_t>(element_size());
 }
 

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "titan/distributed/device_mesh.h"
+#include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
 
 namespace titan::models {
@@ -16,5 +18,13 @@ void apply_mixed_precision(Decoder& model, DType dtype);
 // mode "none", "full" (every block) or "selective" (every `every`-th block):
 // those blocks keep only their input for backward and recompute the rest.
 void apply_activation_checkpointing(Decoder& model, const std::string& mode, int64_t every);
+
+// Data parallelism over the mesh's dp_shard and dp_replicate dims: one FSDP
+// unit per block plus one for the embeddings, final norm and output (the
+// root, gathered first and kept until the backward ends). Parameters are
+// materialised in `param_dtype` by the gather itself. Apply after activation
+// checkpointing so the gather wraps the checkpointed block.
+std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh, DType param_dtype,
+                                              distributed::ReshardPolicy reshard_after_forward);
 
 }  // namespace titan::models

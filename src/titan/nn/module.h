@@ -19,10 +19,20 @@ namespace titan::nn {
 
 using Parametrization = std::function<Tensor(const Tensor& stored)>;
 
+// Where a stored tensor sits in the full tensor it is part of, when
+// parallelism shards it: a box of the stored tensor's shape at `offsets` in
+// `global_shape`. Empty global_shape: the stored tensor is the full one.
+struct ShardLayout {
+  Shape global_shape;
+  Shape offsets;
+  bool sharded() const { return !global_shape.empty(); }
+};
+
 struct Parameter {
   Tensor data;  // the stored leaf (requires grad)
   // Applied in order by materialize(); empty means identity.
   std::vector<Parametrization> parametrizations;
+  ShardLayout layout;
 
   // The tensor forward uses this step.
   Tensor materialize() const;

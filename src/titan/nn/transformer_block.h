@@ -34,6 +34,7 @@ class TransformerBlock : public Module {
   Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                         const Tensor& value_cache, int64_t start) const;
   void set_runner(BlockRunner runner) { runner_ = std::move(runner); }
+  const BlockRunner& runner() const { return runner_; }
   // Norms to one; projections as Attention/FeedForward say, with output
   // projections at `output_std` (Llama 3: 0.02 / sqrt(2 * (layer + 1))).
   void init_weights(Generator& generator, double output_std);

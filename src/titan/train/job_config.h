@@ -113,12 +113,24 @@ struct ParallelismSection {
   int64_t tensor_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
+  std::string fsdp_reshard_after_forward = "default";
   void visit(ConfigVisitor& v) {
     v.field("data_parallel_replicate_degree", data_parallel_replicate_degree, "HSDP/DDP replicas");
     v.field("data_parallel_shard_degree", data_parallel_shard_degree, "FSDP shards (-1: the rest of the world)");
     v.field("tensor_parallel_degree", tensor_parallel_degree, "tensor parallel degree");
     v.field("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline parallel degree");
     v.field("context_parallel_degree", context_parallel_degree, "context parallel degree");
+    v.field("fsdp_reshard_after_forward", fsdp_reshard_after_forward,
+            "free gathered parameters after each block's forward: always, never, or default (all but the last "
+            "block)");
+  }
+};
+
+struct CommSection {
+  double timeout_seconds = 300.0;
+  void visit(ConfigVisitor& v) {
+    v.field("timeout_seconds", timeout_seconds,
+            "a collective waiting longer than this ends every rank with a message naming the rank and collective");
   }
 };
 
@@ -179,6 +191,7 @@ struct JobConfig {
   LrSchedulerSection lr_scheduler;
   TrainingSection training;
   ParallelismSection parallelism;
+  CommSection comm;
   CheckpointSection checkpoint;
   ActivationCheckpointSection activation_checkpoint;
   MetricsSection metrics;
@@ -193,6 +206,7 @@ struct JobConfig {
     f("lr_scheduler", lr_scheduler);
     f("training", training);
     f("parallelism", parallelism);
+    f("comm", comm);
     f("checkpoint", checkpoint);
     f("activation_checkpoint", activation_checkpoint);
     f("metrics", metrics);

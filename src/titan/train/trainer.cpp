@@ -7,6 +7,8 @@
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
 #include "titan/core/allocator.h"
+#include "titan/distributed/grad_norm.h"
+#include "titan/distributed/world.h"
 #include "titan/models/model_spec.h"
 #include "titan/models/parallelize_decoder.h"
 #include "titan/nn/functional.h"
@@ -32,11 +34,18 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const Device device = Device::parse(config_.training.device);
   TITAN_CHECK(device.is_cpu(), "training.device '{}': this build trains on the CPU backend only so far",
               config_.training.device);
-  TITAN_CHECK(
-      config_.parallelism.tensor_parallel_degree == 1 && config_.parallelism.pipeline_parallel_degree == 1 &&
-          config_.parallelism.context_parallel_degree == 1 && config_.parallelism.data_parallel_replicate_degree == 1 &&
-          (config_.parallelism.data_parallel_shard_degree == 1 || config_.parallelism.data_parallel_shard_degree == -1),
-      "parallelism degrees > 1 need the distributed runtime (a single process was started)");
+  // The mesh is checked against the world before any work starts.
+  distributed::World& world = distributed::World::instance(config_.comm.timeout_seconds);
+  const distributed::ParallelDims dims{
+      config_.parallelism.pipeline_parallel_degree, config_.parallelism.data_parallel_replicate_degree,
+      config_.parallelism.data_parallel_shard_degree, config_.parallelism.context_parallel_degree,
+      config_.parallelism.tensor_parallel_degree};
+  mesh_ = std::make_unique<distributed::DeviceMesh>(dims, world.group());
+  TITAN_CHECK(!mesh_->dims().tp_enabled(),
+              "parallelism.tensor_parallel_degree {}: tensor parallelism is not wired "
+              "into the trainer yet",
+              mesh_->dims().tp);
+  rank_ = world.rank();
 
   int64_t tokenizer_vocab = 0;
   if (!batches_) {
@@ -48,6 +57,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
     data.seed = static_cast<uint64_t>(config_.training.seed);
     data.validation_fraction = config_.validation.enable ? config_.validation.split : 0.0;
     data.document_masking = config_.model.document_masking;
+    data.dp_rank = mesh_->coordinate("dp");
+    data.dp_world = mesh_->size("dp");
     loader_ = std::make_unique<data::DataLoader>(data);
     batches_ = [this] { return loader_->next_batch(); };
     tokenizer_vocab = loader_->vocab_size();
@@ -66,10 +77,16 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   model_ = model_config.build(device);
   Generator generator(static_cast<uint64_t>(config_.training.seed));
   model_->init_weights(generator);
+  // Every rank initialises the same full weights from the seed, then keeps its shard.
   const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
-  models::apply_mixed_precision(*model_, compute_dtype);
   models::apply_activation_checkpointing(*model_, config_.activation_checkpoint.mode,
                                          config_.activation_checkpoint.selective_every);
+  if (mesh_->dims().dp() > 1) {
+    fsdp_ = models::apply_fsdp(*model_, *mesh_, compute_dtype,
+                               distributed::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward));
+  } else {
+    models::apply_mixed_precision(*model_, compute_dtype);
+  }
 
   std::vector<std::pair<std::string, Tensor>> named;
   for (auto& [name, parameter] : model_->named_parameters()) named.emplace_back(name, parameter->data);
@@ -80,24 +97,29 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   schedule_ = {config_.lr_scheduler.warmup_steps, config_.training.steps, config_.lr_scheduler.decay_ratio,
                config_.lr_scheduler.decay_type, config_.lr_scheduler.min_lr_factor};
 
-  const int64_t local = config_.training.local_batch_size;
+  const int64_t local = config_.training.local_batch_size * mesh_->size("dp");
   const int64_t global = config_.training.global_batch_size > 0 ? config_.training.global_batch_size : local;
-  TITAN_CHECK(global % local == 0, "training.global_batch_size {} is not a multiple of local_batch_size {}", global,
+  TITAN_CHECK(global % local == 0,
+              "training.global_batch_size {} is not a multiple of local_batch_size x data-parallel ranks = {}", global,
               local);
   accumulation_ = global / local;
   flops_per_token_ = models::training_flops_per_token(model_config, config_.training.seq_len);
   peak_tflops_ =
       config_.metrics.peak_tflops > 0 ? config_.metrics.peak_tflops : default_peak_tflops(device, compute_dtype);
 
+  // Rank 0 reports for the job.
+  if (rank_ != 0) return;
   std::filesystem::create_directories(config_.job.dump_folder);
   logger_ = std::make_unique<MetricsLogger>((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(),
                                             config_.metrics.progress);
   std::printf(
-      "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld (x%lld accumulation), %s compute, "
-      "%.2f TFLOP/s peak\n",
-      config_.model.name.c_str(), config_.model.flavor.c_str(), static_cast<long long>(model_->num_parameters()),
-      static_cast<long long>(vocab), static_cast<long long>(config_.training.seq_len), static_cast<long long>(local),
-      static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_);
+      "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
+      "%.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld\n",
+      config_.model.name.c_str(), config_.model.flavor.c_str(),
+      static_cast<long long>(models::parameter_count(model_config)), static_cast<long long>(vocab),
+      static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
+      static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_, world.size(),
+      static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard));
 }
 
 Trainer::~Trainer() = default;
@@ -128,20 +150,28 @@ StepMetrics Trainer::train_step() {
     loss_sum += loss.item();
     if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
     autograd::backward({loss});
+    if (fsdp_) {
+      fsdp_->set_sync_replicas(micro + 1 == accumulation_);
+      fsdp_->finish_backward();
+    }
   }
   std::vector<Tensor> grads;
   for (const Tensor& parameter : model_->parameters()) {
     if (parameter.grad().defined()) grads.push_back(parameter.grad());
   }
-  const double grad_norm = config_.training.max_norm > 0 ? ops::clip_grad_norm_(grads, config_.training.max_norm)
-                                                         : ops::global_l2_norm(grads).item();
+  // Shards hold disjoint parts of the gradient: their squares add up across dp_shard.
+  std::vector<distributed::ProcessGroup*> norm_groups;
+  if (fsdp_) norm_groups.push_back(mesh_->group("dp_shard").get());
+  const double grad_norm = config_.training.max_norm > 0
+                               ? distributed::clip_grad_norm_(grads, config_.training.max_norm, norm_groups)
+                               : distributed::global_grad_norm(grads, norm_groups);
   const double lr = config_.optimizer.lr * schedule_.factor(step_);
   optimizer_->step(lr);
 
   StepMetrics m;
   m.step = step_;
   m.total_steps = config_.training.steps;
-  m.loss = loss_sum / static_cast<double>(accumulation_);
+  m.loss = mean_over_dp(loss_sum / static_cast<double>(accumulation_));
   m.grad_norm = grad_norm;
   m.lr = lr;
   m.step_seconds = seconds_since(start);
@@ -159,6 +189,14 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
+double Trainer::mean_over_dp(double value) const {
+  const auto& dp = mesh_->group("dp");
+  if (dp->size() == 1) return value;
+  Tensor total = Tensor::full({1}, value, DType::f32);
+  dp->all_reduce(total, distributed::ReduceOp::avg)->wait();
+  return total.item();
+}
+
 double Trainer::validate() {
   autograd::NoGradGuard no_grad;
   data::ValidationIterator batches = loader_->validation();
@@ -171,8 +209,13 @@ double Trainer::validate() {
     weighted += loss * static_cast<double>(batch.label_tokens);
     tokens += batch.label_tokens;
   }
-  TITAN_CHECK(tokens > 0, "validation: the held-out split is empty (raise validation.split?)");
-  return weighted / static_cast<double>(tokens);
+  // Every rank's token-weighted sum and token count, summed over the data-parallel ranks.
+  Tensor totals =
+      Tensor::from_vector(std::vector<float>{static_cast<float>(weighted), static_cast<float>(tokens)}, {2});
+  if (mesh_->size("dp") > 1) mesh_->group("dp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
+  const std::vector<float> summed = totals.to_floats();
+  TITAN_CHECK(summed[1] > 0, "validation: the held-out split is empty (raise validation.split?)");
+  return summed[0] / summed[1];
 }
 
 const std::vector<StepMetrics>& Trainer::train() {
@@ -180,17 +223,31 @@ const std::vector<StepMetrics>& Trainer::train() {
     StepMetrics metrics = train_step();
     if (config_.validation.enable && step_ % config_.validation.freq == 0) metrics.validation_loss = validate();
     history_.push_back(metrics);
-    if (step_ % config_.metrics.log_freq == 0 || step_ == config_.training.steps || metrics.validation_loss) {
-      logger_->log(metrics);
-    }
+    const bool log =
+        step_ % config_.metrics.log_freq == 0 || step_ == config_.training.steps || metrics.validation_loss;
+    if (log && logger_) logger_->log(metrics);
+  }
+  export_final_model();
+  return history_;
+}
+
+void Trainer::export_final_model() {
+  // Sharded parameters are gathered (a collective: every rank takes part); rank 0 writes.
+  std::vector<std::pair<nn::Parameter*, Tensor>> full;
+  if (fsdp_) full = fsdp_->gather_full_parameters();
+  if (rank_ != 0) return;
+  std::vector<std::pair<nn::Parameter*, Tensor>> sharded;
+  for (auto& [parameter, tensor] : full) {
+    sharded.emplace_back(parameter, parameter->data);
+    parameter->data = tensor;  // the full weights, for the export only
   }
   const std::string folder =
       (std::filesystem::path(config_.job.dump_folder) / config_.checkpoint.folder / fmt::format("step-{:06}", step_))
           .string();
   export_model(*model_, config_, folder, parse_dtype(config_.checkpoint.export_dtype));
+  for (auto& [parameter, shard] : sharded) parameter->data = shard;
   std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
               folder.c_str());
-  return history_;
 }
 
 }  // namespace titan::train

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "titan/data/data_loader.h"
+#include "titan/distributed/device_mesh.h"
+#include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
 #include "titan/optim/adamw.h"
 #include "titan/optim/lr_schedule.h"
@@ -38,11 +40,18 @@ class Trainer {
   int64_t step() const { return step_; }
   int64_t gradient_accumulation_steps() const { return accumulation_; }
   const JobConfig& config() const { return config_; }
+  const distributed::DeviceMesh& mesh() const { return *mesh_; }
 
  private:
   models::DecoderInputs model_inputs(const data::Batch& batch) const;
+  // The average of a per-rank number over the data-parallel ranks.
+  double mean_over_dp(double value) const;
+  void export_final_model();
 
   JobConfig config_;
+  std::unique_ptr<distributed::DeviceMesh> mesh_;
+  std::shared_ptr<distributed::Fsdp> fsdp_;
+  int rank_ = 0;
   std::unique_ptr<data::DataLoader> loader_;
   BatchSource batches_;
   std::shared_ptr<models::Decoder> model_;

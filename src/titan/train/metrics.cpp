@@ -29,6 +29,10 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
       "tflops {:.3f}  mfu {:.1f}%  data {:.1f}%",
       m.step, m.total_steps, m.loss, m.grad_norm, m.lr, m.peak_memory_gib, m.reserved_memory_gib, m.memory_percent,
       m.tokens_per_second, m.tflops, m.mfu_percent, m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0);
+  if (m.comm_busy_seconds > 0) {
+    line += fmt::format("  comm {:.1f}% exposed {:.1f}%", 100.0 * m.comm_busy_seconds / m.step_seconds,
+                        100.0 * m.comm_exposed_seconds / m.step_seconds);
+  }
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
   if (progress && m.step > 0) {
     const double eta = m.elapsed_seconds / static_cast<double>(m.step) * static_cast<double>(m.total_steps - m.step);
@@ -55,7 +59,9 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"peak_memory_gib", m.peak_memory_gib},
                         {"reserved_memory_gib", m.reserved_memory_gib},
                         {"memory_percent", m.memory_percent},
-                        {"elapsed_seconds", m.elapsed_seconds}};
+                        {"elapsed_seconds", m.elapsed_seconds},
+                        {"comm_busy_seconds", m.comm_busy_seconds},
+                        {"comm_exposed_seconds", m.comm_exposed_seconds}};
   if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
   jsonl_ << record.dump() << "\n";
   jsonl_.flush();

@@ -27,6 +27,10 @@ struct StepMetrics {
   double reserved_memory_gib = 0.0;  // most bytes held from the system during the step
   double memory_percent = 0.0;       // peak as a share of the device's memory
   double elapsed_seconds = 0.0;
+  // Distributed runs: seconds collectives ran this step (busy) and seconds the
+  // step waited for them (exposed); busy - exposed overlapped compute.
+  double comm_busy_seconds = 0.0;
+  double comm_exposed_seconds = 0.0;
   std::optional<double> validation_loss;
 };
 

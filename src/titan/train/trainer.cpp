@@ -109,17 +109,22 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
 
   // Rank 0 reports for the job.
   if (rank_ != 0) return;
+  int64_t state_bytes = 0;
+  for (const Tensor& parameter : model_->parameters()) state_bytes += static_cast<int64_t>(parameter.nbytes());
+  for (const auto& [name, moment] : optimizer_->state_tensors()) state_bytes += static_cast<int64_t>(moment.nbytes());
   std::filesystem::create_directories(config_.job.dump_folder);
   logger_ = std::make_unique<MetricsLogger>((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(),
                                             config_.metrics.progress);
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
-      "%.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld\n",
+      "%.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld, %lld bytes of parameters and optimizer "
+      "state on rank 0\n",
       config_.model.name.c_str(), config_.model.flavor.c_str(),
       static_cast<long long>(models::parameter_count(model_config)), static_cast<long long>(vocab),
       static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
       static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_, world.size(),
-      static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard));
+      static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard),
+      static_cast<long long>(state_bytes));
 }
 
 Trainer::~Trainer() = default;
@@ -138,6 +143,7 @@ StepMetrics Trainer::train_step() {
   ++step_;
   Allocator& allocator = allocator_for(DeviceType::cpu);
   allocator.reset_peak();
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp"}) mesh_->group(dim)->reset_stats();
   model_->zero_grad();
   double data_seconds = 0.0, loss_sum = 0.0;
   int64_t tokens = 0;
@@ -184,6 +190,11 @@ StepMetrics Trainer::train_step() {
   m.peak_memory_gib = static_cast<double>(memory.peak_bytes) / kGiB;
   m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib();
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp"}) {
+    const distributed::CommStats comm = mesh_->group(dim)->stats();
+    m.comm_busy_seconds += comm.busy_seconds;
+    m.comm_exposed_seconds += comm.exposed_seconds;
+  }
   elapsed_seconds_ += m.step_seconds;
   m.elapsed_seconds = elapsed_seconds_;
   return m;

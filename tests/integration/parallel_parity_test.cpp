@@ -1,0 +1,141 @@
+// Data parallelism against one process: the same job (same seed, same global
+// batches, f32 everywhere) under FSDP 4, HSDP 2 x 2 and DDP 2, launched with
+// mpirun, must produce the single-process loss at every step and the same
+// final weights; sharding must cut each rank's parameter + optimizer bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "support/reference.h"
+#include "titan/checkpoint/safetensors.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path& workdir() {
+  static const fs::path dir = fs::path(::testing::TempDir()) / "parallel_parity";
+  return dir;
+}
+
+std::string run(const std::string& command) {
+  const std::string log = (workdir() / "last_command.log").string();
+  const int status = std::system((command + " > " + log + " 2>&1").c_str());
+  std::ifstream file(log);
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_EQ(status, 0) << command << "\n" << text.str();
+  return text.str();
+}
+
+// The small job every run shares: 10 steps of llama3 debugmodel, global batch 4 x 128 tokens, f32.
+std::string job_arguments(const std::string& name, int64_t local_batch) {
+  return fmt::format(
+      " train --config {}/configs/llama3_debug.toml --job.dump_folder {} --training.dataset_path {} "
+      "--model.tokenizer_path {}/tokenizer.json --training.steps 10 --training.seq_len 128 "
+      "--training.local_batch_size {} --training.mixed_precision_param f32 --model.document_masking false "
+      "--validation.enable false --lr_scheduler.warmup_steps 2 --metrics.peak_tflops 1 --metrics.log_freq 1",
+      TITAN_SOURCE_DIR, (workdir() / name).string(), (workdir() / "data").string(), (workdir() / "data").string(),
+      local_batch);
+}
+
+struct JobRun {
+  std::vector<double> losses;
+  std::map<std::string, Tensor> weights;
+  int64_t state_bytes = 0;
+};
+
+JobRun collect(const std::string& name, const std::string& output) {
+  JobRun result;
+  std::ifstream metrics(workdir() / name / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) result.losses.push_back(nlohmann::json::parse(line)["loss"]);
+  checkpoint::SafetensorsReader reader((workdir() / name / "checkpoint" / "step-000010" / "model.safetensors").string());
+  for (const auto& entry : reader.header().entries) result.weights[entry.name] = reader.read(entry.name);
+  std::smatch match;
+  if (std::regex_search(output, match, std::regex("([0-9]+) bytes of parameters and optimizer state"))) {
+    result.state_bytes = std::stoll(match[1]);
+  }
+  return result;
+}
+
+JobRun single_process() {
+  run(fmt::format("{} data prepare --input /usr/share/games/fortunes/computers /usr/share/games/fortunes/science "
+                  "--format fortune --train-tokenizer 512 --output {}",
+                  TITAN_CLI_PATH, (workdir() / "data").string()));
+  return collect("single", run(TITAN_CLI_PATH + job_arguments("single", 4)));
+}
+
+// Every rank takes 4 / ranks sequences, so the global batch is the single process's.
+JobRun distributed(const std::string& name, int ranks, const std::string& parallelism) {
+  const std::string output =
+      run(fmt::format("{} --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS=1 {}{} {}", TITAN_MPIEXEC, ranks,
+                      TITAN_CLI_PATH, job_arguments(name, 4 / ranks), parallelism));
+  return collect(name, output);
+}
+
+// Losses: the same global batch, the gradient averaged over ranks instead of
+// over one batch; only the order of f32 sums differs, so per-step losses
+// agree to ~1e-7 relative, well inside 1e-5 after 10 AdamW steps. Weights:
+// each AdamW update is lr * m / sqrt(v), bounded by lr = 2e-3 per step, and
+// rounding differences of ~1e-7 in m and v move whole tensors by far less
+// than 1e-5 of their norm.
+void expect_matches(const JobRun& expected, const JobRun& actual, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(actual.losses.size(), expected.losses.size());
+  for (size_t i = 0; i < expected.losses.size(); ++i) {
+    EXPECT_NEAR(actual.losses[i], expected.losses[i], 1e-5 * expected.losses[i]) << "step " << i + 1;
+  }
+  ASSERT_EQ(actual.weights.size(), expected.weights.size());
+  for (const auto& [name, tensor] : expected.weights) {
+    ASSERT_TRUE(actual.weights.count(name)) << name;
+    EXPECT_LT(testing::relative_l2_error(actual.weights.at(name), tensor), 1e-5) << name;
+  }
+}
+
+// One test, so the single-process reference is computed once for every mesh.
+TEST(ParallelParity, DataParallelMatchesOneProcess) {
+  fs::remove_all(workdir());
+  fs::create_directories(workdir());
+  const JobRun single = single_process();
+  ASSERT_EQ(single.losses.size(), 10u);
+
+  const JobRun fsdp = distributed("fsdp4", 4, "--parallelism.data_parallel_shard_degree 4");
+  expect_matches(single, fsdp, "FSDP 4");
+  // Parameters + AdamW moments per rank: a quarter (dim-0 chunks round up; rank 0 holds the larger ones).
+  ASSERT_GT(single.state_bytes, 0);
+  EXPECT_LE(static_cast<double>(fsdp.state_bytes), 0.30 * static_cast<double>(single.state_bytes));
+
+  const JobRun hsdp = distributed("hsdp", 4, "--parallelism.data_parallel_replicate_degree 2 "
+                                          "--parallelism.data_parallel_shard_degree 2");
+  expect_matches(single, hsdp, "HSDP 2 x 2");
+  // The same weights and data on every rank, averaged over the same four ranks: bitwise.
+  EXPECT_EQ(hsdp.losses[0], fsdp.losses[0]);
+
+  expect_matches(single,
+                 distributed("ddp2", 2, "--parallelism.data_parallel_replicate_degree 2 "
+                                        "--parallelism.data_parallel_shard_degree 1"),
+                 "DDP 2");
+}
+
+TEST(ParallelParity, WrongMeshIsAConfigurationError) {
+  const std::string log = (workdir() / "wrong_mesh.log").string();
+  const int status = std::system(fmt::format("{} --allow-run-as-root --oversubscribe -np 2 {}{} "
+                                             "--parallelism.data_parallel_shard_degree 3 > {} 2>&1",
+                                             TITAN_MPIEXEC, TITAN_CLI_PATH, job_arguments("wrong", 2), log)
+                                     .c_str());
+  EXPECT_NE(status, 0);
+  std::ifstream file(log);
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_NE(text.str().find("but the job has 2"), std::string::npos) << text.str();
+}
+
+}  // namespace
+}  // namespace titan

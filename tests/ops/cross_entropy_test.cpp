@@ -20,6 +20,15 @@
 namespace titan {
 namespace {
 
+ops::FusedCrossEntropyOptions fused_options(const ops::CrossEntropyOptions& loss, int64_t token_chunk,
+                                            int64_t vocab_chunk) {
+  ops::FusedCrossEntropyOptions options;
+  options.loss = loss;
+  options.token_chunk = token_chunk;
+  options.vocab_chunk = vocab_chunk;
+  return options;
+}
+
 using testing::ReferenceCase;
 
 ops::CrossEntropyOptions options_of(const ReferenceCase& ref) {
@@ -93,7 +102,7 @@ TEST_P(CrossEntropyTest, FusedMatchesReferenceForEveryChunking) {
   for (int64_t token_chunk : {7, 1024}) {
     for (int64_t vocab_chunk : {0, 16, 37, 150}) {
       SCOPED_TRACE("token_chunk " + std::to_string(token_chunk) + ", vocab_chunk " + std::to_string(vocab_chunk));
-      ops::FusedCrossEntropyOptions options{options_of(ref), token_chunk, vocab_chunk, true};
+      ops::FusedCrossEntropyOptions options = fused_options(options_of(ref), token_chunk, vocab_chunk);
       const ops::FusedCrossEntropyOutput out = ops::fused_linear_cross_entropy(hidden, weight, targets, options);
       EXPECT_EQ(out.counted_tokens, count_kept(targets, options.loss.ignore_index));
       // The logits are f32 GEMM results even from bf16 operands (exact
@@ -126,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CrossEntropyTest,
 TEST(CrossEntropy, FusedIsDeterministic) {
   ReferenceCase ref("cross_entropy_softcap_zloss_sum");
   const Tensor hidden = ref.get("hidden"), weight = ref.get("weight"), targets = ref.get("targets");
-  const ops::FusedCrossEntropyOptions options{options_of(ref), 7, 37, true};
+  const ops::FusedCrossEntropyOptions options = fused_options(options_of(ref), 7, 37);
   const auto first = ops::fused_linear_cross_entropy(hidden, weight, targets, options);
   const auto second = ops::fused_linear_cross_entropy(hidden, weight, targets, options);
   EXPECT_EQ(first.loss.item(), second.loss.item());
@@ -182,7 +191,7 @@ TEST_P(FusedAutogradTest, MatchesLinearPlusCrossEntropy) {
         SCOPED_TRACE(fmt::format("softcap {}, targets {}, loss scaled by {}", loss_options.softcap,
                                  dtype_name(target_dtype), loss_scale));
         const Tensor targets = random_targets(rows, vocab, target_dtype);
-        const ops::FusedCrossEntropyOptions options{loss_options, 16, 64, true};
+        const ops::FusedCrossEntropyOptions options = fused_options(loss_options, 16, 64);
         const LossAndGrads fused = run_autograd(hidden, weight, targets, options, loss_scale, true);
         const LossAndGrads plain = run_autograd(hidden, weight, targets, options, loss_scale, false);
         // bf16: the plain path rounds the logits to bf16 and the fused path does
@@ -222,7 +231,8 @@ TEST(CrossEntropy, AllRowsIgnoredGiveZeroLossAndGradients) {
     expect_all_zero(grad);
 
     for (int64_t vocab_chunk : {0, 37}) {
-      const auto fused = ops::fused_linear_cross_entropy(hidden, weight, targets, {options, 7, vocab_chunk, true});
+      const auto fused =
+          ops::fused_linear_cross_entropy(hidden, weight, targets, fused_options(options, 7, vocab_chunk));
       EXPECT_EQ(fused.counted_tokens, 0);
       EXPECT_EQ(fused.loss.item(), 0.0);
       expect_all_zero(fused.grad_hidden);
@@ -256,10 +266,7 @@ TEST(CrossEntropy, OutOfRangeTargetNamesRowAndValue) {
       expect_error_mentioning(
           [&] { ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, lse, 35, options); }, words);
       expect_error_mentioning(
-          [&] {
-            ops::fused_linear_cross_entropy(hidden, weight, targets, {options, 7, 37});
-          },
-          words);
+          [&] { ops::fused_linear_cross_entropy(hidden, weight, targets, fused_options(options, 7, 37)); }, words);
     }
   }
 }
@@ -316,7 +323,7 @@ TEST(CrossEntropy, FusedMemoryIsOneTile) {
     const Tensor weight = random_tensor({vocab, dim}, 0.1, dtype, generator);
     const int64_t tile = token_chunk * vocab_chunk;
     const int64_t bound = dtype == DType::f32 ? tile * 4 : tile * 6 + token_chunk * dim * 4;
-    const int64_t scratch = fused_scratch_bytes(hidden, weight, targets, {{}, token_chunk, vocab_chunk, true});
+    const int64_t scratch = fused_scratch_bytes(hidden, weight, targets, fused_options({}, token_chunk, vocab_chunk));
     EXPECT_LE(scratch, bound + bound / 100);
     // The tile is counted, so the measurement does see the op's scratch.
     EXPECT_GE(scratch, tile * 4);

@@ -39,10 +39,10 @@ class FsdpUnit {
     int64_t full_offset = 0;
     for (nn::Parameter* parameter : parameters) {
       const Tensor full = parameter->data;
-      TITAN_CHECK(full.dim() >= 1 && full.dtype() == DType::f32, "fsdp unit {}: parameters must be f32 tensors of >= 1 dims",
-                  name_);
-      Entry e{parameter, full.shape(), full.size(0), full.size(0) > 0 ? full.numel() / full.size(0) : 0, 0, 0,
-              full_offset};
+      TITAN_CHECK(full.dim() >= 1 && full.dtype() == DType::f32,
+                  "fsdp unit {}: parameters must be f32 tensors of >= 1 dims", name_);
+      Entry e{parameter, full.shape(), full.size(0), full.size(0) > 0 ? full.numel() / full.size(0) : 0, 0,
+              0,         full_offset};
       e.chunk_rows = (e.rows + world - 1) / world;
       e.local_offset = local_size_;
       local_size_ += e.chunk_rows * e.row_size;
@@ -57,7 +57,8 @@ class FsdpUnit {
       parameter->layout.offsets[0] += begin;
     }
     full_ = Tensor::empty({full_offset}, options_.param_dtype);
-    for (const Entry& e : entries_) full_views_.push_back(full_.narrow(0, e.full_offset, shape_numel(e.full_shape)).view(e.full_shape));
+    for (const Entry& e : entries_)
+      full_views_.push_back(full_.narrow(0, e.full_offset, shape_numel(e.full_shape)).view(e.full_shape));
     full_.storage()->release_memory();
   }
 
@@ -142,25 +143,31 @@ class FsdpUnit {
   Tensor materialize(size_t i) {
     wait_unsharded();
     Tensor full = full_views_[i].detach();
-    autograd::record("FsdpAllGatherBackward", {&entries_[i].parameter->data}, {&full}, [this, i](const auto& grads) {
-      if (grads[0].defined()) accumulate_grad(i, grads[0]);
-      return std::vector<Tensor>{Tensor()};
-    });
+    const bool recorded = autograd::record("FsdpAllGatherBackward", {&entries_[i].parameter->data}, {&full},
+                                           [this, i](const auto& grads) {
+                                             accumulate_grad(i, grads[0]);
+                                             return std::vector<Tensor>{Tensor()};
+                                           });
+    // A parameter may be used more than once (tied embeddings): the unit is
+    // complete when every recorded use has delivered its gradient.
+    if (recorded) ++expected_;
     return full;
   }
 
   void accumulate_grad(size_t i, const Tensor& grad) {
-    const Entry& e = entries_[i];
-    const int64_t world = shard_.size();
-    if (!bucket_.defined()) bucket_ = Tensor::zeros({world * local_size_}, DType::f32);
-    const Tensor flat = grad.contiguous().view({-1});
-    for (int64_t r = 0; r < world; ++r) {
-      const int64_t count = rows_on(e, r) * e.row_size;
-      if (count == 0) continue;
-      ops::copy_(bucket_.narrow(0, r * local_size_ + e.local_offset, count),
-                 flat.narrow(0, r * e.chunk_rows * e.row_size, count));
+    if (grad.defined()) {
+      const Entry& e = entries_[i];
+      const int64_t world = shard_.size();
+      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * local_size_}, DType::f32);
+      const Tensor flat = grad.contiguous().view({-1});
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t count = rows_on(e, r) * e.row_size;
+        if (count == 0) continue;
+        ops::add_(bucket_.narrow(0, r * local_size_ + e.local_offset, count),
+                  flat.narrow(0, r * e.chunk_rows * e.row_size, count).to(DType::f32));
+      }
     }
-    if (++arrived_ == entries_.size()) reduce_async();
+    if (++arrived_ == expected_) reduce_async();
   }
 
   // Every gradient of the unit is in: reduce-scatter them (averaged over the
@@ -201,6 +208,7 @@ class FsdpUnit {
     bucket_ = Tensor();
     reduced_ = Tensor();
     arrived_ = 0;
+    expected_ = 0;
     reshard();
     if (sync_replicas && replicate_.size() > 1) all_reduce_replicas();
   }
@@ -213,12 +221,14 @@ class FsdpUnit {
     Tensor flat = Tensor::zeros({local_size_}, DType::f32);
     for (const Entry& e : entries_) {
       const Tensor& grad = e.parameter->data.grad();
-      if (grad.defined() && grad.numel() > 0) ops::copy_(flat.narrow(0, e.local_offset, grad.numel()).view(grad.shape()), grad);
+      if (grad.defined() && grad.numel() > 0)
+        ops::copy_(flat.narrow(0, e.local_offset, grad.numel()).view(grad.shape()), grad);
     }
     replicate_.all_reduce(flat, ReduceOp::avg)->wait();
     for (const Entry& e : entries_) {
       const Tensor& grad = e.parameter->data.grad();
-      if (grad.defined() && grad.numel() > 0) ops::copy_(grad, flat.narrow(0, e.local_offset, grad.numel()).view(grad.shape()));
+      if (grad.defined() && grad.numel() > 0)
+        ops::copy_(grad, flat.narrow(0, e.local_offset, grad.numel()).view(grad.shape()));
     }
   }
 
@@ -233,7 +243,7 @@ class FsdpUnit {
   std::shared_ptr<Work> gather_work_, reduce_work_;
   State state_ = State::sharded;
   Tensor bucket_, reduced_;
-  size_t arrived_ = 0;
+  size_t arrived_ = 0, expected_ = 0;  // gradients delivered / uses recorded since the last finish
 
   friend class Fsdp;
 };

@@ -18,6 +18,7 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
   if (!config.tie_embeddings) {
     output = register_module("output", nn::LinearConfig{config.dim(), config.vocab_size}.build(device));
   }
+  loss_function = cross_entropy_loss(config.loss);
   // The table is data, not state: rebuilt from the config, never checkpointed.
   const int64_t head = config.block.attention.head_size();
   if (device.is_meta()) {
@@ -75,16 +76,24 @@ Tensor Decoder::output_weight() const {
 
 Tensor Decoder::logits(const DecoderInputs& inputs) const { return F::linear(hidden_states(inputs), output_weight()); }
 
+LossFunction cross_entropy_loss(const LossConfig& config) {
+  return [config](const Tensor& hidden, const Tensor& weight, const Tensor& labels) {
+    const Tensor flat = F::reshape(hidden, {-1, hidden.size(-1)});
+    const Tensor targets = labels.reshape({-1});
+    ops::CrossEntropyOptions options{.ignore_index = -100, .softcap = config.softcap, .z_loss = config.z_loss};
+    if (config.fused) {
+      ops::FusedCrossEntropyOptions fused;
+      fused.loss = options;
+      fused.token_chunk = config.token_chunk;
+      fused.vocab_chunk = config.vocab_chunk;
+      return F::fused_linear_cross_entropy(flat, weight, targets, fused);
+    }
+    return F::cross_entropy(F::linear(flat, weight), targets, options);
+  };
+}
+
 Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels) const {
-  const Tensor h = hidden_states(inputs);
-  const Tensor flat = F::reshape(h, {-1, config.dim()});
-  const Tensor targets = labels.reshape({-1});
-  ops::CrossEntropyOptions options{.ignore_index = -100, .softcap = config.loss.softcap, .z_loss = config.loss.z_loss};
-  if (config.loss.fused) {
-    return F::fused_linear_cross_entropy(flat, output_weight(), targets,
-                                         {options, config.loss.token_chunk, config.loss.vocab_chunk, true});
-  }
-  return F::cross_entropy(F::linear(flat, output_weight()), targets, options);
+  return loss_function(hidden_states(inputs), output_weight(), labels);
 }
 
 void Decoder::init_weights(Generator& generator) {

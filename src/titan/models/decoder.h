@@ -5,6 +5,7 @@
 // Single-device code: no collectives, no device branches, no casts.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,12 @@ struct KVCache {
   int64_t capacity() const { return keys.empty() ? 0 : keys.front().size(1); }
 };
 
+// The loss from final hidden states [B, S, dim], the output projection and
+// next-token labels [B, S]. The default is the config's cross-entropy (fused or
+// plain); tensor parallelism installs a vocabulary-parallel one.
+using LossFunction = std::function<Tensor(const Tensor& hidden, const Tensor& weight, const Tensor& labels)>;
+LossFunction cross_entropy_loss(const LossConfig& config);
+
 class Decoder : public nn::Module {
  public:
   Decoder(const DecoderConfig& config, Device device);
@@ -85,6 +92,7 @@ class Decoder : public nn::Module {
   std::shared_ptr<nn::RMSNorm> norm;
   std::shared_ptr<nn::Linear> output;  // null when tied
   ops::RopeTable rope;
+  LossFunction loss_function;
 };
 
 }  // namespace titan::models

@@ -1,6 +1,7 @@
 #include "titan/models/parallelize_decoder.h"
 
 #include "titan/autograd/checkpoint.h"
+#include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/functional.h"
 
 namespace titan::models {
@@ -24,6 +25,53 @@ void apply_activation_checkpointing(Decoder& model, const std::string& mode, int
   for (size_t i = 0; i < model.layers->size(); ++i) {
     if (mode == "full" || i % static_cast<size_t>(every) == 0) (*model.layers)[i]->set_runner(checkpointed);
   }
+}
+
+void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
+  const std::shared_ptr<distributed::ProcessGroup> tp = mesh.group("tp");
+  if (tp->size() == 1) return;
+  const auto& a = model.config.block.attention;
+  TITAN_CHECK(a.n_heads % tp->size() == 0 && a.kv_heads() % tp->size() == 0,
+              "tensor parallelism: {} query / {} key-value heads do not split over {} ranks", a.n_heads, a.kv_heads(),
+              tp->size());
+  const auto gather = [tp](const Tensor& x) { return distributed::gather_sequence(x, tp); };
+  const auto scatter = [tp](const Tensor& x) { return distributed::reduce_scatter_sequence(x, tp); };
+  for (size_t i = 0; i < model.layers->size(); ++i) {
+    nn::TransformerBlock& block = *(*model.layers)[i];
+    const std::string prefix = fmt::format("layers.{}.", i);
+    for (auto* linear : {block.attention->wq.get(), block.attention->wk.get(), block.attention->wv.get(),
+                         block.feed_forward->w1.get(), block.feed_forward->w3.get()}) {
+      distributed::shard_parameter(prefix + "column-parallel weight", *linear->weight, 0, *tp);
+    }
+    for (auto* linear : {block.attention->wo.get(), block.feed_forward->w2.get()}) {
+      distributed::shard_parameter(prefix + "row-parallel weight", *linear->weight, 1, *tp);
+    }
+    for (nn::Module* module :
+         {static_cast<nn::Module*>(block.attention.get()), static_cast<nn::Module*>(block.feed_forward.get())}) {
+      module->input_hooks.push_back(gather);
+      module->output_hooks.push_back(scatter);
+    }
+  }
+  // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
+  model.tok_embeddings->input_hooks.push_back(
+      [tp](const Tensor& ids) { return distributed::slice_sequence(ids, *tp); });
+  if (model.output) distributed::shard_parameter("output.weight", *model.output->weight, 0, *tp);
+  const LossConfig loss = model.config.loss;
+  const int64_t vocab = model.config.vocab_size;
+  TITAN_CHECK(vocab % tp->size() == 0, "tensor parallelism: vocabulary {} does not split over {} ranks", vocab,
+              tp->size());
+  model.loss_function = [tp, loss, vocab](const Tensor& hidden, const Tensor& weight, const Tensor& labels) {
+    // A tied table is whole on every rank: take this rank's vocabulary rows of it.
+    const int64_t rows = vocab / tp->size();
+    const Tensor local = weight.size(0) == vocab ? F::narrow(weight, 0, tp->rank() * rows, rows) : weight;
+    const Tensor full = distributed::gather_sequence(hidden, tp);
+    ops::FusedCrossEntropyOptions options;
+    options.loss = {.ignore_index = -100, .softcap = loss.softcap, .z_loss = loss.z_loss};
+    options.token_chunk = loss.token_chunk;
+    options.vocab_chunk = loss.vocab_chunk;
+    return distributed::vocab_parallel_cross_entropy(F::reshape(full, {-1, full.size(-1)}), local, labels.reshape({-1}),
+                                                     vocab, options, tp);
+  };
 }
 
 std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh, DType param_dtype,

@@ -19,6 +19,12 @@ void apply_mixed_precision(Decoder& model, DType dtype);
 // those blocks keep only their input for backward and recompute the rest.
 void apply_activation_checkpointing(Decoder& model, const std::string& mode, int64_t every);
 
+// Tensor + sequence parallelism over the mesh's tp group (the plan for this
+// decoder): q/k/v and w1/w3 column-parallel, wo and w2 row-parallel, norms
+// and embeddings replicated, the output projection split by vocabulary rows
+// with a vocabulary-parallel loss. Apply before activation checkpointing and FSDP.
+void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh);
+
 // Data parallelism over the mesh's dp_shard and dp_replicate dims: one FSDP
 // unit per block plus one for the embeddings, final norm and output (the
 // root, gathered first and kept until the backward ends). Parameters are

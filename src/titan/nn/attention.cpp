@@ -34,9 +34,10 @@ Attention::Projected Attention::project(const Tensor& x, const AttentionInputs& 
               config.dim);
   TITAN_CHECK(inputs.rope != nullptr, "Attention: no RoPE table given");
   const int64_t batch = x.size(0), seq = x.size(1), head = config.head_size();
-  Tensor q = F::view(wq->forward(x), {batch, seq, config.n_heads, head});
-  Tensor k = F::view(wk->forward(x), {batch, seq, config.kv_heads(), head});
-  Tensor v = F::view(wv->forward(x), {batch, seq, config.kv_heads(), head});
+  // Heads as -1: under tensor parallelism a rank holds only some of them.
+  Tensor q = F::view(wq->forward(x), {batch, seq, -1, head});
+  Tensor k = F::view(wk->forward(x), {batch, seq, -1, head});
+  Tensor v = F::view(wv->forward(x), {batch, seq, -1, head});
   if (config.qk_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
@@ -53,12 +54,12 @@ Tensor Attention::attend(const Projected& p, const Tensor& k, const Tensor& v, c
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
   const Tensor out =
       F::scaled_dot_product_attention(p.q, k, v, effective, scale, F::parse_attention_impl(config.attention_impl));
-  return wo->forward(F::view(out, {p.q.size(0), p.q.size(1), config.n_heads * head}));
+  return wo->forward(F::view(out, {p.q.size(0), p.q.size(1), -1}));
 }
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const {
-  const Projected p = project(x, inputs);
-  return attend(p, p.k, p.v, inputs.mask);
+  const Projected p = project(pre_forward(x), inputs);
+  return post_forward(attend(p, p.k, p.v, inputs.mask));
 }
 
 Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,

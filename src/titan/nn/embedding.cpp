@@ -16,7 +16,9 @@ Embedding::Embedding(const EmbeddingConfig& config, Device device)
               config.num_embeddings, config.dim);
 }
 
-Tensor Embedding::forward(const Tensor& ids) const { return F::embedding(weight->materialize(), ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  return post_forward(F::embedding(weight->materialize(), pre_forward(ids)));
+}
 
 void Embedding::init_weights(Generator& generator, double std) { ops::normal_(weight->data, 0.0, std, generator); }
 

@@ -14,7 +14,10 @@ FeedForward::FeedForward(const FeedForwardConfig& config, Device device) : confi
   w3 = register_module("w3", LinearConfig{config.dim, config.hidden_dim}.build(device));
 }
 
-Tensor FeedForward::forward(const Tensor& x) const { return w2->forward(F::swiglu(w1->forward(x), w3->forward(x))); }
+Tensor FeedForward::forward(const Tensor& input) const {
+  const Tensor x = pre_forward(input);
+  return post_forward(w2->forward(F::swiglu(w1->forward(x), w3->forward(x))));
+}
 
 void FeedForward::init_weights(Generator& generator, double output_std) {
   w1->init_weights(generator, 0.02);

@@ -118,6 +118,18 @@ void Module::zero_grad() {
   for (auto& [name, parameter] : named_parameters()) parameter->data.set_grad(Tensor());
 }
 
+Tensor Module::pre_forward(const Tensor& input) const {
+  Tensor x = input;
+  for (const auto& hook : input_hooks) x = hook(x);
+  return x;
+}
+
+Tensor Module::post_forward(const Tensor& output) const {
+  Tensor y = output;
+  for (const auto& hook : output_hooks) y = hook(y);
+  return y;
+}
+
 Parameter* Module::register_parameter(const std::string& name, Tensor data) {
   for (const auto& [existing, parameter] : parameters_) {
     TITAN_CHECK(existing != name, "register_parameter: '{}' registered twice", name);

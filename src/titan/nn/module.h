@@ -33,6 +33,10 @@ struct Parameter {
   // Applied in order by materialize(); empty means identity.
   std::vector<Parametrization> parametrizations;
   ShardLayout layout;
+  // Tensor parallelism: the dim this parameter is split along across the tp
+  // group (-1: every tp rank holds all of it, and its gradients from each
+  // rank's share of the sequence must be summed).
+  int64_t tensor_parallel_dim = -1;
 
   // The tensor forward uses this step.
   Tensor materialize() const;
@@ -68,7 +72,14 @@ class Module {
   // Clears every parameter's gradient.
   void zero_grad();
 
+  // Redistributions installed from outside (tensor/sequence parallelism):
+  // forward applies input_hooks to its input and output_hooks to its result.
+  // Empty by default, so the module is plain single-device code.
+  std::vector<std::function<Tensor(const Tensor&)>> input_hooks, output_hooks;
+
  protected:
+  Tensor pre_forward(const Tensor& input) const;
+  Tensor post_forward(const Tensor& output) const;
   Parameter* register_parameter(const std::string& name, Tensor data);
   Tensor* register_buffer(const std::string& name, Tensor data, bool persistent = true);
   template <typename M>

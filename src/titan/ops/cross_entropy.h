@@ -2,6 +2,8 @@
 // output projection (from hidden states, never holding the whole logits).
 #pragma once
 
+#include <functional>
+
 #include "titan/core/tensor.h"
 #include "titan/ops/dispatch.h"
 
@@ -31,6 +33,16 @@ struct FusedCrossEntropyOptions {
   int64_t token_chunk = 1024;  // rows of hidden states processed together
   int64_t vocab_chunk = 0;     // vocabulary columns per GEMM (0 = all); smaller saves memory, costs a recompute
   bool compute_grads = true;   // also return d(loss)/d(hidden) and d(loss)/d(weight)
+  // Vocabulary parallelism: the weight holds rows [vocab_offset, vocab_offset
+  // + V_local) of a vocabulary of vocab_size rows (0: the weight is all of
+  // it) and targets are ids in the whole vocabulary. After each token chunk,
+  // `combine` gets every row's log-sum-exp over this shard and its target
+  // logit (0 where the target lies in another shard) and must replace them by
+  // the values over the whole vocabulary (an all-reduce over the shards).
+  // grad_hidden is then this shard's part, to be summed over the shards.
+  int64_t vocab_offset = 0;
+  int64_t vocab_size = 0;
+  std::function<void(float* lse, float* target_logit, int64_t rows)> combine;
 };
 
 struct FusedCrossEntropyOutput {

@@ -1,6 +1,7 @@
 #include "titan/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -8,11 +9,13 @@
 #include "titan/autograd/grad_mode.h"
 #include "titan/core/allocator.h"
 #include "titan/distributed/grad_norm.h"
+#include "titan/distributed/tensor_parallel.h"
 #include "titan/distributed/world.h"
 #include "titan/models/model_spec.h"
 #include "titan/models/parallelize_decoder.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
+#include "titan/ops/copy.h"
 #include "titan/ops/reduction.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
@@ -41,10 +44,6 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       config_.parallelism.data_parallel_shard_degree, config_.parallelism.context_parallel_degree,
       config_.parallelism.tensor_parallel_degree};
   mesh_ = std::make_unique<distributed::DeviceMesh>(dims, world.group());
-  TITAN_CHECK(!mesh_->dims().tp_enabled(),
-              "parallelism.tensor_parallel_degree {}: tensor parallelism is not wired "
-              "into the trainer yet",
-              mesh_->dims().tp);
   rank_ = world.rank();
 
   int64_t tokenizer_vocab = 0;
@@ -79,6 +78,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   model_->init_weights(generator);
   // Every rank initialises the same full weights from the seed, then keeps its shard.
   const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
+  models::apply_tensor_parallel(*model_, *mesh_);
   models::apply_activation_checkpointing(*model_, config_.activation_checkpoint.mode,
                                          config_.activation_checkpoint.selective_every);
   if (mesh_->dims().dp() > 1) {
@@ -161,16 +161,7 @@ StepMetrics Trainer::train_step() {
       fsdp_->finish_backward();
     }
   }
-  std::vector<Tensor> grads;
-  for (const Tensor& parameter : model_->parameters()) {
-    if (parameter.grad().defined()) grads.push_back(parameter.grad());
-  }
-  // Shards hold disjoint parts of the gradient: their squares add up across dp_shard.
-  std::vector<distributed::ProcessGroup*> norm_groups;
-  if (fsdp_) norm_groups.push_back(mesh_->group("dp_shard").get());
-  const double grad_norm = config_.training.max_norm > 0
-                               ? distributed::clip_grad_norm_(grads, config_.training.max_norm, norm_groups)
-                               : distributed::global_grad_norm(grads, norm_groups);
+  const double grad_norm = synchronize_and_clip_gradients();
   const double lr = config_.optimizer.lr * schedule_.factor(step_);
   optimizer_->step(lr);
 
@@ -198,6 +189,50 @@ StepMetrics Trainer::train_step() {
   elapsed_seconds_ += m.step_seconds;
   m.elapsed_seconds = elapsed_seconds_;
   return m;
+}
+
+// Tensor-parallel ranks each saw their part of the sequence: the gradients of
+// replicated parameters (norms, embeddings) are partial sums to add up. Then
+// the global norm: FSDP shards are disjoint over dp_shard, tensor-parallel
+// shards over tp, while replicated parameters count once.
+double Trainer::synchronize_and_clip_gradients() {
+  std::vector<Tensor> split, replicated;
+  for (auto& [name, parameter] : model_->named_parameters()) {
+    const Tensor grad = parameter->data.grad();
+    if (!grad.defined()) continue;
+    (parameter->tensor_parallel_dim >= 0 ? split : replicated).push_back(grad);
+  }
+  const auto& tp = mesh_->group("tp");
+  if (tp->size() > 1 && !replicated.empty()) {
+    int64_t total = 0;
+    for (const Tensor& grad : replicated) total += grad.numel();
+    Tensor bucket = Tensor::empty({total});
+    int64_t offset = 0;
+    for (const Tensor& grad : replicated) {
+      ops::copy_(bucket.narrow(0, offset, grad.numel()).view(grad.shape()), grad);
+      offset += grad.numel();
+    }
+    tp->all_reduce(bucket, distributed::ReduceOp::sum)->wait();
+    offset = 0;
+    for (const Tensor& grad : replicated) {
+      ops::copy_(grad, bucket.narrow(0, offset, grad.numel()).view(grad.shape()));
+      offset += grad.numel();
+    }
+  }
+  std::vector<distributed::ProcessGroup*> dp_groups, split_groups;
+  if (fsdp_) dp_groups.push_back(mesh_->group("dp_shard").get());
+  split_groups = dp_groups;
+  split_groups.push_back(tp.get());
+  const double split_norm = distributed::global_grad_norm(split, split_groups);
+  const double replicated_norm = distributed::global_grad_norm(replicated, dp_groups);
+  const double norm = std::sqrt(split_norm * split_norm + replicated_norm * replicated_norm);
+  const double max_norm = config_.training.max_norm;
+  if (max_norm > 0.0 && max_norm / (norm + 1e-6) < 1.0) {
+    const auto factor = static_cast<float>(max_norm / (norm + 1e-6));
+    ops::scale_all_(split, factor);
+    ops::scale_all_(replicated, factor);
+  }
+  return norm;
 }
 
 double Trainer::mean_over_dp(double value) const {
@@ -246,6 +281,16 @@ void Trainer::export_final_model() {
   // Sharded parameters are gathered (a collective: every rank takes part); rank 0 writes.
   std::vector<std::pair<nn::Parameter*, Tensor>> full;
   if (fsdp_) full = fsdp_->gather_full_parameters();
+  if (mesh_->size("tp") > 1) {
+    if (full.empty()) {
+      for (auto& [name, parameter] : model_->named_parameters()) full.emplace_back(parameter, parameter->data);
+    }
+    for (auto& [parameter, tensor] : full) {
+      if (parameter->tensor_parallel_dim >= 0) {
+        tensor = distributed::gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group("tp"));
+      }
+    }
+  }
   if (rank_ != 0) return;
   std::vector<std::pair<nn::Parameter*, Tensor>> sharded;
   for (auto& [parameter, tensor] : full) {

@@ -46,6 +46,8 @@ class Trainer {
   models::DecoderInputs model_inputs(const data::Batch& batch) const;
   // The average of a per-rank number over the data-parallel ranks.
   double mean_over_dp(double value) const;
+  // Sums tensor-parallel partial gradients, clips by the global norm; returns the norm.
+  double synchronize_and_clip_gradients();
   void export_final_model();
 
   JobConfig config_;

@@ -63,13 +63,21 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Each row's target column, or -1 for a row whose target is ignore_index.
+// Each row's target column in this weight's rows, kIgnored for a row whose
+// target is ignore_index, or kElsewhere for a target in another vocabulary
+// shard (vocabulary parallelism: counted, but its logit lives elsewhere).
+constexpr int64_t kIgnored = -1;
+constexpr int64_t kElsewhere = -2;
+
 struct Targets {
   std::vector<int64_t> columns;
   int64_t counted = 0;
 };
 
-Targets read_targets(const char* op, const Tensor& targets, int64_t vocab, int64_t ignore_index) {
+// `vocab` is the whole vocabulary; this weight holds [offset, offset + local).
+Targets read_targets(const char* op, const Tensor& targets, int64_t vocab, int64_t ignore_index, int64_t offset = 0,
+                     int64_t local = -1) {
+  if (local < 0) local = vocab;
   Targets result;
   const int64_t rows = targets.numel();
   result.columns.resize(static_cast<size_t>(rows));
@@ -77,13 +85,13 @@ Targets read_targets(const char* op, const Tensor& targets, int64_t vocab, int64
     const int64_t value = targets.dtype() == DType::i64 ? targets.data<int64_t>()[row] : targets.data<int32_t>()[row];
     int64_t& column = result.columns[static_cast<size_t>(row)];
     if (value == ignore_index) {
-      column = -1;
+      column = kIgnored;
       continue;
     }
     TITAN_CHECK(value >= 0 && value < vocab,
                 "{}: target {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op, value,
                 row, vocab, ignore_index);
-    column = value;
+    column = value >= offset && value < offset + local ? value - offset : kElsewhere;
     ++result.counted;
   }
   return result;
@@ -240,6 +248,7 @@ class FusedLinearCrossEntropy {
         token_chunk_(std::min(options.token_chunk, rows_)),
         vocab_chunk_(options.vocab_chunk == 0 ? vocab_ : std::min(options.vocab_chunk, vocab_)),
         split_(vocab_chunk_ < vocab_),
+        combine_(options.combine),
         scale_(row_scale(1.0f, targets.counted, options.loss.mean)) {
     logits_ = Tensor::empty({token_chunk_, vocab_chunk_}, DType::f32, hidden.device());
     if (grads_ && !std::is_same_v<T, float>) {
@@ -261,13 +270,17 @@ class FusedLinearCrossEntropy {
       const int64_t tc = std::min(token_chunk_, rows_ - t0);
       std::fill_n(running_max_.begin(), tc, kNegInf);
       std::fill_n(running_sum_.begin(), tc, 0.0f);
+      std::fill_n(target_logit_.begin(), tc, 0.0f);
       for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) reduce_tile(t0, tc, v0);
+      if (combine_) combine_(lse_.data(), target_logit_.data(), tc);
       for (int64_t r = 0; r < tc; ++r) {
-        if (column(t0 + r) >= 0) total += token_loss(lse_[r], target_logit_[r], options_.z_loss);
+        if (column(t0 + r) != kIgnored) total += token_loss(lse_[r], target_logit_[r], options_.z_loss);
       }
       if (!grads_) continue;
       if (split_) {
-        for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) gradient_tile(t0, tc, v0);
+        for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) gradient_tile(t0, tc, v0, /*recompute=*/true);
+      } else if (combine_) {
+        gradient_tile(t0, tc, 0, /*recompute=*/false);  // the tile still holds this chunk's capped logits
       } else {
         accumulate_grads(t0, tc, 0, vocab_);  // reduce_tile has formed the gradient tile
       }
@@ -310,7 +323,8 @@ class FusedLinearCrossEntropy {
     const int64_t stride = vocab_chunk_;
     T* grad = grad_rows();
     const bool last = v0 + vc == vocab_;
-    const bool fuse_gradient = grads_ && !split_;
+    // With a combine step the gradient needs the whole vocabulary's lse: it waits for pass 2.
+    const bool fuse_gradient = grads_ && !split_ && !combine_;
     parallel_for(tc, row_grain(vc), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         float* z = logits + r * stride;
@@ -321,7 +335,7 @@ class FusedLinearCrossEntropy {
         if (!last) continue;
         lse_[r] = running_max_[r] + std::log(running_sum_[r]);
         if (!fuse_gradient) continue;
-        if (column(t0 + r) < 0) {
+        if (column(t0 + r) == kIgnored) {
           zero_row(grad + r * stride, vc);
         } else {
           gradient_row(z, grad + r * stride, vc, target, lse_[r], scale_, options_.z_loss, options_.softcap);
@@ -330,21 +344,21 @@ class FusedLinearCrossEntropy {
     });
   }
 
-  // Pass 2 (split vocabulary): recomputes one tile, forms its gradient, accumulates both input gradients.
-  void gradient_tile(int64_t t0, int64_t tc, int64_t v0) {
+  // Pass 2: forms one tile's gradient (recomputing its logits when the
+  // vocabulary is split) and accumulates both input gradients.
+  void gradient_tile(int64_t t0, int64_t tc, int64_t v0, bool recompute) {
     const int64_t vc = chunk_width(v0);
-    const Tensor tile = compute_logits(t0, tc, v0);
-    float* logits = tile.data<float>();
+    float* logits = recompute ? compute_logits(t0, tc, v0).template data<float>() : logits_.template data<float>();
     const int64_t stride = vocab_chunk_;
     T* grad = grad_rows();
     parallel_for(tc, row_grain(vc), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        if (column(t0 + r) < 0) {
+        if (column(t0 + r) == kIgnored) {
           zero_row(grad + r * stride, vc);
           continue;
         }
         float* z = logits + r * stride;
-        load_capped(z, z, vc, options_.softcap);
+        if (recompute) load_capped(z, z, vc, options_.softcap);
         gradient_row(z, grad + r * stride, vc, column(t0 + r) - v0, lse_[r], scale_, options_.z_loss, options_.softcap);
       }
     });
@@ -374,6 +388,7 @@ class FusedLinearCrossEntropy {
   const bool grads_;
   const int64_t rows_, vocab_, token_chunk_, vocab_chunk_;
   const bool split_;
+  const std::function<void(float*, float*, int64_t)> combine_;
   const float scale_;       // d(loss)/d(row loss) for a unit loss gradient
   Tensor logits_;           // [tc, vc] f32 tile
   Tensor grad_tile_;        // [tc, vc] bf16 gradient tile (bf16 only)
@@ -384,7 +399,12 @@ class FusedLinearCrossEntropy {
 
 void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
                                 const Tensor& targets, const FusedCrossEntropyOptions& options) {
-  const Targets target = read_targets("fused_linear_cross_entropy", targets, weight.size(0), options.loss.ignore_index);
+  const int64_t vocab = options.vocab_size > 0 ? options.vocab_size : weight.size(0);
+  TITAN_CHECK(options.vocab_offset >= 0 && options.vocab_offset + weight.size(0) <= vocab,
+              "fused_linear_cross_entropy: weight rows [{}, {}) outside the vocabulary of {}", options.vocab_offset,
+              options.vocab_offset + weight.size(0), vocab);
+  const Targets target = read_targets("fused_linear_cross_entropy", targets, vocab, options.loss.ignore_index,
+                                      options.vocab_offset, weight.size(0));
   result.counted_tokens = target.counted;
   if (target.counted == 0) {
     // Nothing counted: the loss is defined as 0 and every gradient as 0 (not 0/0).

@@ -40,7 +40,7 @@ asan-test:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_WERROR=ON -DTITAN_SANITIZE=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		ctest -j $(JOBS) --output-on-failure --timeout 1800 -R '^(core|ops\.baseline|ops\.avx512|autograd|nn|data)\.'
+		ctest -j $(JOBS) --output-on-failure --timeout 1800 -R '^(core|ops\.baseline|ops\.avx512|autograd|nn|data|distributed)\.'
 
 # libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
 # shards, safetensors headers, TOML job configs), FUZZ_SECONDS each, from the

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "bench/ops_bench.h"
+#include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
 #include "bench/train_bench.h"
 #include "titan/cli/subcommands.h"
@@ -12,13 +13,14 @@ Subcommand make_bench_subcommand() {
   auto options = std::make_shared<bench::OpsBenchOptions>();
   auto tokenizer = std::make_shared<bench::TokenizerBenchOptions>();
   auto train = std::make_shared<bench::TrainBenchOptions>();
+  auto scaling = std::make_shared<bench::ScalingBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, suite](CLI::App& parent) {
-    CLI::App* app = parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train)");
-    app->add_option("suite", *suite, "which suite: ops, tokenizer, train")
+  subcommand.add = [options, tokenizer, train, scaling, suite](CLI::App& parent) {
+    CLI::App* app = parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling)");
+    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -32,7 +34,12 @@ Subcommand make_bench_subcommand() {
     app->add_flag("!--no-peer", train->peer, "train suite: skip the PyTorch peer");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, suite] {
+    if (*suite == "scaling") {
+      scaling->json_path = options->json_path;
+      if (options->quick) scaling->steps = 3;
+      return bench::run_scaling_bench(*scaling);
+    }
     if (*suite == "train") {
       train->json_path = options->json_path;
       if (options->quick) {

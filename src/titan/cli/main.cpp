@@ -7,6 +7,21 @@
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
+#include "titan/distributed/world.h"
+
+namespace {
+
+// Under a launcher, one rank's error must end every rank now (not after the
+// others wait out a collective's timeout).
+int end_job(int code) {
+  if (titan::distributed::World::started_by_launcher()) {
+    std::fflush(stderr);
+    titan::distributed::abort_job(code);
+  }
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"titan: pre-train Llama- and Qwen-style language models natively"};
@@ -23,10 +38,10 @@ int main(int argc, char** argv) {
     return app.exit(error);
   } catch (const titan::Error& error) {
     std::fprintf(stderr, "titan: error: %s\n", error.what());
-    return 1;
+    return end_job(1);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "titan: internal error: %s\n", error.what());
-    return 2;
+    return end_job(2);
   }
   return 0;
 }

@@ -15,7 +15,10 @@ std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
 
 }  // namespace
 
-std::shared_ptr<Work> LocalProcessGroup::all_reduce(const Tensor&, ReduceOp) { return done(); }
+std::shared_ptr<Work> LocalProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  check_reduce_op(*this, "all_reduce", tensor.dtype(), op);
+  return done();
+}
 
 std::shared_ptr<Work> LocalProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
   check_all_gather(*this, output, input);
@@ -23,8 +26,9 @@ std::shared_ptr<Work> LocalProcessGroup::all_gather(const Tensor& output, const 
   return done();
 }
 
-std::shared_ptr<Work> LocalProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp) {
+std::shared_ptr<Work> LocalProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
   check_reduce_scatter(*this, output, input);
+  check_reduce_op(*this, "reduce_scatter", input.dtype(), op);
   ops::copy_(output, input.view(output.shape()));
   return done();
 }
@@ -35,7 +39,9 @@ std::shared_ptr<Work> LocalProcessGroup::broadcast(const Tensor&, int root) {
 }
 
 std::shared_ptr<Work> LocalProcessGroup::all_to_all(const Tensor& output, const Tensor& input,
-                                                    const std::vector<int64_t>&, const std::vector<int64_t>&) {
+                                                    const std::vector<int64_t>& output_splits,
+                                                    const std::vector<int64_t>& input_splits) {
+  check_all_to_all(*this, output, input, output_splits, input_splits);
   ops::copy_(output, input);
   return done();
 }

@@ -2,7 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <numeric>
+#include <limits>
 
 #include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
@@ -33,14 +33,19 @@ int comm_size(MPI_Comm comm) {
 // Element type for moving bytes; reductions need a real arithmetic type.
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
     case DType::bf16:
-    case DType::f16: return MPI_UINT16_T;
+    case DType::f16:
+      return MPI_UINT16_T;
     case DType::u8:
     case DType::f8e4m3:
-    case DType::f8e5m2: return MPI_UINT8_T;
+    case DType::f8e5m2:
+      return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }
@@ -55,8 +60,9 @@ int checked_count(int64_t count, const char* what) {
 }
 
 void check_cpu(const Tensor& tensor, const char* what) {
-  TITAN_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "{} (mpi backend): needs contiguous CPU tensors, got {} on {}",
-              what, shape_str(tensor.shape()), tensor.device().str());
+  TITAN_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(),
+              "{} (mpi backend): needs contiguous CPU tensors, got {} on {}", what, shape_str(tensor.shape()),
+              tensor.device().str());
 }
 
 }  // namespace
@@ -66,15 +72,22 @@ class MpiProcessGroup::Task final : public Work {
   Task(MpiProcessGroup* group, std::string what, std::function<void()> body)
       : group_(group), what_(std::move(what)), body_(std::move(body)) {}
 
-  void run() {
-    std::exception_ptr error;
+  // Runs the collective; finish() then releases waiters. Two steps so the
+  // worker counts a collective in the stats before anyone waiting on it returns.
+  void execute() {
     try {
       body_();
     } catch (...) {
-      error = std::current_exception();
+      error_ = std::current_exception();
     }
+    // Drop the captured tensors now, before any waiter is released: after the
+    // last wait() the program may already be destroying its statics (the CPU
+    // allocator among them) while this thread still holds the task.
+    body_ = nullptr;
+  }
+
+  void finish() {
     std::lock_guard<std::mutex> lock(mutex_);
-    error_ = error;
     done_ = true;
     done_changed_.notify_all();
   }
@@ -82,8 +95,8 @@ class MpiProcessGroup::Task final : public Work {
   void wait() override {
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
-    const bool finished = done_changed_.wait_for(
-        lock, std::chrono::duration<double>(group_->timeout_seconds()), [this] { return done_; });
+    const bool finished = done_changed_.wait_for(lock, std::chrono::duration<double>(group_->timeout_seconds()),
+                                                 [this] { return done_; });
     if (!finished) group_->abort_stalled(what_);
     lock.unlock();
     group_->add_exposed(std::chrono::duration<double>(Clock::now() - start).count());
@@ -134,10 +147,13 @@ void MpiProcessGroup::run_worker() {
       queue_.pop_front();
     }
     const auto start = Clock::now();
-    task->run();
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    stats_.collectives += 1;
+    task->execute();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      stats_.collectives += 1;
+    }
+    task->finish();
   }
 }
 
@@ -178,18 +194,19 @@ void MpiProcessGroup::reset_stats() {
 
 std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_cpu(tensor, "all_reduce");
+  check_reduce_op(*this, "all_reduce", tensor.dtype(), op);
   // MPI has no 16-bit float arithmetic: reduce a widened copy.
   const bool widen = !reducible(tensor.dtype());
   TITAN_CHECK(!widen || is_floating(tensor.dtype()), "all_reduce of a {} tensor", dtype_name(tensor.dtype()));
   const Tensor buffer = widen ? tensor.to(DType::f32) : tensor;
   const int count = checked_count(tensor.numel(), "all_reduce");
-  return enqueue(fmt::format("all_reduce({}) of {} {}", reduce_op_name(op), shape_str(tensor.shape()),
-                             dtype_name(tensor.dtype())),
-                 [=, this] {
-                   MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, mpi_type(buffer.dtype()), mpi_op(op), comm_);
-                   if (op == ReduceOp::avg) ops::scale_(buffer, 1.0f / static_cast<float>(size()));
-                   if (widen) ops::copy_(tensor, buffer);
-                 });
+  return enqueue(
+      fmt::format("all_reduce({}) of {} {}", reduce_op_name(op), shape_str(tensor.shape()), dtype_name(tensor.dtype())),
+      [=, this] {
+        MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, mpi_type(buffer.dtype()), mpi_op(op), comm_);
+        if (op == ReduceOp::avg) ops::scale_(buffer, 1.0f / static_cast<float>(size()));
+        if (widen) ops::copy_(tensor, buffer);
+      });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
@@ -207,6 +224,7 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, cons
   check_cpu(output, "reduce_scatter");
   check_cpu(input, "reduce_scatter");
   check_reduce_scatter(*this, output, input);
+  check_reduce_op(*this, "reduce_scatter", input.dtype(), op);
   const bool widen = !reducible(input.dtype());
   TITAN_CHECK(!widen || is_floating(input.dtype()), "reduce_scatter of a {} tensor", dtype_name(input.dtype()));
   const Tensor send = widen ? input.to(DType::f32) : input;
@@ -235,26 +253,16 @@ std::shared_ptr<Work> MpiProcessGroup::all_to_all(const Tensor& output, const Te
                                                   const std::vector<int64_t>& input_splits) {
   check_cpu(output, "all_to_all");
   check_cpu(input, "all_to_all");
-  TITAN_CHECK(output.dtype() == input.dtype(), "all_to_all on {}: dtypes {} and {} differ", name(),
-              dtype_name(output.dtype()), dtype_name(input.dtype()));
-  TITAN_CHECK(static_cast<int>(output_splits.size()) == size() && static_cast<int>(input_splits.size()) == size(),
-              "all_to_all on {}: needs {} split sizes each way", name(), size());
-  const int64_t in_row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
-  const int64_t out_row = output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : in_row;
-  TITAN_CHECK(std::accumulate(input_splits.begin(), input_splits.end(), int64_t{0}) == (input.dim() ? input.size(0) : 0) &&
-                  std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0}) ==
-                      (output.dim() ? output.size(0) : 0),
-              "all_to_all on {}: split sizes do not add up to the rows of input {} / output {}", name(),
-              shape_str(input.shape()), shape_str(output.shape()));
+  const int64_t row = check_all_to_all(*this, output, input, output_splits, input_splits);
   std::vector<int> send_counts, send_offsets, receive_counts, receive_offsets;
   int64_t send_offset = 0, receive_offset = 0;
   for (int p = 0; p < size(); ++p) {
-    send_counts.push_back(checked_count(input_splits[p] * in_row, "all_to_all"));
+    send_counts.push_back(checked_count(input_splits[p] * row, "all_to_all"));
     send_offsets.push_back(checked_count(send_offset, "all_to_all"));
-    send_offset += input_splits[p] * in_row;
-    receive_counts.push_back(checked_count(output_splits[p] * out_row, "all_to_all"));
+    send_offset += input_splits[p] * row;
+    receive_counts.push_back(checked_count(output_splits[p] * row, "all_to_all"));
     receive_offsets.push_back(checked_count(receive_offset, "all_to_all"));
-    receive_offset += output_splits[p] * out_row;
+    receive_offset += output_splits[p] * row;
   }
   return enqueue(fmt::format("all_to_all of {} {}", shape_str(input.shape()), dtype_name(input.dtype())), [=, this] {
     const MPI_Datatype type = mpi_type(input.dtype());

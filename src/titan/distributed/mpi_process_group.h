@@ -46,12 +46,13 @@ class MpiProcessGroup final : public ProcessGroup {
 
   MPI_Comm comm_;
   double timeout_seconds_;
-  std::thread worker_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::shared_ptr<Task>> queue_;
   bool stopping_ = false;
   CommStats stats_;
+  // Last: the thread starts once everything it uses is constructed.
+  std::thread worker_;
 };
 
 }  // namespace titan::distributed

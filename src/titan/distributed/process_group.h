@@ -75,5 +75,11 @@ class ProcessGroup {
 // Checks shared by backends: shapes and dtypes that fit each collective.
 void check_all_gather(const ProcessGroup& group, const Tensor& output, const Tensor& input);
 void check_reduce_scatter(const ProcessGroup& group, const Tensor& output, const Tensor& input);
+// avg is a floating-point reduction: integer tensors would truncate (NCCL) or fail mid-collective (MPI).
+void check_reduce_op(const ProcessGroup& group, const char* what, DType dtype, ReduceOp op);
+// Split sizes that match size() peers and the rows of both tensors, whose rows
+// (dims after the first) agree. Returns the elements in one row.
+int64_t check_all_to_all(const ProcessGroup& group, const Tensor& output, const Tensor& input,
+                         const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits);
 
 }  // namespace titan::distributed

@@ -59,9 +59,8 @@ Tensor gather_sequence(const Tensor& x, const std::shared_ptr<ProcessGroup>& gro
 Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<ProcessGroup>& group) {
   if (group->size() == 1) return x;
   Tensor y = reduce_scatter_sequence_data(x, *group);
-  autograd::record("ReduceScatterSequenceBackward", {&x}, {&y}, [group](const auto& grads) {
-    return std::vector<Tensor>{gather_sequence_data(grads[0], *group)};
-  });
+  autograd::record("ReduceScatterSequenceBackward", {&x}, {&y},
+                   [group](const auto& grads) { return std::vector<Tensor>{gather_sequence_data(grads[0], *group)}; });
   return y;
 }
 

@@ -2,10 +2,12 @@
 
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "titan/distributed/local_process_group.h"
 #include "titan/distributed/mpi_process_group.h"
+#include "titan/distributed/nccl_process_group.h"
 
 namespace titan::distributed {
 
@@ -21,7 +23,7 @@ World& World::instance(double timeout_seconds) {
   return world;
 }
 
-World::World(double timeout_seconds) {
+World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
   if (!started_by_launcher()) {
     group_ = std::make_shared<LocalProcessGroup>("world");
     return;
@@ -45,6 +47,32 @@ World::World(double timeout_seconds) {
 World::~World() {
   group_.reset();
   if (launched_) MPI_Finalize();
+}
+
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, int device) {
+  World& world = World::instance();
+  if (backend == "mpi") return world.group();
+  if (backend == "nccl") {
+#ifdef TITAN_WITH_CUDA
+    return make_nccl_process_group(world.group(), device < 0 ? world.local_rank() : device, "world",
+                                   world.timeout_seconds());
+#else
+    fail(
+        "process group backend 'nccl' needs a CUDA build of titan (this one was built without the CUDA toolkit); "
+        "use 'mpi' for CPU tensors");
+#endif
+  }
+  fail("unknown process group backend '{}' (expected 'mpi' or 'nccl')", backend);
+}
+
+void abort_job(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
 }
 
 }  // namespace titan::distributed

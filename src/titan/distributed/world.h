@@ -1,9 +1,11 @@
 // The processes of this job. Started by mpirun or srun, it initialises MPI
 // (thread-multiple) and spans every rank; started directly, it is a world of
 // one and nothing touches MPI. Rank, size and local rank come from MPI.
+// make_process_group gives the world's ranks as a group of a named backend.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "titan/distributed/process_group.h"
 
@@ -21,6 +23,7 @@ class World {
   int local_rank() const { return local_rank_; }
   bool launched() const { return launched_; }
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
+  double timeout_seconds() const { return timeout_seconds_; }
 
   // True when this process was started by an MPI launcher.
   static bool started_by_launcher();
@@ -29,7 +32,19 @@ class World {
   explicit World(double timeout_seconds);
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   bool launched_ = false;
+  double timeout_seconds_;
   std::shared_ptr<ProcessGroup> group_;
 };
+
+// The world's ranks as a group of `backend`: "mpi" (CPU tensors; the world's
+// own group, a world of one when not launched) or "nccl" (CUDA tensors on
+// cuda:`device`, by default this rank's local rank, i.e. one GPU per rank; its
+// communicator is bootstrapped over the world's group; CUDA builds only).
+// Collective over the world: every rank must call it.
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, int device = -1);
+
+// Ends every rank of the job now (MPI_Abort when launched), after the caller
+// printed why. For failures no rank can recover from, such as a stalled collective.
+[[noreturn]] void abort_job(int exit_code);
 
 }  // namespace titan::distributed

@@ -1,0 +1,96 @@
+#include "bench/scaling_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "titan/core/error.h"
+
+namespace titan::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string self_path() { return fs::read_symlink("/proc/self/exe").string(); }
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+struct Row {
+  int ranks;
+  double tokens_per_second_per_rank, comm_share, exposed_share;
+};
+
+Row measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const fs::path& folder) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = std::max(1u, cores / static_cast<unsigned>(ranks));
+  const std::string train = fmt::format(
+      "{} train --config {}/../configs/llama3_debug.toml --job.dump_folder {} --training.dataset_path {} "
+      "--model.tokenizer_path {}/tokenizer.json --training.steps {} --training.seq_len {} "
+      "--training.local_batch_size {} --validation.enable false --metrics.log_freq 1 --metrics.peak_tflops 1 "
+      "--parallelism.data_parallel_shard_degree {}",
+      self_path(), TITAN_BENCH_DIR, folder.string(), data.string(), data.string(), o.warmup + o.steps, o.seq_len,
+      o.local_batch, ranks);
+  const std::string command =
+      ranks == 1 ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
+                 : fmt::format("mpirun --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS={} "
+                               "-x OMPI_MCA_mpi_yield_when_idle=1 {}",
+                               ranks, threads, train);
+  fs::remove_all(folder);
+  TITAN_CHECK(std::system((command + " > " + (folder.string() + ".log") + " 2>&1").c_str()) == 0,
+              "scaling bench: the {}-rank run failed (see {}.log)", ranks, folder.string());
+  std::vector<double> tps, comm, exposed;
+  std::ifstream metrics(folder / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json m = nlohmann::json::parse(line);
+    if (m["step"].get<int>() <= o.warmup) continue;
+    tps.push_back(m["tokens_per_second"]);
+    comm.push_back(m["comm_busy_seconds"].get<double>() / m["step_seconds"].get<double>());
+    const double busy = m["comm_busy_seconds"];
+    exposed.push_back(busy > 0 ? m["comm_exposed_seconds"].get<double>() / busy : 0.0);
+  }
+  return {ranks, median(tps), median(comm), median(exposed)};
+}
+
+}  // namespace
+
+int run_scaling_bench(const ScalingBenchOptions& o) {
+  const fs::path root = fs::temp_directory_path() / "titan_bench_scaling";
+  const fs::path data = root / "data";
+  fs::create_directories(root);
+  if (!fs::exists(data / "manifest.json")) {
+    const std::string prepare =
+        fmt::format("{} data prepare --train-tokenizer 2048 --output {} > {}/prepare.log 2>&1", self_path(),
+                    data.string(), root.string());
+    TITAN_CHECK(std::system(prepare.c_str()) == 0, "scaling bench: data prepare failed (see {}/prepare.log)",
+                root.string());
+  }
+  std::printf("titan bench scaling: llama3 debugmodel, FSDP over N ranks, seq %lld x batch %lld per rank, median of "
+              "%d steps after %d warm-up, %u cores\n\n",
+              static_cast<long long>(o.seq_len), static_cast<long long>(o.local_batch), o.steps, o.warmup,
+              std::thread::hardware_concurrency());
+  std::printf("%6s %18s %14s %22s\n", "ranks", "tokens/s per rank", "comm / step", "exposed / comm time");
+  nlohmann::json rows = nlohmann::json::array();
+  for (int ranks : o.ranks) {
+    const Row r = measure(o, ranks, data, root / fmt::format("ranks{}", ranks));
+    std::printf("%6d %18.0f %13.1f%% %21.1f%%\n", r.ranks, r.tokens_per_second_per_rank, 100.0 * r.comm_share,
+                100.0 * r.exposed_share);
+    rows.push_back({{"ranks", r.ranks},
+                    {"tokens_per_second_per_rank", r.tokens_per_second_per_rank},
+                    {"comm_share_of_step", r.comm_share},
+                    {"exposed_share_of_comm", r.exposed_share}});
+  }
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << rows.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace titan::bench

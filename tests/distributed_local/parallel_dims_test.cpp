@@ -1,0 +1,82 @@
+// ParallelDims::resolved: filling the one -1 degree, and the errors for
+// degrees that cannot describe the world.
+#include <gtest/gtest.h>
+
+#include "titan/distributed/device_mesh.h"
+#include "titan/distributed/local_process_group.h"
+
+namespace titan::distributed {
+namespace {
+
+// The error message of resolving `dims` over `world` ranks ("" if it resolves).
+std::string resolve_error(const ParallelDims& dims, int64_t world) {
+  try {
+    dims.resolved(world);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+void expect_error(const ParallelDims& dims, int64_t world, const std::string& fragment) {
+  const std::string message = resolve_error(dims, world);
+  EXPECT_NE(message.find(fragment), std::string::npos) << "'" << fragment << "' not in: '" << message << "'";
+}
+
+TEST(ParallelDims, FillsTheRestOfTheWorld) {
+  const ParallelDims shards = ParallelDims{}.resolved(8);
+  EXPECT_EQ(shards.dp_shard, 8);
+  EXPECT_EQ(shards.dp(), 8);
+  EXPECT_TRUE(shards.fsdp_enabled());
+  EXPECT_FALSE(shards.tp_enabled());
+
+  const ParallelDims hybrid = ParallelDims{.dp_replicate = 2, .dp_shard = -1, .tp = 2}.resolved(8);
+  EXPECT_EQ(hybrid.dp_shard, 2);
+  EXPECT_EQ(hybrid.dp(), 4);
+  EXPECT_TRUE(hybrid.tp_enabled());
+
+  const ParallelDims replicas = ParallelDims{.dp_replicate = -1, .dp_shard = 1}.resolved(3);
+  EXPECT_EQ(replicas.dp_replicate, 3);
+  EXPECT_FALSE(replicas.fsdp_enabled());
+
+  const ParallelDims one = ParallelDims{}.resolved(1);
+  EXPECT_EQ(one.dp_shard, 1);
+  EXPECT_FALSE(one.fsdp_enabled());
+}
+
+TEST(ParallelDims, ProductMustBeTheWorld) {
+  expect_error({.dp_shard = 2, .tp = 2}, 8,
+               "pp 1 x dp_replicate 1 x dp_shard 2 x cp 1 x tp 2 = 4 ranks, but the job has 8");
+  expect_error({.dp_shard = 4, .tp = 2}, 4, "= 8 ranks, but the job has 4");
+  expect_error({.dp_shard = -1, .tp = 3}, 4, "does not divide the world of 4 ranks");
+}
+
+TEST(ParallelDims, AtMostOneDegreeIsTheRest) {
+  expect_error({.dp_replicate = -1, .dp_shard = -1}, 4, "only one degree may be -1");
+  expect_error({.dp_shard = -1, .tp = -1}, 4, "only one degree may be -1");
+}
+
+TEST(ParallelDims, DegreesArePositive) {
+  expect_error({.dp_shard = 0}, 4, "degrees must be >= 1 or -1");
+  expect_error({.dp_shard = 4, .tp = 0}, 4, "degrees must be >= 1 or -1");
+  expect_error({.dp_replicate = -2, .dp_shard = 2}, 4, "degrees must be >= 1 or -1");
+  expect_error({.pp = 0, .dp_shard = -1}, 4, "degrees must be >= 1 or -1");
+}
+
+TEST(ParallelDims, PipelineAndContextParallelAreNotThereYet) {
+  expect_error({.pp = 2, .dp_shard = 2}, 4, "pipeline and context parallelism are not implemented yet");
+  expect_error({.dp_shard = 2, .cp = 2}, 4, "pipeline and context parallelism are not implemented yet");
+}
+
+TEST(DeviceMesh, WorldOfOneHasGroupsOfOne) {
+  const DeviceMesh mesh({}, std::make_shared<LocalProcessGroup>());
+  for (const char* dim : {"pp", "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_shard_cp", "dp_cp", "world"}) {
+    EXPECT_EQ(mesh.size(dim), 1) << dim;
+    EXPECT_EQ(mesh.coordinate(dim), 0) << dim;
+  }
+  EXPECT_THROW(mesh.group("ep"), Error);
+  EXPECT_THROW(DeviceMesh({.dp_shard = 2}, std::make_shared<LocalProcessGroup>()), Error);
+}
+
+}  // namespace
+}  // namespace titan::distributed

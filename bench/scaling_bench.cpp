@@ -40,11 +40,12 @@ Row measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const
       "--parallelism.data_parallel_shard_degree {}",
       self_path(), TITAN_BENCH_DIR, folder.string(), data.string(), data.string(), o.warmup + o.steps, o.seq_len,
       o.local_batch, ranks);
-  const std::string command =
-      ranks == 1 ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
-                 : fmt::format("mpirun --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS={} "
-                               "-x OMPI_MCA_mpi_yield_when_idle=1 {}",
-                               ranks, threads, train);
+  const std::string command = ranks == 1
+                                  ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
+                                  : fmt::format(
+                                        "mpirun --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS={} "
+                                        "-x OMPI_MCA_mpi_yield_when_idle=1 {}",
+                                        ranks, threads, train);
   fs::remove_all(folder);
   TITAN_CHECK(std::system((command + " > " + (folder.string() + ".log") + " 2>&1").c_str()) == 0,
               "scaling bench: the {}-rank run failed (see {}.log)", ranks, folder.string());
@@ -68,22 +69,23 @@ int run_scaling_bench(const ScalingBenchOptions& o) {
   const fs::path data = root / "data";
   fs::create_directories(root);
   if (!fs::exists(data / "manifest.json")) {
-    const std::string prepare =
-        fmt::format("{} data prepare --train-tokenizer 2048 --output {} > {}/prepare.log 2>&1", self_path(),
-                    data.string(), root.string());
+    const std::string prepare = fmt::format("{} data prepare --train-tokenizer 2048 --output {} > {}/prepare.log 2>&1",
+                                            self_path(), data.string(), root.string());
     TITAN_CHECK(std::system(prepare.c_str()) == 0, "scaling bench: data prepare failed (see {}/prepare.log)",
                 root.string());
   }
-  std::printf("titan bench scaling: llama3 debugmodel, FSDP over N ranks, seq %lld x batch %lld per rank, median of "
-              "%d steps after %d warm-up, %u cores\n\n",
-              static_cast<long long>(o.seq_len), static_cast<long long>(o.local_batch), o.steps, o.warmup,
-              std::thread::hardware_concurrency());
-  std::printf("%6s %18s %14s %22s\n", "ranks", "tokens/s per rank", "comm / step", "exposed / comm time");
+  std::printf(
+      "titan bench scaling: llama3 debugmodel, FSDP over N ranks, seq %lld x batch %lld per rank, median of "
+      "%d steps after %d warm-up, %u cores\n\n",
+      static_cast<long long>(o.seq_len), static_cast<long long>(o.local_batch), o.steps, o.warmup,
+      std::thread::hardware_concurrency());
+  std::printf("%6s %18s %14s %14s %22s\n", "ranks", "tokens/s per rank", "tokens/s all", "comm / step",
+              "exposed / comm time");
   nlohmann::json rows = nlohmann::json::array();
   for (int ranks : o.ranks) {
     const Row r = measure(o, ranks, data, root / fmt::format("ranks{}", ranks));
-    std::printf("%6d %18.0f %13.1f%% %21.1f%%\n", r.ranks, r.tokens_per_second_per_rank, 100.0 * r.comm_share,
-                100.0 * r.exposed_share);
+    std::printf("%6d %18.0f %14.0f %13.1f%% %21.1f%%\n", r.ranks, r.tokens_per_second_per_rank,
+                r.ranks * r.tokens_per_second_per_rank, 100.0 * r.comm_share, 100.0 * r.exposed_share);
     rows.push_back({{"ranks", r.ranks},
                     {"tokens_per_second_per_rank", r.tokens_per_second_per_rank},
                     {"comm_share_of_step", r.comm_share},

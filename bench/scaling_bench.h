@@ -10,7 +10,7 @@ namespace titan::bench {
 
 struct ScalingBenchOptions {
   std::vector<int> ranks = {1, 2, 4};
-  int steps = 8;   // median over the steps after warm-up
+  int steps = 16;  // median over the steps after warm-up
   int warmup = 2;
   int64_t seq_len = 512;
   int64_t local_batch = 2;

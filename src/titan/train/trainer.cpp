@@ -104,8 +104,15 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               local);
   accumulation_ = global / local;
   flops_per_token_ = models::training_flops_per_token(model_config, config_.training.seq_len);
-  peak_tflops_ =
-      config_.metrics.peak_tflops > 0 ? config_.metrics.peak_tflops : default_peak_tflops(device, compute_dtype);
+  if (config_.metrics.peak_tflops > 0) {
+    peak_tflops_ = config_.metrics.peak_tflops;
+  } else {
+    // Ranks sharing a machine measure together, so each sees the share of the
+    // cores it will train on; a rank still busy in an earlier collective would
+    // otherwise steal cores from the others' measurement.
+    world.group()->barrier();
+    peak_tflops_ = default_peak_tflops(device, compute_dtype);
+  }
 
   // Rank 0 reports for the job.
   if (rank_ != 0) return;
@@ -117,14 +124,15 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
                                             config_.metrics.progress);
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
-      "%.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld, %lld bytes of parameters and optimizer "
+      "%.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of parameters and "
+      "optimizer "
       "state on rank 0\n",
       config_.model.name.c_str(), config_.model.flavor.c_str(),
       static_cast<long long>(models::parameter_count(model_config)), static_cast<long long>(vocab),
       static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
       static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_, world.size(),
       static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard),
-      static_cast<long long>(state_bytes));
+      static_cast<long long>(mesh_->dims().tp), static_cast<long long>(state_bytes));
 }
 
 Trainer::~Trainer() = default;
@@ -143,7 +151,7 @@ StepMetrics Trainer::train_step() {
   ++step_;
   Allocator& allocator = allocator_for(DeviceType::cpu);
   allocator.reset_peak();
-  for (const std::string dim : {"dp_shard", "dp_replicate", "dp"}) mesh_->group(dim)->reset_stats();
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) mesh_->group(dim)->reset_stats();
   model_->zero_grad();
   double data_seconds = 0.0, loss_sum = 0.0;
   int64_t tokens = 0;
@@ -174,14 +182,16 @@ StepMetrics Trainer::train_step() {
   m.step_seconds = seconds_since(start);
   m.data_seconds = data_seconds;
   m.tokens = tokens;
-  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds;
+  // Per device: the ranks of one tensor-parallel group share their dp rank's
+  // tokens (and its FLOPs), as TorchTitan counts it.
+  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds / static_cast<double>(mesh_->size("tp"));
   m.tflops = flops_per_token_ * m.tokens_per_second / 1e12;
   m.mfu_percent = 100.0 * m.tflops / peak_tflops_;
   const MemoryStats memory = allocator.stats();
   m.peak_memory_gib = static_cast<double>(memory.peak_bytes) / kGiB;
   m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib();
-  for (const std::string dim : {"dp_shard", "dp_replicate", "dp"}) {
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) {
     const distributed::CommStats comm = mesh_->group(dim)->stats();
     m.comm_busy_seconds += comm.busy_seconds;
     m.comm_exposed_seconds += comm.exposed_seconds;

@@ -3,7 +3,7 @@
 // files (the shared mapping is in models/hf_adapter.h).
 #pragma once
 
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf_config.h"
 
 namespace titan::models::llama3 {
 

@@ -3,7 +3,7 @@
 // mapping is in models/hf_adapter.h).
 #pragma once
 
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf_config.h"
 
 namespace titan::models::qwen3 {
 

@@ -22,6 +22,7 @@ struct JobSection {
 struct ModelSection {
   std::string name = "llama3";
   std::string flavor = "debugmodel";
+  std::string hf_config = "";
   std::string tokenizer_path = "";
   int64_t vocab_size = 0;
   std::string attention = "flash";
@@ -31,6 +32,9 @@ struct ModelSection {
   void visit(ConfigVisitor& v) {
     v.field("name", name, "model family: llama3 or qwen3");
     v.field("flavor", flavor, "named size: debugmodel, 1B, 8B, ...");
+    v.field("hf_config", hf_config,
+            "a Hugging Face config.json (LlamaForCausalLM, Qwen3ForCausalLM): builds that model; name and flavor "
+            "follow it");
     v.field("tokenizer_path", tokenizer_path,
             "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");
     v.field("vocab_size", vocab_size, "override the vocabulary size (0 = the tokenizer's, else the flavor's)");

@@ -3,9 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
+#include "titan/train/job_model_config.h"
 
 namespace titan::train {
 
@@ -13,37 +14,54 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The model exactly as the job config describes it (vocabulary already resolved into model.vocab_size).
-models::DecoderConfig decoder_config(const JobConfig& config) {
-  models::DecoderConfig decoder = models::model_config(config.model.name, config.model.flavor, config.model.vocab_size);
-  decoder.block.attention.attention_impl = config.model.attention;
-  decoder.max_seq_len = std::max(decoder.max_seq_len, config.training.seq_len);
-  return decoder;
+// The export's files, into `staging`.
+void write_export_files(const fs::path& staging, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
+  JobConfig saved = config;
+  // Files the job config names travel with the export and are named relative to it.
+  auto bring = [&](std::string& path, const std::string& name) {
+    if (path.empty() || !fs::is_regular_file(path)) return;
+    fs::copy_file(path, staging / name, fs::copy_options::overwrite_existing);
+    path = name;
+  };
+  bring(saved.model.tokenizer_path, fs::path(config.model.tokenizer_path).filename().string());
+  bring(saved.model.hf_config, "config.json");
+  checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors,
+                                {{"format", "titan"}, {"model", config.model.name}, {"flavor", config.model.flavor}});
+  std::ofstream toml(staging / "job.toml");
+  toml << config_to_toml(saved);
+  toml.close();
+  TITAN_CHECK(toml.good(), "failed writing {}", (staging / "job.toml").string());
 }
 
 }  // namespace
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype) {
-  const fs::path target(folder);
+  JobConfig saved = config;
+  saved.model.vocab_size = model.config.vocab_size;
+  checkpoint::NamedTensors tensors;
+  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(name, tensor.to(dtype));
+  write_model_export(folder, saved, tensors);
+}
+
+void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
+  fs::path target = fs::absolute(fs::path(folder)).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "out/" is "out"
   const fs::path staging = target.parent_path() / (target.filename().string() + ".partial");
   fs::remove_all(staging);
   fs::create_directories(staging);
-
-  JobConfig saved = config;
-  saved.model.vocab_size = model.config.vocab_size;
-  const std::string& tokenizer = config.model.tokenizer_path;
-  if (!tokenizer.empty() && fs::is_regular_file(tokenizer)) {
-    const fs::path copy = staging / fs::path(tokenizer).filename();
-    fs::copy_file(tokenizer, copy, fs::copy_options::overwrite_existing);
-    saved.model.tokenizer_path = fs::path(tokenizer).filename().string();  // relative to the export
+  try {
+    write_export_files(staging, config, tensors);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw;
   }
-  checkpoint::NamedTensors tensors;
-  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(name, tensor.to(dtype));
-  checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors,
-                                {{"format", "titan"}, {"model", config.model.name}, {"flavor", config.model.flavor}});
-  std::ofstream(staging / "job.toml") << config_to_toml(saved);
-  fs::remove_all(target);
-  fs::rename(staging, target);
+  checkpoint::replace_folder(staging.string(), target.string());
+}
+
+models::DecoderConfig exported_model_config(JobConfig& config, const std::string& folder) {
+  TITAN_CHECK(config.model.vocab_size > 0, "{}/job.toml: model.vocab_size is not set", folder);
+  return resolve_model_config(config, config.model.vocab_size, folder);
 }
 
 ExportedModel load_exported_model(const std::string& folder) {
@@ -54,8 +72,7 @@ ExportedModel load_exported_model(const std::string& folder) {
   }
   ExportedModel exported;
   load_toml_file(exported.config, (root / "job.toml").string());
-  TITAN_CHECK(exported.config.model.vocab_size > 0, "{}/job.toml: model.vocab_size is not set", folder);
-  exported.model = decoder_config(exported.config).build();
+  exported.model = exported_model_config(exported.config, folder).build();
   checkpoint::SafetensorsReader reader((root / "model.safetensors").string());
   std::map<std::string, Tensor> state;
   for (const auto& entry : reader.header().entries) state[entry.name] = reader.read(entry.name);

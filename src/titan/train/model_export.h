@@ -7,12 +7,19 @@
 #include <memory>
 #include <string>
 
+#include "titan/checkpoint/safetensors.h"
 #include "titan/models/decoder.h"
 #include "titan/train/job_config.h"
 
 namespace titan::train {
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype);
+// The same from tensors already named and cast (e.g. converted from Hugging
+// Face). The tokenizer and model.hf_config files the config names are copied
+// in; an existing export at `folder` is replaced only once the new one is complete.
+void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors);
+// The model an export's job.toml describes (model.hf_config relative to `folder`).
+models::DecoderConfig exported_model_config(JobConfig& config, const std::string& folder);
 
 struct ExportedModel {
   JobConfig config;

@@ -19,6 +19,7 @@
 #include "titan/ops/reduction.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
+#include "titan/train/job_model_config.h"
 #include "titan/train/model_export.h"
 
 namespace titan::train {
@@ -64,15 +65,15 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   } else {
     TITAN_CHECK(!config_.validation.enable, "validation needs the job's dataset, not injected batches");
   }
-  const int64_t vocab = config_.model.vocab_size > 0 ? config_.model.vocab_size : tokenizer_vocab;
-  TITAN_CHECK(vocab > 0, "model.vocab_size is not set and there is no tokenizer to take it from");
+  // A Hugging Face config.json fixes the vocabulary (its embedding rows); otherwise the tokenizer sizes it.
+  const bool from_hf = !config_.model.hf_config.empty();
+  const int64_t requested_vocab =
+      config_.model.vocab_size > 0 ? config_.model.vocab_size : (from_hf ? 0 : tokenizer_vocab);
+  TITAN_CHECK(from_hf || requested_vocab > 0, "model.vocab_size is not set and there is no tokenizer to take it from");
+  models::DecoderConfig model_config = resolve_model_config(config_, requested_vocab);
+  const int64_t vocab = model_config.vocab_size;
   TITAN_CHECK(vocab >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids", vocab,
               tokenizer_vocab);
-  models::DecoderConfig model_config = models::model_config(config_.model.name, config_.model.flavor, vocab);
-  model_config.block.attention.attention_impl = config_.model.attention;
-  model_config.loss.fused = config_.model.fused_loss;
-  model_config.loss.vocab_chunk = config_.model.loss_vocab_chunk;
-  model_config.max_seq_len = std::max(model_config.max_seq_len, config_.training.seq_len);
   model_ = model_config.build(device);
   Generator generator(static_cast<uint64_t>(config_.training.seed));
   model_->init_weights(generator);

@@ -1,0 +1,191 @@
+#include "titan/checkpoint/hf_folder.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "titan/checkpoint/hf_index.h"
+
+namespace titan::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  TITAN_CHECK(file.good(), "cannot open '{}'", path.string());
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+void write_text_file(const fs::path& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  file.close();
+  TITAN_CHECK(file.good(), "failed writing '{}'", path.string());
+}
+
+// "out/" and "out" are the same folder; renames need its last component.
+fs::path folder_path(const std::string& folder) {
+  fs::path path = fs::absolute(fs::path(folder)).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();
+  return path;
+}
+
+}  // namespace
+
+HfFolderReader::HfFolderReader(std::string folder) : folder_(std::move(folder)) {
+  const fs::path root(folder_);
+  TITAN_CHECK(fs::is_directory(root), "'{}' is not a folder", folder_);
+  const fs::path config = root / "config.json";
+  TITAN_CHECK(fs::is_regular_file(config), "{}: missing config.json (not a Hugging Face model folder?)", folder_);
+  config_ = models::read_hf_config_file(config.string());
+
+  const fs::path index_path = root / kHfIndexFile;
+  if (fs::is_regular_file(index_path)) {
+    const std::string source = index_path.string();
+    const HfIndex index = parse_hf_index(read_text_file(index_path), source);
+    std::map<std::string, size_t> shard_of_file;
+    for (const std::string& file : index.files()) {
+      TITAN_CHECK(fs::is_regular_file(root / file), "{}: shard '{}' does not exist", source, file);
+      shard_of_file[file] = shards_.size();
+      shards_.push_back(std::make_unique<SafetensorsReader>((root / file).string()));
+    }
+    for (const auto& [tensor, file] : index.weight_map) {
+      const size_t shard = shard_of_file.at(file);
+      TITAN_CHECK(shards_[shard]->contains(tensor), "{}: tensor '{}' is mapped to '{}', which does not hold it", source,
+                  tensor, file);
+      where_[tensor] = shard;
+    }
+    // A tensor the index does not list would be silently skipped by HF's loaders: refuse it here.
+    for (const auto& shard : shards_) {
+      for (const auto& entry : shard->header().entries) {
+        TITAN_CHECK(where_.count(entry.name) != 0 && shards_[where_.at(entry.name)].get() == shard.get(),
+                    "{}: tensor '{}' is not listed for this shard in {}", shard->path(), entry.name, kHfIndexFile);
+      }
+    }
+    return;
+  }
+  const fs::path single = root / kHfSingleFile;
+  TITAN_CHECK(fs::is_regular_file(single), "{}: neither {} nor {} is there", folder_, kHfSingleFile, kHfIndexFile);
+  shards_.push_back(std::make_unique<SafetensorsReader>(single.string()));
+  for (const auto& entry : shards_.front()->header().entries) where_[entry.name] = 0;
+}
+
+std::vector<std::string> HfFolderReader::tensor_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, shard] : where_) names.push_back(name);
+  return names;
+}
+
+const SafetensorsReader& HfFolderReader::shard_of(const std::string& name) const {
+  auto found = where_.find(name);
+  TITAN_CHECK(found != where_.end(), "{}: no tensor named '{}'", folder_, name);
+  return *shards_[found->second];
+}
+
+const std::string& HfFolderReader::file_of(const std::string& name) const { return shard_of(name).path(); }
+const SafetensorsEntry& HfFolderReader::entry(const std::string& name) const { return shard_of(name).entry(name); }
+Tensor HfFolderReader::read(const std::string& name) const { return shard_of(name).read(name); }
+
+std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
+                                              std::optional<DType> dtype) {
+  const std::string& architecture = reader.config().architecture;
+  // Names and shapes only: a meta-device model allocates nothing.
+  const auto expected = config.build(Device::meta());
+  std::map<std::string, Tensor> state;
+  std::set<std::string> used;
+  for (auto& [name, parameter] : expected->named_parameters()) {
+    const std::string hf_name = models::hf_tensor_name(name);
+    TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
+                name, architecture);
+    const SafetensorsEntry& entry = reader.entry(hf_name);
+    TITAN_CHECK(entry.shape == parameter->data.shape(), "{}: tensor '{}' has shape {}, but config.json implies {}",
+                reader.file_of(hf_name), hf_name, shape_str(entry.shape), shape_str(parameter->data.shape()));
+    TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
+                "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
+                dtype_name(entry.dtype));
+    Tensor tensor = models::from_hf_layout(name, reader.read(hf_name), config);
+    state[name] = dtype ? tensor.to(*dtype) : tensor;
+    used.insert(hf_name);
+  }
+  for (const std::string& name : reader.tensor_names()) {
+    TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),
+                "{}: unexpected tensor '{}' (not part of a {} with this config.json)", reader.file_of(name), name,
+                architecture);
+  }
+  return state;
+}
+
+void replace_folder(const std::string& staging, const std::string& target) {
+  const fs::path to = folder_path(target);
+  if (!fs::exists(to)) {
+    fs::rename(staging, to);
+    return;
+  }
+  const fs::path aside = to.parent_path() / (to.filename().string() + ".old");
+  fs::remove_all(aside);
+  fs::rename(to, aside);
+  fs::rename(staging, to);
+  fs::remove_all(aside);
+}
+
+void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
+                     const NamedTensors& tensors, const HfWriteOptions& options) {
+  const models::HfConfig hf = models::hf_config_from_decoder(model_name, config, options.dtype);
+  // Plan the shards from sizes alone, so only one shard's converted tensors are in memory at a time.
+  std::vector<std::vector<size_t>> shards;
+  uint64_t shard_bytes = 0, total_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, tensor] = tensors[i];
+    TITAN_CHECK(!models::hf_tensor_name(name).empty(), "tensor '{}' has no Hugging Face name", name);
+    const uint64_t bytes = static_cast<uint64_t>(tensor.numel()) * dtype_size(options.dtype);
+    if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes)) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(i);
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+  TITAN_CHECK(!shards.empty(), "no tensors to write to {}", folder);
+
+  const fs::path target = folder_path(folder);
+  const fs::path staging = target.parent_path() / (target.filename().string() + ".partial");
+  fs::create_directories(target.parent_path());
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  try {
+    write_text_file(staging / "config.json", models::hf_config_json(hf));
+    HfIndex index;
+    index.total_size = total_bytes;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      const std::string file = shards.size() == 1
+                                   ? std::string(kHfSingleFile)
+                                   : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+      NamedTensors shard;
+      for (size_t i : shards[s]) {
+        const auto& [name, tensor] = tensors[i];
+        const std::string hf_name = models::hf_tensor_name(name);
+        shard.emplace_back(hf_name, models::to_hf_layout(name, tensor, config).to(options.dtype));
+        index.weight_map[hf_name] = file;
+      }
+      // transformers refuses safetensors files without format = pt.
+      write_safetensors((staging / file).string(), shard, {{"format", "pt"}});
+    }
+    if (shards.size() > 1) write_text_file(staging / kHfIndexFile, hf_index_json(index));
+    for (const auto& [name, source] : options.extra_files) fs::copy_file(source, staging / name);
+    replace_folder(staging.string(), target.string());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw;
+  }
+}
+
+}  // namespace titan::checkpoint

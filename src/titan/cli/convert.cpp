@@ -1,0 +1,102 @@
+// `titan convert --from hf DIR --to titan OUT` (and back): moves model
+// weights between titan's model export and Hugging Face folders. OUT is
+// written under a temporary name and renamed into place, so a failed
+// conversion leaves nothing behind and never touches an existing folder.
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "titan/cli/subcommands.h"
+#include "titan/core/error.h"
+#include "titan/train/hf_convert.h"
+
+namespace titan::cli {
+
+namespace {
+
+struct ConvertArguments {
+  std::vector<std::string> from, to;
+  std::string dtype = "auto";
+  std::string max_shard_size = "5GB";
+  bool force = false;
+};
+
+// "5GB", "500MB", "64KiB" or plain bytes (decimal units as HF writes them, binary with "i").
+uint64_t parse_size(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  TITAN_CHECK(digits > 0 && digits <= 15, "--max-shard-size '{}': expected a size such as 5GB, 500MB or 1000000", text);
+  const uint64_t value = std::stoull(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::vector<std::pair<std::string, uint64_t>> units{{"", 1},
+                                                            {"B", 1},
+                                                            {"KB", 1000},
+                                                            {"MB", 1000000},
+                                                            {"GB", 1000000000},
+                                                            {"KIB", 1 << 10},
+                                                            {"MIB", 1 << 20},
+                                                            {"GIB", uint64_t{1} << 30}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name) {
+      TITAN_CHECK(value > 0, "--max-shard-size must be positive");
+      return value * scale;
+    }
+  }
+  fail("--max-shard-size '{}': unknown unit '{}' (B, KB, MB, GB, KiB, MiB, GiB)", text, unit);
+}
+
+void check_format(const std::vector<std::string>& pair, const char* option) {
+  TITAN_CHECK(pair.size() == 2 && (pair[0] == "hf" || pair[0] == "titan"),
+              "{} takes a format (hf or titan) and a folder, e.g. {} hf path/to/model", option, option);
+}
+
+}  // namespace
+
+Subcommand make_convert_subcommand() {
+  auto args = std::make_shared<ConvertArguments>();
+  Subcommand subcommand;
+  subcommand.add = [args](CLI::App& parent) {
+    CLI::App* app = parent.add_subcommand("convert", "convert model weights between titan and Hugging Face folders");
+    app->add_option("--from", args->from, "source: FORMAT DIR (hf: config.json + safetensors; titan: a model export)")
+        ->expected(2)
+        ->required();
+    app->add_option("--to", args->to, "destination: FORMAT OUT (the other format)")->expected(2)->required();
+    app->add_option("--dtype", args->dtype, "weights dtype: auto (as stored), f32, bf16 or f16")->capture_default_str();
+    app->add_option("--max-shard-size", args->max_shard_size, "HF output: start a new shard past this size")
+        ->capture_default_str();
+    app->add_flag("--force", args->force, "replace OUT if it exists (only once the new one is complete)");
+    return app;
+  };
+  subcommand.run = [args] {
+    check_format(args->from, "--from");
+    check_format(args->to, "--to");
+    const std::string &source = args->from[1], &output = args->to[1];
+    TITAN_CHECK(args->from[0] != args->to[0], "--from and --to are both '{}': convert goes between hf and titan",
+                args->from[0]);
+    namespace fs = std::filesystem;
+    TITAN_CHECK(fs::is_directory(source), "--from {}: '{}' is not a folder", args->from[0], source);
+    TITAN_CHECK(!fs::exists(output) || !fs::equivalent(source, output), "--to {} is the source folder", output);
+    TITAN_CHECK(args->force || !fs::exists(output), "'{}' exists (pass --force to replace it)", output);
+    train::ConvertOptions options;
+    if (args->dtype != "auto") {
+      const DType dtype = parse_dtype(args->dtype);
+      TITAN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+                  "--dtype {}: weights convert to f32, bf16 or f16", args->dtype);
+      options.dtype = dtype;
+    }
+    options.max_shard_bytes = parse_size(args->max_shard_size);
+    if (args->from[0] == "hf") {
+      train::convert_hf_to_titan(source, output, options);
+    } else {
+      train::convert_titan_to_hf(source, output, options);
+    }
+    std::printf("titan: converted %s folder %s to %s folder %s\n", args->from[0].c_str(), source.c_str(),
+                args->to[0].c_str(), output.c_str());
+    return 0;
+  };
+  return subcommand;
+}
+
+}  // namespace titan::cli

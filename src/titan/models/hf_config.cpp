@@ -1,0 +1,264 @@
+#include "titan/models/hf_config.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "titan/core/error.h"
+#include "titan/models/llama3/hf_adapter.h"
+#include "titan/models/qwen3/hf_adapter.h"
+
+namespace titan::models {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// Sizes beyond these are no model anyone trains; refusing them keeps products
+// such as heads x head_dim far from int64 overflow on hostile input.
+constexpr int64_t kMaxDimension = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 100000;
+constexpr int64_t kMaxPositions = int64_t{1} << 26;
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const HfFamily& family : hf_families()) names.push_back(family.architecture);
+  return names;
+}
+
+class ConfigReader {
+ public:
+  ConfigReader(const Json& json, const std::string& source) : json_(json), source_(source) {}
+
+  bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
+
+  void get(const char* key, int64_t& value, int64_t min, int64_t max) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_number_integer(), "{}: '{}' must be an integer, got {}", source_, key, v.dump());
+    // Unsigned JSON integers may not fit int64: compare them unsigned first.
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(max) &&
+                                                       static_cast<int64_t>(v.get<uint64_t>()) >= min
+                                                 : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
+    TITAN_CHECK(in_range, "{}: '{}' = {} is outside [{}, {}]", source_, key, v.dump(), min, max);
+    value = v.get<int64_t>();
+  }
+  void get_positive(const char* key, int64_t& value, int64_t max) const { get(key, value, 1, max); }
+
+  void get(const char* key, double& value) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_number(), "{}: '{}' must be a number, got {}", source_, key, v.dump());
+    value = v.get<double>();
+    TITAN_CHECK(std::isfinite(value) && value > 0.0, "{}: '{}' must be a positive number, got {}", source_, key,
+                v.dump());
+  }
+
+  void get(const char* key, bool& value) const {
+    if (!has(key)) return;
+    TITAN_CHECK(json_[key].is_boolean(), "{}: '{}' must be true or false, got {}", source_, key, json_[key].dump());
+    value = json_[key].get<bool>();
+  }
+
+  std::string get_string(const char* key) const {
+    if (!has(key)) return "";
+    TITAN_CHECK(json_[key].is_string(), "{}: '{}' must be a string, got {}", source_, key, json_[key].dump());
+    return json_[key].get<std::string>();
+  }
+
+  // Features titan's decoder does not have must be off (absent, or the value that means off).
+  void require_off(const char* key, const HfFamily& family) const {
+    bool on = false;
+    get(key, on);
+    TITAN_CHECK(!on, "{}: '{}' = true is not supported for {} (titan's decoder has no such feature)", source_, key,
+                family.architecture);
+  }
+
+ private:
+  const Json& json_;
+  const std::string& source_;
+};
+
+void read_rope_scaling(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
+  if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return;
+  const Json& scaling = json["rope_scaling"];
+  TITAN_CHECK(scaling.is_object(), "{}: 'rope_scaling' must be an object or null, got {}", source, scaling.dump());
+  const ConfigReader reader(scaling, source);
+  std::string type = reader.get_string("rope_type");
+  if (type.empty()) type = reader.get_string("type");  // older transformers name it "type"
+  if (type.empty() || type == "default") return;
+  TITAN_CHECK(type == "llama3" && family.llama3_rope_scaling,
+              "{}: rope_scaling type '{}' is not supported for {} (supported: {})", source, type, family.architecture,
+              family.llama3_rope_scaling ? "default, llama3" : "default");
+  TITAN_CHECK(reader.has("factor"), "{}: rope_scaling of type llama3 needs 'factor'", source);
+  ops::RopeScaling& s = config.rope_scaling;
+  s = ops::RopeScaling{};
+  reader.get("factor", s.factor);
+  reader.get("low_freq_factor", s.low_freq_factor);
+  reader.get("high_freq_factor", s.high_freq_factor);
+  reader.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
+  // The smoothing between the two wavelength bounds divides by their difference.
+  TITAN_CHECK(s.high_freq_factor > s.low_freq_factor,
+              "{}: rope_scaling high_freq_factor {} must exceed low_freq_factor {}", source, s.high_freq_factor,
+              s.low_freq_factor);
+}
+
+}  // namespace
+
+const std::vector<HfFamily>& hf_families() {
+  static const std::vector<HfFamily> families{llama3::hf_family(), qwen3::hf_family()};
+  return families;
+}
+
+const HfFamily& hf_family_for_model(const std::string& model_name) {
+  for (const HfFamily& family : hf_families()) {
+    if (family.model == model_name) return family;
+  }
+  fail("model '{}' has no Hugging Face adapter", model_name);
+}
+
+const HfFamily& hf_family(const HfConfig& config) {
+  for (const HfFamily& family : hf_families()) {
+    if (family.architecture == config.architecture) return family;
+  }
+  fail("unsupported architecture '{}' (supported: {})", config.architecture,
+       fmt::join(supported_architectures(), ", "));
+}
+
+std::string hf_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      fail("dtype {} has no Hugging Face torch_dtype name (use f32, bf16 or f16)", dtype_name(dtype));
+  }
+}
+
+std::optional<DType> hf_dtype(const std::string& torch_dtype) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    if (hf_dtype_name(dtype) == torch_dtype) return dtype;
+  }
+  return std::nullopt;
+}
+
+HfConfig parse_hf_config(std::string_view json_text, const std::string& source) {
+  Json json;
+  try {
+    json = Json::parse(json_text);
+  } catch (const Json::exception& error) {
+    fail("{}: not valid JSON: {}", source, error.what());
+  }
+  TITAN_CHECK(json.is_object(), "{}: config is not a JSON object", source);
+  const ConfigReader reader(json, source);
+
+  std::string architecture;
+  if (reader.has("architectures")) {
+    const Json& list = json["architectures"];
+    TITAN_CHECK(list.is_array() && !list.empty() && list[0].is_string(),
+                "{}: 'architectures' must be a non-empty list of names, got {}", source, list.dump());
+    TITAN_CHECK(list.size() == 1, "{}: 'architectures' lists {} models; titan converts one: {}", source, list.size(),
+                list.dump());
+    architecture = list[0].get<std::string>();
+  }
+  const std::string model_type = reader.get_string("model_type");
+  TITAN_CHECK(!architecture.empty() || !model_type.empty(),
+              "{}: neither 'architectures' nor 'model_type' says which model this is", source);
+  const HfFamily* family = nullptr;
+  for (const HfFamily& candidate : hf_families()) {
+    if (architecture.empty() ? candidate.model_type == model_type : candidate.architecture == architecture) {
+      family = &candidate;
+    }
+  }
+  TITAN_CHECK(family != nullptr, "{}: unsupported {} '{}' (supported: {})", source,
+              architecture.empty() ? "model_type" : "architecture", architecture.empty() ? model_type : architecture,
+              fmt::join(supported_architectures(), ", "));
+  TITAN_CHECK(model_type.empty() || model_type == family->model_type,
+              "{}: unsupported model_type '{}' for architecture {} (expected '{}')", source, model_type,
+              family->architecture, family->model_type);
+
+  HfConfig config = family->defaults;
+  config.architecture = family->architecture;
+  config.model_type = family->model_type;
+  reader.get_positive("hidden_size", config.hidden_size, kMaxDimension);
+  reader.get_positive("intermediate_size", config.intermediate_size, kMaxDimension);
+  reader.get_positive("num_hidden_layers", config.num_hidden_layers, kMaxLayers);
+  reader.get_positive("num_attention_heads", config.num_attention_heads, kMaxDimension);
+  reader.get_positive("num_key_value_heads", config.num_key_value_heads, kMaxDimension);
+  reader.get_positive("head_dim", config.head_dim, kMaxDimension);
+  reader.get_positive("vocab_size", config.vocab_size, kMaxDimension);
+  reader.get_positive("max_position_embeddings", config.max_position_embeddings, kMaxPositions);
+  reader.get("rms_norm_eps", config.rms_norm_eps);
+  reader.get("rope_theta", config.rope_theta);
+  reader.get("tie_word_embeddings", config.tie_word_embeddings);
+  read_rope_scaling(json, source, *family, config);
+  // Newer transformers write "dtype", older "torch_dtype".
+  const std::string dtype = reader.has("torch_dtype") ? reader.get_string("torch_dtype") : reader.get_string("dtype");
+  TITAN_CHECK(dtype.empty() || hf_dtype(dtype).has_value(),
+              "{}: torch_dtype '{}' is not supported (float32, bfloat16, float16)", source, dtype);
+  config.torch_dtype = dtype;
+
+  const std::string activation = reader.get_string("hidden_act");
+  TITAN_CHECK(activation.empty() || activation == "silu", "{}: hidden_act '{}' is not supported (titan uses silu)",
+              source, activation);
+  for (const char* key : {"attention_bias", "mlp_bias", "use_sliding_window"}) reader.require_off(key, *family);
+
+  const int64_t heads = config.num_attention_heads;
+  const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
+  TITAN_CHECK(heads % kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", source,
+              heads, kv_heads);
+  TITAN_CHECK(config.head_dim > 0 || config.hidden_size % heads == 0,
+              "{}: hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)", source,
+              config.hidden_size, heads);
+  const int64_t head_dim = config.head_dim > 0 ? config.head_dim : config.hidden_size / heads;
+  TITAN_CHECK(head_dim % 2 == 0, "{}: head_dim {} must be even for rotary embeddings", source, head_dim);
+  return config;
+}
+
+HfConfig read_hf_config_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  TITAN_CHECK(file.good(), "cannot open '{}'", path);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parse_hf_config(text.str(), path);
+}
+
+std::string hf_config_json(const HfConfig& config) {
+  const HfFamily& family = hf_family(config);
+  nlohmann::ordered_json json;
+  json["architectures"] = {config.architecture};
+  json["model_type"] = config.model_type;
+  json["hidden_size"] = config.hidden_size;
+  json["intermediate_size"] = config.intermediate_size;
+  json["num_hidden_layers"] = config.num_hidden_layers;
+  json["num_attention_heads"] = config.num_attention_heads;
+  json["num_key_value_heads"] =
+      config.num_key_value_heads > 0 ? config.num_key_value_heads : config.num_attention_heads;
+  json["head_dim"] = config.head_dim > 0 ? config.head_dim : config.hidden_size / config.num_attention_heads;
+  json["vocab_size"] = config.vocab_size;
+  json["max_position_embeddings"] = config.max_position_embeddings;
+  json["rms_norm_eps"] = config.rms_norm_eps;
+  json["rope_theta"] = config.rope_theta;
+  if (config.rope_scaling.factor > 0) {
+    json["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", config.rope_scaling.factor},
+                            {"low_freq_factor", config.rope_scaling.low_freq_factor},
+                            {"high_freq_factor", config.rope_scaling.high_freq_factor},
+                            {"original_max_position_embeddings", config.rope_scaling.original_max_position}};
+  } else {
+    json["rope_scaling"] = nullptr;
+  }
+  json["tie_word_embeddings"] = config.tie_word_embeddings;
+  if (!config.torch_dtype.empty()) json["torch_dtype"] = config.torch_dtype;
+  json["hidden_act"] = "silu";
+  for (const std::string& key : family.disabled_features) json[key] = false;
+  return json.dump(2) + "\n";
+}
+
+}  // namespace titan::models

@@ -1,0 +1,35 @@
+#include "titan/train/job_model_config.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "titan/models/decoder_config_diff.h"
+#include "titan/models/hf_adapter.h"
+#include "titan/models/model_spec.h"
+
+namespace titan::train {
+
+models::DecoderConfig resolve_model_config(JobConfig& config, int64_t vocab_size, const std::string& base_folder) {
+  ModelSection& model = config.model;
+  models::DecoderConfig decoder;
+  if (!model.hf_config.empty()) {
+    std::filesystem::path path(model.hf_config);
+    if (path.is_relative() && !base_folder.empty()) path = std::filesystem::path(base_folder) / path;
+    const models::HfConfig hf = models::read_hf_config_file(path.string());
+    decoder = models::decoder_config_from_hf(hf);
+    TITAN_CHECK(vocab_size <= 0 || vocab_size == decoder.vocab_size,
+                "model.vocab_size {} differs from vocab_size {} in model.hf_config {}", vocab_size, decoder.vocab_size,
+                path.string());
+    model.name = models::hf_family(hf).model;
+    model.flavor = models::matching_flavor(model.name, decoder);
+  } else {
+    decoder = models::model_config(model.name, model.flavor, vocab_size);
+  }
+  decoder.block.attention.attention_impl = model.attention;
+  decoder.loss.fused = model.fused_loss;
+  decoder.loss.vocab_chunk = model.loss_vocab_chunk;
+  decoder.max_seq_len = std::max(decoder.max_seq_len, config.training.seq_len);
+  return decoder;
+}
+
+}  // namespace titan::train

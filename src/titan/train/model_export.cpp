@@ -23,12 +23,8 @@ models::DecoderConfig decoder_config(const JobConfig& config) {
 
 }  // namespace
 
-void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype) {
-  const fs::path target(folder);
-  const fs::path staging = target.parent_path() / (target.filename().string() + ".partial");
-  fs::remove_all(staging);
-  fs::create_directories(staging);
-
+void write_model_export(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype) {
+  const fs::path staging(folder);
   JobConfig saved = config;
   saved.model.vocab_size = model.config.vocab_size;
   const std::string& tokenizer = config.model.tokenizer_path;
@@ -42,6 +38,14 @@ void export_model(models::Decoder& model, const JobConfig& config, const std::st
   checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors,
                                 {{"format", "titan"}, {"model", config.model.name}, {"flavor", config.model.flavor}});
   std::ofstream(staging / "job.toml") << config_to_toml(saved);
+}
+
+void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype) {
+  const fs::path target(folder);
+  const fs::path staging = target.parent_path() / (target.filename().string() + ".partial");
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  write_model_export(model, config, staging.string(), dtype);
   fs::remove_all(target);
   fs::rename(staging, target);
 }

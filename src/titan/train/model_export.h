@@ -13,6 +13,8 @@
 namespace titan::train {
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype);
+// The export's files (model.safetensors, job.toml, the tokenizer) written into an existing folder.
+void write_model_export(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype);
 
 struct ExportedModel {
   JobConfig config;

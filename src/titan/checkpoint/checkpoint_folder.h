@@ -14,7 +14,7 @@ namespace titan::checkpoint {
 inline constexpr const char* kCompleteMarker = "COMPLETE";
 inline constexpr const char* kMetadataFile = "metadata.json";
 
-std::string step_folder_name(int64_t step);  // "step-000100"
+std::string step_folder_name(int64_t step);     // "step-000100"
 std::string staging_folder_name(int64_t step);  // "step-000100.partial"
 
 struct CheckpointScan {

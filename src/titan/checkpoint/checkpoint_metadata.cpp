@@ -62,9 +62,9 @@ ChunkMetadata parse_chunk(const json& value, const TensorMetadata& tensor, uint6
   const json& file = member(value, "file", where);
   TITAN_CHECK(file.is_string(), "{}: \"file\" must be a string", where);
   chunk.file = file.get<std::string>();
-  TITAN_CHECK(!chunk.file.empty() && chunk.file.find('/') == std::string::npos && chunk.file != "." &&
-                  chunk.file != "..",
-              "{}: file '{}' must be a plain file name in the step folder", where, chunk.file);
+  TITAN_CHECK(
+      !chunk.file.empty() && chunk.file.find('/') == std::string::npos && chunk.file != "." && chunk.file != "..",
+      "{}: file '{}' must be a plain file name in the step folder", where, chunk.file);
   chunk.byte_offset = unsigned_number(member(value, "byte_offset", where), where + ".byte_offset");
   chunk.offsets = dims(member(value, "offsets", where), where + ".offsets");
   chunk.shape = dims(member(value, "shape", where), where + ".shape");
@@ -112,14 +112,10 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& metadata) {
     }
     tensors[name] = {{"dtype", safetensors_dtype_name(tensor.dtype)}, {"shape", tensor.shape}, {"chunks", chunks}};
   }
-  const json root{{"format", "titan-checkpoint"},
-                  {"version", kCheckpointFormatVersion},
-                  {"step", metadata.step},
-                  {"titan_version", metadata.titan_version},
-                  {"checksum", "crc32c"},
-                  {"checksum_block_bytes", metadata.checksum_block_bytes},
-                  {"state", metadata.state},
-                  {"tensors", tensors}};
+  const json root{{"format", "titan-checkpoint"}, {"version", kCheckpointFormatVersion},
+                  {"step", metadata.step},        {"titan_version", metadata.titan_version},
+                  {"checksum", "crc32c"},         {"checksum_block_bytes", metadata.checksum_block_bytes},
+                  {"state", metadata.state},      {"tensors", tensors}};
   return root.dump(1);
 }
 
@@ -132,8 +128,7 @@ CheckpointMetadata parse_checkpoint_metadata(std::string_view text, const std::s
   const uint64_t version = unsigned_number(member(root, "version", source), source + ": version");
   TITAN_CHECK(version == kCheckpointFormatVersion, "{}: format version {} (this titan reads version {})", source,
               version, kCheckpointFormatVersion);
-  TITAN_CHECK(member(root, "checksum", source) == "crc32c", "{}: unknown checksum {}", source,
-              root["checksum"].dump());
+  TITAN_CHECK(member(root, "checksum", source) == "crc32c", "{}: unknown checksum {}", source, root["checksum"].dump());
   CheckpointMetadata metadata;
   metadata.step = static_cast<int64_t>(unsigned_number(member(root, "step", source), source + ": step"));
   const json& version_name = member(root, "titan_version", source);
@@ -157,8 +152,8 @@ CheckpointMetadata parse_checkpoint_metadata(std::string_view text, const std::s
     tensor.shape = dims(member(value, "shape", where), where + " shape");
     const uint64_t elements = element_count(tensor.shape, where);
     const json& chunks = member(value, "chunks", where);
-    TITAN_CHECK(chunks.is_array() && chunks.size() <= kMaxChunksPerTensor, "{}: \"chunks\" must be an array of at most {}",
-                where, kMaxChunksPerTensor);
+    TITAN_CHECK(chunks.is_array() && chunks.size() <= kMaxChunksPerTensor,
+                "{}: \"chunks\" must be an array of at most {}", where, kMaxChunksPerTensor);
     uint64_t covered = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const std::string chunk_where = fmt::format("{} chunk {}", where, i);

@@ -34,8 +34,8 @@ struct Segment {
 
 // Copies the box `extent` at `src_start` of a row-major array of shape
 // `src_shape` to `dst_start` of one of shape `dst_shape`, innermost dim as one memcpy.
-void copy_box(const char* src, const std::vector<int64_t>& src_shape, const std::vector<int64_t>& src_start,
-              char* dst, const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_start,
+void copy_box(const char* src, const std::vector<int64_t>& src_shape, const std::vector<int64_t>& src_start, char* dst,
+              const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_start,
               const std::vector<int64_t>& extent, size_t element, size_t dim = 0) {
   int64_t src_stride = 1, dst_stride = 1;
   for (size_t d = dim + 1; d < src_shape.size(); ++d) {
@@ -151,8 +151,10 @@ void ChunkReader::read_box(const std::string& name, const Tensor& target, const 
               folder_, name, box_str(tensor.shape), box_str(global_shape));
   TITAN_CHECK(tensor.dtype == target.dtype(), "{}: tensor '{}' is {} in the checkpoint but {} here", folder_, name,
               dtype_name(tensor.dtype), dtype_name(target.dtype()));
-  TITAN_CHECK(target.device().is_cpu() && target.is_contiguous(), "checkpoint load of '{}': target not a contiguous "
-              "host tensor", name);
+  TITAN_CHECK(target.device().is_cpu() && target.is_contiguous(),
+              "checkpoint load of '{}': target not a contiguous "
+              "host tensor",
+              name);
   const std::vector<int64_t> target_shape = target.shape();
   const size_t element = dtype_size(tensor.dtype), dims = global_shape.size();
   const uint64_t block = metadata_.checksum_block_bytes;

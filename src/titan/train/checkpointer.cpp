@@ -71,8 +71,7 @@ Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
 }
 
-void Checkpointer::write_rank_files(int64_t step, const std::vector<StateTensor>& tensors,
-                                    const json& rank_state) {
+void Checkpointer::write_rank_files(int64_t step, const std::vector<StateTensor>& tensors, const json& rank_state) {
   const fs::path staging = fs::path(root_) / checkpoint::staging_folder_name(step);
   std::vector<checkpoint::ChunkToWrite> chunks;
   json described = json::object();
@@ -182,7 +181,8 @@ void Checkpointer::publish() {
       tensor.chunks.push_back(std::move(chunk));
     }
     const json& rank_state = described["rank_state"];
-    if (rank_state.contains("dataloader")) loaders[std::to_string(rank_state["dp_rank"].get<int>())] = rank_state["dataloader"];
+    if (rank_state.contains("dataloader"))
+      loaders[std::to_string(rank_state["dp_rank"].get<int>())] = rank_state["dataloader"];
   }
   if (!loaders.empty()) metadata.state["dataloader"] = loaders;
   const std::string text = checkpoint::checkpoint_metadata_to_json(metadata);

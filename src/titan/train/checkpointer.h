@@ -57,8 +57,8 @@ class Checkpointer {
   void wait();
 
   struct Loaded {
-    nlohmann::json state;                  // the job state, plus "dataloader": {dp rank: state}
-    std::vector<std::string> contents;     // parts present: model, optimizer, ...
+    nlohmann::json state;               // the job state, plus "dataloader": {dp rank: state}
+    std::vector<std::string> contents;  // parts present: model, optimizer, ...
     uint64_t bytes_read = 0;
   };
   // Fills every tensor whose part is in `parts` from a complete checkpoint

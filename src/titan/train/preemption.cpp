@@ -8,7 +8,8 @@ namespace titan::train {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
-struct sigaction g_previous_term {}, g_previous_int {};
+struct sigaction g_previous_term {
+}, g_previous_int{};
 
 void on_signal(int signal) { g_signal = signal; }
 

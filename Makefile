@@ -43,10 +43,10 @@ asan-test:
 		ctest -j $(JOBS) --output-on-failure --timeout 1800 -R '^(core|ops\.baseline|ops\.avx512|autograd|nn|data|distributed)\.'
 
 # libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
-# shards, safetensors headers, TOML job configs), FUZZ_SECONDS each, from the
+# shards, safetensors headers, checkpoint metadata, TOML job configs), FUZZ_SECONDS each, from the
 # seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
 FUZZ_SECONDS ?= 12
-FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header job_config
+FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header checkpoint_metadata job_config
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
 		-DTITAN_CUDA=OFF -DTITAN_TESTS=OFF

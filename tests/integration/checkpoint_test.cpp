@@ -14,8 +14,8 @@
 
 #include "cli_job.h"
 #include "support/reference.h"
-#include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/train/checkpointer.h"
 
 namespace titan {
@@ -163,9 +163,9 @@ TEST_F(Checkpoints, CrashDuringWriteKeepsThePreviousCheckpoint) {
 
 TEST_F(Checkpoints, AsyncSaveWritesTheSameFilesAsBlocking) {
   fresh({"async"});
-  const std::string output =
-      run(kCli + job("async", "--checkpoint.interval 5 --checkpoint.async_mode async "
-                                        "--checkpoint.keep_latest_k 3"));
+  const std::string output = run(kCli + job("async",
+                                            "--checkpoint.interval 5 --checkpoint.async_mode async "
+                                            "--checkpoint.keep_latest_k 3"));
   // keep_latest_k = 3: step 5 is gone, 10, 15 and 20 remain.
   EXPECT_FALSE(fs::exists(step_folder("async", 5)));
   for (int64_t step : {10, 15}) {
@@ -205,23 +205,21 @@ void expect_refused(const std::string& name, const std::function<void(const fs::
 
 TEST_F(Checkpoints, BadInputIsRefusedNamingFileAndTensor) {
   const std::string rank_file = "rank-00000.safetensors";
-  expect_refused(
-      "truncated", [&](const fs::path& f) { fs::resize_file(f / rank_file, fs::file_size(f / rank_file) - 4096); },
-      {rank_file + ": file is truncated: tensor 'optimizer."});
-  expect_refused(
-      "flipped",
-      [&](const fs::path& f) {
-        std::fstream file(f / rank_file, std::ios::in | std::ios::out | std::ios::binary);
-        file.seekg(static_cast<std::streamoff>(fs::file_size(f / rank_file) / 2));
-        char byte = 0;
-        file.read(&byte, 1);
-        byte = static_cast<char>(byte ^ 0x10);
-        file.seekp(static_cast<std::streamoff>(fs::file_size(f / rank_file) / 2));
-        file.write(&byte, 1);
-      },
-      {rank_file + ": checksum mismatch in tensor '"});
-  expect_refused(
-      "no_metadata", [](const fs::path& f) { fs::remove(f / "metadata.json"); }, {"missing metadata.json"});
+  expect_refused("truncated",
+                 [&](const fs::path& f) { fs::resize_file(f / rank_file, fs::file_size(f / rank_file) - 4096); },
+                 {rank_file + ": file is truncated: tensor 'optimizer."});
+  expect_refused("flipped",
+                 [&](const fs::path& f) {
+                   std::fstream file(f / rank_file, std::ios::in | std::ios::out | std::ios::binary);
+                   file.seekg(static_cast<std::streamoff>(fs::file_size(f / rank_file) / 2));
+                   char byte = 0;
+                   file.read(&byte, 1);
+                   byte = static_cast<char>(byte ^ 0x10);
+                   file.seekp(static_cast<std::streamoff>(fs::file_size(f / rank_file) / 2));
+                   file.write(&byte, 1);
+                 },
+                 {rank_file + ": checksum mismatch in tensor '"});
+  expect_refused("no_metadata", [](const fs::path& f) { fs::remove(f / "metadata.json"); }, {"missing metadata.json"});
   expect_refused(
       "other_model", [](const fs::path&) {},
       {"tensor 'model.tok_embeddings.weight' has shape [512,256] in the checkpoint but [640,256] in this model"},
@@ -272,8 +270,9 @@ TEST_F(Checkpoints, ReshardsBetweenMeshes) {
   const std::vector<std::pair<std::string, std::string>> meshes{
       {"reshard_one", kCli + job("reshard_one", "--training.local_batch_size 4")},
       {"reshard_tp", testing::mpirun(4) + kCli +
-                         job("reshard_tp", "--parallelism.tensor_parallel_degree 2 "
-                                           "--parallelism.data_parallel_shard_degree 2 --training.local_batch_size 2")}};
+                         job("reshard_tp",
+                             "--parallelism.tensor_parallel_degree 2 "
+                             "--parallelism.data_parallel_shard_degree 2 --training.local_batch_size 2")}};
   const double reference = metrics_column(workdir() / "fsdp_straight" / "metrics.jsonl", "loss").at(10);
   for (const auto& [name, command] : meshes) {
     fresh({name});

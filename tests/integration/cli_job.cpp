@@ -53,8 +53,9 @@ std::map<std::string, Tensor> read_all_tensors(const fs::path& safetensors) {
 }
 
 std::string mpirun(int ranks, const std::string& extra) {
-  return fmt::format("{} --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS=1 -x OMPI_MCA_mpi_yield_when_idle=1 {}",
-                     TITAN_MPIEXEC, ranks, extra);
+  return fmt::format(
+      "{} --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS=1 -x OMPI_MCA_mpi_yield_when_idle=1 {}",
+      TITAN_MPIEXEC, ranks, extra);
 }
 
 }  // namespace titan::testing

@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [name, tensor] : metadata.tensors) {
       for (const auto& chunk : tensor.chunks) {
         const uint64_t bytes = titan::checkpoint::chunk_bytes(chunk, tensor.dtype);
-        if (bytes == 0 || chunk.checksums.size() != (bytes + metadata.checksum_block_bytes - 1) /
-                                                         metadata.checksum_block_bytes) {
+        if (bytes == 0 ||
+            chunk.checksums.size() != (bytes + metadata.checksum_block_bytes - 1) / metadata.checksum_block_bytes) {
           std::abort();
         }
         for (size_t d = 0; d < tensor.shape.size(); ++d) {

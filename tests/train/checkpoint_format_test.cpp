@@ -80,7 +80,8 @@ TEST(ChunkFile, ReadsAnyBoxAcrossChunksAndBlocks) {
     std::vector<float> out;
     for (int64_t i = at[0]; i < at[0] + size[0]; ++i)
       for (int64_t j = at[1]; j < at[1] + size[1]; ++j)
-        for (int64_t k = at[2]; k < at[2] + size[2]; ++k) out.push_back(values[static_cast<size_t>((i * 5 + j) * 300 + k)]);
+        for (int64_t k = at[2]; k < at[2] + size[2]; ++k)
+          out.push_back(values[static_cast<size_t>((i * 5 + j) * 300 + k)]);
     return Tensor::from_vector(out, size);
   };
   const fs::path folder = fs::path(::testing::TempDir()) / "chunk_file_test";

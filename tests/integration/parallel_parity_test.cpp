@@ -12,8 +12,8 @@
 #include <regex>
 #include <sstream>
 
+#include "cli_job.h"
 #include "support/reference.h"
-#include "titan/checkpoint/safetensors.h"
 
 namespace titan {
 namespace {
@@ -25,15 +25,7 @@ const fs::path& workdir() {
   return dir;
 }
 
-std::string run(const std::string& command) {
-  const std::string log = (workdir() / "last_command.log").string();
-  const int status = std::system((command + " > " + log + " 2>&1").c_str());
-  std::ifstream file(log);
-  std::stringstream text;
-  text << file.rdbuf();
-  EXPECT_EQ(status, 0) << command << "\n" << text.str();
-  return text.str();
-}
+std::string run(const std::string& command) { return testing::run_ok(command, workdir() / "last_command.log"); }
 
 // The small job every run shares: 10 steps of llama3 debugmodel, global batch 4 x 128 tokens, f32.
 std::string job_arguments(const std::string& name, int64_t local_batch, const std::string& extra = "") {
@@ -54,17 +46,9 @@ struct JobRun {
 
 JobRun collect(const std::string& name, const std::string& output) {
   JobRun result;
-  std::ifstream metrics(workdir() / name / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    result.losses.push_back(record["loss"]);
-    result.grad_norms.push_back(record["grad_norm"]);
-  }
-  const fs::path weights = workdir() / name / "checkpoint" / "step-000010" / "model.safetensors";
-  if (fs::exists(weights)) {
-    checkpoint::SafetensorsReader reader(weights.string());
-    for (const auto& entry : reader.header().entries) result.weights[entry.name] = reader.read(entry.name);
-  }
+  result.losses = testing::metrics_column(workdir() / name / "metrics.jsonl", "loss");
+  result.grad_norms = testing::metrics_column(workdir() / name / "metrics.jsonl", "grad_norm");
+  result.weights = testing::read_all_tensors(workdir() / name / "checkpoint" / "step-000010" / "model.safetensors");
   std::smatch match;
   if (std::regex_search(output, match, std::regex("([0-9]+) bytes of parameters and optimizer state"))) {
     result.state_bytes = std::stoll(match[1]);
@@ -73,10 +57,7 @@ JobRun collect(const std::string& name, const std::string& output) {
 }
 
 JobRun single_process() {
-  run(
-      fmt::format("{} data prepare --input /usr/share/games/fortunes/computers /usr/share/games/fortunes/science "
-                  "--format fortune --train-tokenizer 512 --output {}",
-                  TITAN_CLI_PATH, (workdir() / "data").string()));
+  testing::prepare_test_corpus(workdir() / "data", workdir() / "prepare.log");
   return collect("single", run(TITAN_CLI_PATH + job_arguments("single", 4)));
 }
 

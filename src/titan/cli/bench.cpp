@@ -1,6 +1,7 @@
 // `titan bench <suite>`: benchmarks that compare against a peer in the same run.
 #include <memory>
 
+#include "bench/checkpoint_bench.h"
 #include "bench/ops_bench.h"
 #include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
@@ -14,13 +15,15 @@ Subcommand make_bench_subcommand() {
   auto tokenizer = std::make_shared<bench::TokenizerBenchOptions>();
   auto train = std::make_shared<bench::TrainBenchOptions>();
   auto scaling = std::make_shared<bench::ScalingBenchOptions>();
+  auto checkpoint = std::make_shared<bench::CheckpointBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, suite](CLI::App& parent) {
-    CLI::App* app = parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling)");
-    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling")
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, suite](CLI::App& parent) {
+    CLI::App* app =
+        parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint)");
+    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -32,9 +35,16 @@ Subcommand make_bench_subcommand() {
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
     app->add_option("--steps", train->steps, "train suite: timed steps")->check(CLI::PositiveNumber);
     app->add_flag("!--no-peer", train->peer, "train suite: skip the PyTorch peer");
+    app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
+    app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, suite] {
+    if (*suite == "checkpoint") {
+      checkpoint->json_path = options->json_path;
+      if (options->quick) checkpoint->layers = 0;
+      return bench::run_checkpoint_bench(*checkpoint);
+    }
     if (*suite == "scaling") {
       scaling->json_path = options->json_path;
       if (options->quick) scaling->steps = 3;

@@ -30,6 +30,7 @@ class AdamW {
   // parameter without a gradient is skipped, its moments untouched).
   void step(double lr);
   int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
   bool decays(const std::string& name) const;
 
   // Moments by parameter name ("exp_avg.<name>", "exp_avg_sq.<name>") and the

@@ -304,6 +304,7 @@ void apply_override(JobConfig& config, const std::string& dotted_key, const std:
 }
 
 TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
+  static const std::string kBareFlag = "\x01 no value";
   TrainArguments result;
   std::vector<std::pair<std::string, std::string>> overrides;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -323,8 +324,10 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
       const size_t equals = arg.find('=');
       if (equals != std::string::npos) {
         overrides.emplace_back(arg.substr(2, equals - 2), arg.substr(equals + 1));
+      } else if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
+        // A bare flag (--checkpoint.create_seed_checkpoint) sets a boolean key.
+        overrides.emplace_back(arg.substr(2), kBareFlag);
       } else {
-        TITAN_CHECK(i + 1 < args.size(), "{} needs a value", arg);
         overrides.emplace_back(arg.substr(2), args[++i]);
       }
     } else {
@@ -332,7 +335,17 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
     }
   }
   if (!result.config_path.empty()) load_toml_file(result.config, result.config_path);
-  for (const auto& [key, value] : overrides) apply_override(result.config, key, value);
+  for (const auto& [key, value] : overrides) {
+    if (value != kBareFlag) {
+      apply_override(result.config, key, value);
+      continue;
+    }
+    try {
+      apply_override(result.config, key, "true");
+    } catch (const Error&) {
+      fail("--{} needs a value", key);
+    }
+  }
   return result;
 }
 
@@ -365,6 +378,16 @@ void validate(const JobConfig& c) {
   positive(c.activation_checkpoint.selective_every, "activation_checkpoint.selective_every");
   TITAN_CHECK(c.model.attention == "flash" || c.model.attention == "naive",
               "model.attention must be flash or naive, got '{}'", c.model.attention);
+  TITAN_CHECK(c.checkpoint.async_mode == "disabled" || c.checkpoint.async_mode == "async",
+              "checkpoint.async_mode must be disabled or async, got '{}'", c.checkpoint.async_mode);
+  const std::vector<std::string> parts{"model", "optimizer", "lr_scheduler", "dataloader", "train_state"};
+  for (const std::string& part : c.checkpoint.exclude_from_loading) {
+    TITAN_CHECK(std::find(parts.begin(), parts.end(), part) != parts.end(),
+                "checkpoint.exclude_from_loading: '{}' is not one of model, optimizer, lr_scheduler, dataloader, "
+                "train_state{}",
+                part, suggestion(part, parts));
+  }
+  positive(c.checkpoint.interval, "checkpoint.interval");
   TITAN_CHECK(c.validation.split >= 0.0 && c.validation.split < 1.0, "validation.split must be in [0, 1)");
   if (c.validation.enable) {
     positive(c.validation.freq, "validation.freq");

@@ -145,6 +145,10 @@ struct CheckpointSection {
   int64_t keep_latest_k = 0;
   int64_t load_step = -1;
   std::string export_dtype = "f32";
+  std::string async_mode = "disabled";
+  std::vector<std::string> exclude_from_loading = {};
+  bool create_seed_checkpoint = false;
+  std::string initial_load_path = "";
   void visit(ConfigVisitor& v) {
     v.field("enable", enable, "save checkpoints");
     v.field("folder", folder, "checkpoint folder, under the dump folder");
@@ -152,6 +156,16 @@ struct CheckpointSection {
     v.field("keep_latest_k", keep_latest_k, "keep only the newest K checkpoints (0 = all)");
     v.field("load_step", load_step, "step to resume from (-1 = latest complete)");
     v.field("export_dtype", export_dtype, "dtype of the model weights in the final export");
+    v.field("async_mode", async_mode,
+            "disabled (the step waits for the write) or async (state copied to host memory at the step boundary, "
+            "written by a background thread)");
+    v.field("exclude_from_loading", exclude_from_loading,
+            "parts not restored on resume: model, optimizer, lr_scheduler, dataloader, train_state");
+    v.field("create_seed_checkpoint", create_seed_checkpoint,
+            "write the initial weights as step 0 and exit (one process), so every run starts from them");
+    v.field("initial_load_path", initial_load_path,
+            "a checkpoint step folder or a Hugging Face model folder whose weights start this job when there is no "
+            "checkpoint to resume");
   }
 };
 

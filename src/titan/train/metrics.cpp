@@ -34,6 +34,7 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
                         100.0 * m.comm_exposed_seconds / m.step_seconds);
   }
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
+  if (m.checkpoint_stall_seconds > 0) line += fmt::format("  ckpt_stall {:.3f}s", m.checkpoint_stall_seconds);
   if (progress && m.step > 0) {
     const double eta = m.elapsed_seconds / static_cast<double>(m.step) * static_cast<double>(m.total_steps - m.step);
     line += fmt::format("  [{} elapsed, eta {}]", duration(m.elapsed_seconds), duration(eta));
@@ -61,7 +62,8 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"memory_percent", m.memory_percent},
                         {"elapsed_seconds", m.elapsed_seconds},
                         {"comm_busy_seconds", m.comm_busy_seconds},
-                        {"comm_exposed_seconds", m.comm_exposed_seconds}};
+                        {"comm_exposed_seconds", m.comm_exposed_seconds},
+                        {"checkpoint_stall_seconds", m.checkpoint_stall_seconds}};
   if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
   jsonl_ << record.dump() << "\n";
   jsonl_.flush();

@@ -31,6 +31,8 @@ struct StepMetrics {
   // step waited for them (exposed); busy - exposed overlapped compute.
   double comm_busy_seconds = 0.0;
   double comm_exposed_seconds = 0.0;
+  // Seconds a checkpoint save held this step up (async: the host copy; blocking: the whole write).
+  double checkpoint_stall_seconds = 0.0;
   std::optional<double> validation_loss;
 };
 

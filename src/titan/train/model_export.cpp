@@ -33,14 +33,27 @@ void write_export_files(const fs::path& staging, const JobConfig& config, const 
   TITAN_CHECK(toml.good(), "failed writing {}", (staging / "job.toml").string());
 }
 
+// The job config as the export records it: the vocabulary the model was built with.
+JobConfig with_model_vocab(const JobConfig& config, const models::Decoder& model) {
+  JobConfig saved = config;
+  saved.model.vocab_size = model.config.vocab_size;
+  return saved;
+}
+
+checkpoint::NamedTensors cast_state_dict(models::Decoder& model, DType dtype) {
+  checkpoint::NamedTensors tensors;
+  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(name, tensor.to(dtype));
+  return tensors;
+}
+
 }  // namespace
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype) {
-  JobConfig saved = config;
-  saved.model.vocab_size = model.config.vocab_size;
-  checkpoint::NamedTensors tensors;
-  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(name, tensor.to(dtype));
-  write_model_export(folder, saved, tensors);
+  write_model_export(folder, with_model_vocab(config, model), cast_state_dict(model, dtype));
+}
+
+void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype) {
+  write_export_files(folder, with_model_vocab(config, model), cast_state_dict(model, dtype));
 }
 
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors) {

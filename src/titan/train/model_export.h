@@ -18,6 +18,8 @@ void export_model(models::Decoder& model, const JobConfig& config, const std::st
 // Face). The tokenizer and model.hf_config files the config names are copied
 // in; an existing export at `folder` is replaced only once the new one is complete.
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors);
+// The export's files written into an existing folder (a checkpoint's staging folder).
+void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype);
 // The model an export's job.toml describes (model.hf_config relative to `folder`).
 models::DecoderConfig exported_model_config(JobConfig& config, const std::string& folder);
 

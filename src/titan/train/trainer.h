@@ -1,19 +1,23 @@
 // The training loop of one process: builds the model from the job config,
 // feeds it the data loader's batches, accumulates gradients over
 // micro-batches, clips, steps AdamW on the LR schedule, validates, and
-// reports metrics every log_freq steps.
+// reports metrics every log_freq steps. It resumes from the latest complete
+// checkpoint, saves every checkpoint.interval steps, and on SIGTERM/SIGINT
+// finishes the step, saves and returns.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "titan/core/generator.h"
 #include "titan/data/data_loader.h"
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
 #include "titan/optim/adamw.h"
 #include "titan/optim/lr_schedule.h"
+#include "titan/train/checkpointer.h"
 #include "titan/train/job_config.h"
 #include "titan/train/metrics.h"
 
@@ -27,7 +31,7 @@ class Trainer {
   explicit Trainer(JobConfig config, BatchSource batches = {});
   ~Trainer();
 
-  // Runs steps until training.steps; returns every step's metrics.
+  // Runs steps until training.steps (or a preemption signal); returns every step's metrics.
   const std::vector<StepMetrics>& train();
   // One optimizer step (all micro-batches); exposed for tests.
   StepMetrics train_step();
@@ -41,6 +45,11 @@ class Trainer {
   int64_t gradient_accumulation_steps() const { return accumulation_; }
   const JobConfig& config() const { return config_; }
   const distributed::DeviceMesh& mesh() const { return *mesh_; }
+  // This rank's boxes of every parameter and AdamW moment (live tensors).
+  std::vector<StateTensor> state_tensors();
+  // Loads a checkpoint folder's `parts` (model, optimizer, lr_scheduler, dataloader, train_state).
+  void load_checkpoint(const std::string& folder, const std::vector<std::string>& parts);
+  bool stopped_by_signal() const { return stopped_by_signal_; }
 
  private:
   models::DecoderInputs model_inputs(const data::Batch& batch) const;
@@ -48,7 +57,12 @@ class Trainer {
   double mean_over_dp(double value) const;
   // Sums tensor-parallel partial gradients, clips by the global norm; returns the norm.
   double synchronize_and_clip_gradients();
-  void export_final_model();
+  void resume();
+  nlohmann::json job_state(const std::vector<std::string>& contents) const;
+  nlohmann::json rank_state() const;
+  double save_checkpoint(bool async, const std::function<void(const std::string&)>& on_publish = {});
+  // The final save (with the model export) or, without checkpoints, the export alone.
+  void finish();
 
   JobConfig config_;
   std::unique_ptr<distributed::DeviceMesh> mesh_;
@@ -61,6 +75,10 @@ class Trainer {
   optim::LrSchedule schedule_;
   std::unique_ptr<MetricsLogger> logger_;
   std::vector<StepMetrics> history_;
+  Generator generator_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  int64_t resumed_step_ = -1;
+  bool stopped_by_signal_ = false;
   int64_t step_ = 0;
   int64_t accumulation_ = 1;
   double flops_per_token_ = 0.0;

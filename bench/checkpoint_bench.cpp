@@ -1,0 +1,147 @@
+#include "bench/checkpoint_bench.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/core/error.h"
+#include "titan/core/generator.h"
+#include "titan/distributed/world.h"
+#include "titan/models/model_spec.h"
+#include "titan/train/checkpointer.h"
+
+namespace titan::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Drops a file's pages from the page cache, so the next read comes from the disk.
+void evict(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+void evict_folder(const fs::path& folder) {
+  for (const auto& entry : fs::directory_iterator(folder)) evict(entry.path());
+}
+
+// What `dd bs=64M conv=fsync` does: the disk's write speed for this many bytes.
+double raw_write_seconds(const fs::path& path, const std::vector<char>& buffer, uint64_t bytes) {
+  const auto start = Clock::now();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  TITAN_CHECK(fd >= 0, "cannot create {}", path.string());
+  for (uint64_t done = 0; done < bytes;) {
+    const auto n = ::write(fd, buffer.data(), std::min<uint64_t>(buffer.size(), bytes - done));
+    TITAN_CHECK(n > 0, "write to {} failed", path.string());
+    done += static_cast<uint64_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  return since(start);
+}
+
+double raw_read_seconds(const fs::path& path, std::vector<char>& buffer) {
+  evict(path);
+  const auto start = Clock::now();
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  while (::read(fd, buffer.data(), buffer.size()) > 0) {
+  }
+  ::close(fd);
+  return since(start);
+}
+
+}  // namespace
+
+int run_checkpoint_bench(const CheckpointBenchOptions& options) {
+  // A 32k vocabulary (Llama 2's) instead of 128k keeps the state near 2 GB at 2 layers.
+  models::DecoderConfig config = models::model_config("llama3", "1B", 32000);
+  config.n_layers = options.layers;
+  auto model = config.build(Device::cpu());
+  Generator generator(1);
+  model->init_weights(generator);
+  std::vector<train::StateTensor> tensors;
+  uint64_t bytes = 0;
+  for (auto& [name, parameter] : model->named_parameters()) {
+    const std::vector<int64_t> shape = parameter->data.shape();
+    tensors.push_back({"model." + name, "model", parameter->data, shape, std::vector<int64_t>(shape.size(), 0), true});
+    for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
+      // Moments with the parameter's values: incompressible, like real ones.
+      tensors.push_back({fmt::format("optimizer.{}.{}", moment, name), "optimizer", parameter->data.clone(), shape,
+                         std::vector<int64_t>(shape.size(), 0), true});
+    }
+    bytes += 3 * parameter->data.nbytes();
+  }
+  const double gb = static_cast<double>(bytes) / 1e9;
+  std::printf(
+      "checkpoint bench: llama3 1B shapes, vocab 32000, %lld layers: %.2f GB of weights + AdamW moments (f32) in %s\n",
+      static_cast<long long>(options.layers), gb, options.folder.c_str());
+
+  fs::remove_all(options.folder);
+  fs::create_directories(options.folder);
+  std::vector<char> buffer(64u << 20, 1);
+  const fs::path raw = fs::path(options.folder) / "raw.bin";
+  const double raw_write = raw_write_seconds(raw, buffer, bytes);
+  const double raw_read = raw_read_seconds(raw, buffer);
+  fs::remove(raw);
+
+  train::JobConfig job;
+  job.job.dump_folder = options.folder;
+  job.checkpoint.keep_latest_k = 1;
+  distributed::World& world = distributed::World::instance();
+  distributed::DeviceMesh mesh(distributed::ParallelDims{1, 1, 1, 1, 1}, world.group());
+  train::Checkpointer checkpointer(job, mesh);
+  const nlohmann::json state{{"contents", {"model", "optimizer"}}};
+
+  auto start = Clock::now();
+  checkpointer.save(1, tensors, state, nlohmann::json::object(), /*async=*/false);
+  const double blocking = since(start);
+
+  const fs::path folder = fs::path(checkpointer.root()) / checkpoint::step_folder_name(1);
+  evict_folder(folder);
+  start = Clock::now();
+  train::Checkpointer::load(folder.string(), tensors, {"model", "optimizer"});
+  const double load = since(start);
+
+  start = Clock::now();
+  const double stall = checkpointer.save(2, tensors, state, nlohmann::json::object(), /*async=*/true);
+  checkpointer.wait();
+  const double async_total = since(start);
+  fs::remove_all(options.folder);
+
+  std::printf("%-34s %10s %10s\n", "", "seconds", "GB/s");
+  std::printf("%-34s %10.2f %10.2f\n", "raw write + fsync (dd-like)", raw_write, gb / raw_write);
+  std::printf("%-34s %10.2f %10.2f   %.0f%% of raw write\n", "checkpoint save (blocking)", blocking, gb / blocking,
+              100.0 * raw_write / blocking);
+  std::printf("%-34s %10.2f %10.2f\n", "raw read (page cache dropped)", raw_read, gb / raw_read);
+  std::printf("%-34s %10.2f %10.2f   %.0f%% of raw read\n", "checkpoint load", load, gb / load,
+              100.0 * raw_read / load);
+  std::printf("%-34s %10.2f %10s   %.1f%% of the blocking save\n", "async save: step stall", stall, "",
+              100.0 * stall / blocking);
+  std::printf("%-34s %10.2f %10.2f\n", "async save: until published", async_total, gb / async_total);
+  if (!options.json_path.empty()) {
+    std::ofstream(options.json_path) << nlohmann::json{
+        {"gigabytes", gb},
+        {"raw_write_seconds", raw_write},
+        {"raw_read_seconds", raw_read},
+        {"blocking_save_seconds", blocking},
+        {"load_seconds", load},
+        {"async_stall_seconds", stall},
+        {"async_total_seconds",
+         async_total}}.dump(1);
+  }
+  return 0;
+}
+
+}  // namespace titan::bench

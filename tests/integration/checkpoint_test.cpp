@@ -1,0 +1,302 @@
+// Checkpoints end to end, through real `titan train` processes (alone and
+// under mpirun): exact resume (bitwise) after a stop at a step or a SIGTERM,
+// resharding between meshes, crash safety, bad input, async vs blocking saves.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli_job.h"
+#include "support/reference.h"
+#include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/checkpoint_metadata.h"
+#include "titan/train/checkpointer.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::metrics_column;
+using testing::read_all_tensors;
+
+const std::string kCli = TITAN_CLI_PATH;
+
+const fs::path& workdir() {
+  static const fs::path dir = fs::path(::testing::TempDir()) / "checkpoint_test";
+  return dir;
+}
+
+// 20 steps of llama3 debugmodel at 2 x 32 tokens in f32 with a cosine decay,
+// so the schedule, loader position and moments all matter for the later steps.
+std::string job(const std::string& name, const std::string& extra = "") {
+  return fmt::format(
+      " train --config {}/configs/llama3_debug.toml --job.dump_folder {} --training.dataset_path {} "
+      "--model.tokenizer_path {}/tokenizer.json --training.steps 20 --training.seq_len 32 "
+      "--training.local_batch_size 2 --training.mixed_precision_param f32 --model.document_masking false "
+      "--validation.enable false --lr_scheduler.warmup_steps 3 --metrics.peak_tflops 1 --metrics.progress false "
+      "--checkpoint.enable true --checkpoint.interval 100 {}",
+      TITAN_SOURCE_DIR, (workdir() / name).string(), (workdir() / "data").string(), (workdir() / "data").string(),
+      extra);
+}
+
+std::string run(const std::string& command) { return testing::run_ok(command, workdir() / "last_command.log"); }
+
+std::string step_folder(const std::string& name, int64_t step) {
+  return (workdir() / name / "checkpoint" / checkpoint::step_folder_name(step)).string();
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Losses and final weights bitwise equal.
+void expect_same_run(const std::string& expected, const std::string& actual) {
+  SCOPED_TRACE(actual);
+  const auto losses = metrics_column(workdir() / actual / "metrics.jsonl", "loss");
+  EXPECT_EQ(losses, metrics_column(workdir() / expected / "metrics.jsonl", "loss"));
+  EXPECT_EQ(losses.size(), 20u);
+  const auto weights = read_all_tensors(fs::path(step_folder(actual, 20)) / "model.safetensors");
+  const auto reference = read_all_tensors(fs::path(step_folder(expected, 20)) / "model.safetensors");
+  ASSERT_EQ(weights.size(), reference.size());
+  ASSERT_FALSE(weights.empty());
+  for (const auto& [name, tensor] : reference) {
+    ASSERT_TRUE(weights.count(name)) << name;
+    EXPECT_EQ(weights.at(name).to_floats(), tensor.to_floats()) << name;
+  }
+}
+
+// One sequence per data-parallel rank: a global batch of 4.
+const std::string kFsdp4 = "--parallelism.data_parallel_shard_degree 4 --training.local_batch_size 1";
+
+class Checkpoints : public ::testing::Test {
+ protected:
+  // CTest runs each test in its own process: the reference run is shared
+  // between them, and redone only when titan or this test changed.
+  static void SetUpTestSuite() {
+    const std::string stamp = fmt::format("{} {}", fs::last_write_time(kCli).time_since_epoch().count(),
+                                          fs::last_write_time("/proc/self/exe").time_since_epoch().count());
+    if (file_text(workdir() / "stamp") == stamp) return;
+    fs::remove_all(workdir());
+    fs::create_directories(workdir());
+    testing::prepare_test_corpus(workdir() / "data", workdir() / "prepare.log");
+    // The uninterrupted reference, saving (blocking) every 5 steps, alone and under FSDP 4.
+    run(kCli + job("straight", "--checkpoint.interval 5"));
+    run(testing::mpirun(4) + kCli + job("fsdp_straight", kFsdp4 + " --checkpoint.interval 5"));
+    std::ofstream(workdir() / "stamp") << stamp;
+  }
+  // Each test's own folders start empty.
+  static void fresh(const std::vector<std::string>& names) {
+    for (const std::string& name : names) fs::remove_all(workdir() / name);
+  }
+};
+
+TEST_F(Checkpoints, ResumeAfterStopAtAStepIsBitwiseExact) {
+  fresh({"stop_at_10"});
+  // The test hook raises a real SIGTERM after step 10: the run saves step 10 and exits 0.
+  const std::string first = run("TITAN_TEST_SIGTERM_AT_STEP=10 " + kCli + job("stop_at_10"));
+  EXPECT_NE(first.find("stopping after step 10"), std::string::npos) << first;
+  EXPECT_TRUE(checkpoint::is_complete_checkpoint(step_folder("stop_at_10", 10)));
+  const std::string second = run(kCli + job("stop_at_10"));
+  EXPECT_NE(second.find("(step 10,"), std::string::npos) << second;
+  expect_same_run("straight", "stop_at_10");
+}
+
+TEST_F(Checkpoints, ResumeAfterExternalSigtermIsBitwiseExact) {
+  fresh({"sigterm"});
+  const fs::path log = workdir() / "sigterm.log";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string command = "exec " + kCli + job("sigterm") + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Signal once a few steps are logged: the run is mid-training (20 steps take seconds).
+  const fs::path metrics = workdir() / "sigterm" / "metrics.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (metrics_column(metrics, "loss").size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(child, SIGTERM);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string output = file_text(log);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  const size_t stopped = metrics_column(metrics, "loss").size();
+  EXPECT_LT(stopped, 20u) << "the signal came too late to test anything";
+  EXPECT_NE(output.find("stopping after step"), std::string::npos) << output;
+  EXPECT_TRUE(checkpoint::is_complete_checkpoint(step_folder("sigterm", static_cast<int64_t>(stopped))));
+  run(kCli + job("sigterm"));
+  expect_same_run("straight", "sigterm");
+}
+
+TEST_F(Checkpoints, CrashDuringWriteKeepsThePreviousCheckpoint) {
+  fresh({"crash"});
+  std::string output;
+  const int status = testing::run_command(
+      "TITAN_TEST_DIE_DURING_CHECKPOINT_WRITE=10 " + kCli + job("crash", "--checkpoint.interval 5"),
+      workdir() / "crash.log", &output);
+  EXPECT_NE(status, 0) << output;
+  EXPECT_TRUE(checkpoint::is_complete_checkpoint(step_folder("crash", 5)));
+  const std::string partial = step_folder("crash", 10) + ".partial";
+  EXPECT_TRUE(fs::exists(partial));
+  EXPECT_FALSE(fs::exists(step_folder("crash", 10)));
+  // The rerun warns about the partial folder, resumes from step 5 and ends where the straight run did.
+  const std::string resumed = run(kCli + job("crash", "--checkpoint.interval 5"));
+  EXPECT_NE(resumed.find("warning: ignoring incomplete checkpoint " + partial), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("(step 5,"), std::string::npos) << resumed;
+  const auto weights = read_all_tensors(fs::path(step_folder("crash", 20)) / "model.safetensors");
+  const auto reference = read_all_tensors(fs::path(step_folder("straight", 20)) / "model.safetensors");
+  ASSERT_EQ(weights.size(), reference.size());
+  for (const auto& [name, tensor] : reference) EXPECT_EQ(weights.at(name).to_floats(), tensor.to_floats()) << name;
+}
+
+TEST_F(Checkpoints, AsyncSaveWritesTheSameFilesAsBlocking) {
+  fresh({"async"});
+  const std::string output = run(kCli + job("async",
+                                            "--checkpoint.interval 5 --checkpoint.async_mode async "
+                                            "--checkpoint.keep_latest_k 3"));
+  // keep_latest_k = 3: step 5 is gone, 10, 15 and 20 remain.
+  EXPECT_FALSE(fs::exists(step_folder("async", 5)));
+  for (int64_t step : {10, 15}) {
+    for (const char* file : {"rank-00000.safetensors", "metadata.json"}) {
+      EXPECT_EQ(file_text(fs::path(step_folder("async", step)) / file),
+                file_text(fs::path(step_folder("straight", step)) / file))
+          << step << " " << file;
+    }
+  }
+  EXPECT_EQ(metrics_column(workdir() / "async" / "metrics.jsonl", "loss"),
+            metrics_column(workdir() / "straight" / "metrics.jsonl", "loss"));
+  const auto stalls = metrics_column(workdir() / "async" / "metrics.jsonl", "checkpoint_stall_seconds");
+  EXPECT_GT(stalls.at(9), 0.0);  // step 10 reports the time it was held up
+}
+
+// A copy of the straight run's step-20 checkpoint, damaged by `damage`, must
+// be refused with `message` naming what is wrong, exit non-zero, and change nothing.
+void expect_refused(const std::string& name, const std::function<void(const fs::path&)>& damage,
+                    const std::vector<std::string>& messages, const std::string& extra = "") {
+  SCOPED_TRACE(name);
+  fs::remove_all(workdir() / name);
+  const fs::path folder = step_folder(name, 20);
+  fs::create_directories(fs::path(folder).parent_path());
+  fs::copy(step_folder("straight", 20), folder);
+  damage(folder);
+  std::map<std::string, std::string> before;
+  for (const auto& entry : fs::directory_iterator(folder)) before[entry.path().string()] = file_text(entry.path());
+  std::string output;
+  const int status = testing::run_command(kCli + job(name, extra), workdir() / (name + ".log"), &output);
+  EXPECT_NE(status, 0) << output;
+  for (const std::string& message : messages) EXPECT_NE(output.find(message), std::string::npos) << output;
+  std::map<std::string, std::string> after;
+  for (const auto& entry : fs::directory_iterator(folder)) after[entry.path().string()] = file_text(entry.path());
+  EXPECT_TRUE(before == after) << "the checkpoint changed";
+  EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(folder).parent_path()), fs::directory_iterator()), 1);
+}
+
+TEST_F(Checkpoints, BadInputIsRefusedNamingFileAndTensor) {
+  const std::string rank_file = "rank-00000.safetensors";
+  expect_refused("truncated",
+                 [&](const fs::path& f) { fs::resize_file(f / rank_file, fs::file_size(f / rank_file) - 4096); },
+                 {rank_file + ": file is truncated: tensor 'optimizer."});
+  expect_refused("flipped",
+                 [&](const fs::path& f) {
+                   std::fstream file(f / rank_file, std::ios::in | std::ios::out | std::ios::binary);
+                   file.seekg(static_cast<std::streamoff>(fs::file_size(f / rank_file) / 2));
+                   char byte = 0;
+                   file.read(&byte, 1);
+                   byte = static_cast<char>(byte ^ 0x10);
+                   file.seekp(static_cast<std::streamoff>(fs::file_size(f / rank_file) / 2));
+                   file.write(&byte, 1);
+                 },
+                 {rank_file + ": checksum mismatch in tensor '"});
+  expect_refused("no_metadata", [](const fs::path& f) { fs::remove(f / "metadata.json"); }, {"missing metadata.json"});
+  expect_refused(
+      "other_model", [](const fs::path&) {},
+      {"tensor 'model.tok_embeddings.weight' has shape [512,256] in the checkpoint but [640,256] in this model"},
+      "--model.vocab_size 640");
+}
+
+TEST_F(Checkpoints, FsdpResumeIsBitwiseExact) {
+  fresh({"fsdp_stop"});
+  // SIGTERM reaches rank 2 only: the ranks agree through the per-step flag all-reduce.
+  const std::string first = run(testing::mpirun(4, "-x TITAN_TEST_SIGTERM_AT_STEP=10 -x TITAN_TEST_SIGTERM_RANK=2 ") +
+                                kCli + job("fsdp_stop", kFsdp4));
+  EXPECT_NE(first.find("stopping after step 10"), std::string::npos) << first;
+  run(testing::mpirun(4) + kCli + job("fsdp_stop", kFsdp4));
+  expect_same_run("fsdp_straight", "fsdp_stop");
+}
+
+// Every tensor of a checkpoint, whole, read the way a one-process job reads it.
+std::map<std::string, Tensor> load_whole(const std::string& folder) {
+  const checkpoint::CheckpointMetadata metadata =
+      checkpoint::parse_checkpoint_metadata(file_text(fs::path(folder) / "metadata.json"), folder);
+  std::vector<train::StateTensor> tensors;
+  std::map<std::string, Tensor> result;
+  for (const auto& [name, tensor] : metadata.tensors) {
+    train::StateTensor t;
+    t.name = name;
+    t.part = name.substr(0, name.find('.'));
+    t.tensor = Tensor::empty(tensor.shape, tensor.dtype);
+    t.global_shape = tensor.shape;
+    t.offsets.assign(tensor.shape.size(), 0);
+    tensors.push_back(t);
+    result[name] = t.tensor;
+  }
+  train::Checkpointer::load(folder, tensors, {"model", "optimizer"});
+  return result;
+}
+
+// Save under FSDP 4; load in one process and under TP 2 x FSDP 2.
+TEST_F(Checkpoints, ReshardsBetweenMeshes) {
+  // Whole weights read from FSDP 4's shards equal what FSDP's own all-gather exported: bitwise.
+  const auto loaded = load_whole(step_folder("fsdp_straight", 20));
+  const auto exported = read_all_tensors(fs::path(step_folder("fsdp_straight", 20)) / "model.safetensors");
+  ASSERT_FALSE(exported.empty());
+  for (const auto& [name, tensor] : exported) {
+    ASSERT_TRUE(loaded.count("model." + name)) << name;
+    EXPECT_EQ(loaded.at("model." + name).to_floats(), tensor.to_floats()) << name;
+  }
+  // Resume FSDP 4's step 10 on other meshes and take one step (global batch 4 throughout).
+  const std::vector<std::pair<std::string, std::string>> meshes{
+      {"reshard_one", kCli + job("reshard_one", "--training.local_batch_size 4")},
+      {"reshard_tp", testing::mpirun(4) + kCli +
+                         job("reshard_tp",
+                             "--parallelism.tensor_parallel_degree 2 "
+                             "--parallelism.data_parallel_shard_degree 2 --training.local_batch_size 2")}};
+  const double reference = metrics_column(workdir() / "fsdp_straight" / "metrics.jsonl", "loss").at(10);
+  for (const auto& [name, command] : meshes) {
+    fresh({name});
+    fs::create_directories(workdir() / name / "checkpoint");
+    fs::copy(step_folder("fsdp_straight", 10), step_folder(name, 10));
+    const std::string output = run("TITAN_TEST_SIGTERM_AT_STEP=11 " + command);
+    EXPECT_NE(output.find("(step 10,"), std::string::npos) << output;
+    // Step 11's loss comes from the loaded weights on the same global batch;
+    // only the order of f32 sums differs (per-rank means averaged, vocabulary
+    // shards' log-sum-exp combined): ~1e-7 relative, bounded by 1e-5.
+    const auto losses = metrics_column(workdir() / name / "metrics.jsonl", "loss");
+    ASSERT_EQ(losses.size(), 1u) << name;
+    EXPECT_NEAR(losses[0], reference, 1e-5 * reference) << name;
+  }
+  // After that step both meshes hold the same weights and moments up to that
+  // rounding (each AdamW update is at most lr = 2e-3 x a bounded ratio).
+  const auto one = load_whole(step_folder("reshard_one", 11));
+  const auto tp = load_whole(step_folder("reshard_tp", 11));
+  ASSERT_EQ(one.size(), tp.size());
+  for (const auto& [name, tensor] : one) {
+    ASSERT_TRUE(tp.count(name)) << name;
+    EXPECT_LT(testing::relative_l2_error(tp.at(name), tensor), 1e-5) << name;
+  }
+}
+
+}  // namespace
+}  // namespace titan

@@ -12,6 +12,7 @@ namespace titan::bench {
 struct CheckpointBenchOptions {
   int64_t layers = 2;  // llama3 1B blocks kept (each ~60M parameters = 0.73 GB of state)
   std::string folder = "/tmp/titan_checkpoint_bench";
+  int repeats = 3;  // raw disk, blocking save, load and async save each; medians reported
   std::string json_path;
 };
 

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "cli_job.h"
@@ -49,9 +48,11 @@ JobRun collect(const std::string& name, const std::string& output) {
   result.losses = testing::metrics_column(workdir() / name / "metrics.jsonl", "loss");
   result.grad_norms = testing::metrics_column(workdir() / name / "metrics.jsonl", "grad_norm");
   result.weights = testing::read_all_tensors(workdir() / name / "checkpoint" / "step-000010" / "model.safetensors");
-  std::smatch match;
-  if (std::regex_search(output, match, std::regex("([0-9]+) bytes of parameters and optimizer state"))) {
-    result.state_bytes = std::stoll(match[1]);
+  // The trainer's start line: "..., N bytes of parameters and optimizer state on rank 0".
+  const size_t end = output.find(" bytes of parameters and optimizer state");
+  if (end != std::string::npos) {
+    const size_t begin = output.find_last_not_of("0123456789", end - 1) + 1;
+    if (begin < end) result.state_bytes = std::stoll(output.substr(begin, end - begin));
   }
   return result;
 }

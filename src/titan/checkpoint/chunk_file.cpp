@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "titan/checkpoint/crc32c.h"
 #include "titan/checkpoint/safetensors_header.h"
@@ -82,6 +83,24 @@ std::vector<std::pair<std::string, ChunkMetadata>> write_chunk_file(const std::s
   char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
 
+  // The checksums are computed on a second thread while this one writes: the
+  // CRC (about 8 GB/s on one core) would otherwise add a third to the write time.
+  std::vector<std::vector<uint32_t>> checksums(kept.size());
+  std::thread checksummer([&] {
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const char* bytes = static_cast<const char*>(kept[i]->data.data_ptr());
+      const uint64_t size = kept[i]->data.nbytes();
+      for (uint64_t b = 0; b < size; b += block_bytes)
+        checksums[i].push_back(crc32c(bytes + b, std::min(block_bytes, size - b)));
+    }
+  });
+  struct JoinOnExit {
+    std::thread& thread;
+    ~JoinOnExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_checksummer{checksummer};
+
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   TITAN_CHECK(fd >= 0, "cannot create '{}': {}", path, std::strerror(errno));
   std::vector<std::pair<std::string, ChunkMetadata>> written;
@@ -95,13 +114,9 @@ std::vector<std::pair<std::string, ChunkMetadata>> write_chunk_file(const std::s
       ChunkMetadata meta{file, offset, chunk->offsets, chunk->data.shape(), {}};
       const char* bytes = static_cast<const char*>(chunk->data.data_ptr());
       const uint64_t size = chunk->data.nbytes();
-      // Checksum a few blocks while they are in cache, then write them.
-      const uint64_t piece = block_bytes * 8;
+      const uint64_t piece = block_bytes * 8;  // the midway hook fires within a few MiB of halfway
       for (uint64_t at = 0; at < size; at += piece) {
         const uint64_t n = std::min(piece, size - at);
-        for (uint64_t b = 0; b < n; b += block_bytes) {
-          meta.checksums.push_back(crc32c(bytes + at + b, std::min(block_bytes, n - b)));
-        }
         write_all(fd, bytes + at, n, path);
         done += n;
         if (!called && 2 * done >= data_bytes) {
@@ -113,6 +128,8 @@ std::vector<std::pair<std::string, ChunkMetadata>> write_chunk_file(const std::s
       written.emplace_back(chunk->name, std::move(meta));
     }
     TITAN_CHECK(::fsync(fd) == 0, "fsync '{}' failed: {}", path, std::strerror(errno));
+    checksummer.join();
+    for (size_t i = 0; i < kept.size(); ++i) written[i].second.checksums = std::move(checksums[i]);
   } catch (...) {
     ::close(fd);
     throw;

@@ -42,6 +42,7 @@ Subcommand make_bench_subcommand() {
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, suite] {
     if (*suite == "checkpoint") {
       checkpoint->json_path = options->json_path;
+      checkpoint->repeats = options->repeats;
       if (options->quick) checkpoint->layers = 0;
       return bench::run_checkpoint_bench(*checkpoint);
     }

@@ -17,6 +17,7 @@
 #include "titan/checkpoint/chunk_file.h"
 #include "titan/checkpoint/safetensors_header.h"
 #include "titan/core/error.h"
+#include "titan/ops/copy.h"
 #include "titan/train/config_loader.h"
 
 namespace titan::train {
@@ -118,25 +119,45 @@ double Checkpointer::save(int64_t step, const std::vector<StateTensor>& tensors,
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
   // A host copy of what this rank writes; training changes the live tensors from the next step on.
-  std::vector<StateTensor> snapshot;
-  {
-    autograd::NoGradGuard no_grad;
-    for (const StateTensor& t : tensors) {
-      if (!t.write || t.tensor.numel() == 0) continue;
-      StateTensor copy = t;
-      copy.tensor = t.tensor.clone();
-      snapshot.push_back(std::move(copy));
-    }
-  }
-  writer_ = std::thread([this, step, snapshot = std::move(snapshot), rank_state] {
+  take_snapshot(tensors);
+  writer_ = std::thread([this, step, rank_state] {
     try {
-      write_rank_files(step, snapshot, rank_state);
+      write_rank_files(step, snapshot_, rank_state);
     } catch (...) {
       writer_error_ = std::current_exception();
     }
     written_ = true;
   });
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Checkpointer::take_snapshot(const std::vector<StateTensor>& tensors) {
+  autograd::NoGradGuard no_grad;
+  std::vector<const StateTensor*> written;
+  for (const StateTensor& t : tensors) {
+    if (t.write && t.tensor.numel() > 0) written.push_back(&t);
+  }
+  const bool reusable =
+      snapshot_.size() == written.size() &&
+      std::equal(written.begin(), written.end(), snapshot_.begin(), [](const StateTensor* t, const StateTensor& copy) {
+        return t->name == copy.name && t->tensor.shape() == copy.tensor.shape() &&
+               t->tensor.dtype() == copy.tensor.dtype();
+      });
+  if (!reusable) {
+    snapshot_.clear();
+    for (const StateTensor* t : written) {
+      snapshot_.push_back(*t);
+      snapshot_.back().tensor = t->tensor.clone();
+    }
+    return;
+  }
+  for (size_t i = 0; i < written.size(); ++i) {
+    StateTensor& copy = snapshot_[i];
+    const Tensor buffer = copy.tensor;
+    copy = *written[i];
+    copy.tensor = buffer;
+    ops::copy_(copy.tensor, written[i]->tensor);
+  }
 }
 
 bool Checkpointer::end_of_step(bool stop_requested) {

@@ -298,5 +298,82 @@ TEST_F(Checkpoints, ReshardsBetweenMeshes) {
   }
 }
 
+// Copies `source`'s complete step folders into `name`'s (empty) checkpoint folder.
+void copy_steps(const std::string& source, const std::string& name, const std::vector<int64_t>& steps) {
+  fs::create_directories(workdir() / name / "checkpoint");
+  for (int64_t step : steps) fs::copy(step_folder(source, step), step_folder(name, step), fs::copy_options::recursive);
+}
+
+std::vector<double> losses_of(const std::string& name) {
+  return metrics_column(workdir() / name / "metrics.jsonl", "loss");
+}
+
+TEST_F(Checkpoints, LoadStepRollsBackAndRetrainsTheSameSteps) {
+  fresh({"rollback"});
+  copy_steps("straight", "rollback", {5, 10, 15, 20});
+  const std::string output = run(kCli + job("rollback", "--checkpoint.interval 5 --checkpoint.load_step 10"));
+  EXPECT_NE(output.find("(step 10,"), std::string::npos) << output;
+  // Steps 15 and 20 are written again, over the copies, and equal the straight run's.
+  const auto straight = losses_of("straight");
+  EXPECT_EQ(losses_of("rollback"), std::vector<double>(straight.begin() + 10, straight.end()));
+  EXPECT_EQ(file_text(fs::path(step_folder("rollback", 20)) / "rank-00000.safetensors"),
+            file_text(fs::path(step_folder("straight", 20)) / "rank-00000.safetensors"));
+  // A step that is not there is an error naming it.
+  std::string missing;
+  EXPECT_NE(testing::run_command(kCli + job("rollback", "--checkpoint.load_step 7"), workdir() / "last_command.log",
+                                 &missing),
+            0);
+  EXPECT_NE(missing.find("checkpoint.load_step 7: no complete checkpoint step-000007"), std::string::npos) << missing;
+}
+
+TEST_F(Checkpoints, ExcludedOptimizerStartsFreshMomentsFromTheSameWeights) {
+  fresh({"no_optimizer"});
+  copy_steps("straight", "no_optimizer", {10});
+  run("TITAN_TEST_SIGTERM_AT_STEP=12 " + kCli + job("no_optimizer", "--checkpoint.exclude_from_loading optimizer"));
+  const auto losses = losses_of("no_optimizer");
+  const auto straight = losses_of("straight");
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_EQ(losses[0], straight[10]);  // step 11: the same weights on the same batch
+  EXPECT_NE(losses[1], straight[11]);  // step 12 follows an update from fresh AdamW moments
+}
+
+TEST_F(Checkpoints, SeedCheckpointAndInitialLoadPathStartFromTheSameWeights) {
+  fresh({"seed", "from_seed", "from_initial"});
+  // Weights from another seed, written once by one process as step 0.
+  const std::string seeded = run(kCli + job("seed", "--checkpoint.create_seed_checkpoint --training.seed 7"));
+  ASSERT_TRUE(checkpoint::is_complete_checkpoint(step_folder("seed", 0))) << seeded;
+  const checkpoint::CheckpointMetadata metadata = checkpoint::parse_checkpoint_metadata(
+      file_text(fs::path(step_folder("seed", 0)) / "metadata.json"), step_folder("seed", 0));
+  for (const auto& [name, tensor] : metadata.tensors) EXPECT_TRUE(name.starts_with("model.")) << name;
+
+  // A job whose checkpoint folder holds the seed resumes from it (under FSDP 2 here) ...
+  copy_steps("seed", "from_seed", {0});
+  run(testing::mpirun(2, "-x TITAN_TEST_SIGTERM_AT_STEP=2 ") + kCli +
+      job("from_seed", "--parallelism.data_parallel_shard_degree 2 --training.local_batch_size 1"));
+  // ... and one pointed at it by initial_load_path starts from the same weights in one process.
+  run("TITAN_TEST_SIGTERM_AT_STEP=2 " + kCli +
+      job("from_initial", "--checkpoint.initial_load_path " + step_folder("seed", 0)));
+  const auto from_seed = losses_of("from_seed"), from_initial = losses_of("from_initial");
+  ASSERT_EQ(from_seed.size(), 2u);
+  ASSERT_EQ(from_initial.size(), 2u);
+  // Same weights, same global batch: equal up to the order of f32 sums (FSDP 2 vs one process).
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(from_seed[i], from_initial[i], 1e-5 * from_initial[i]) << i;
+  // Not the weights this job's own seed would have made.
+  EXPECT_GT(std::abs(from_initial[0] - losses_of("straight")[0]), 1e-4);
+}
+
+TEST_F(Checkpoints, InitialLoadPathTakesAHuggingFaceFolder) {
+  fresh({"hf_export", "from_hf", "from_titan"});
+  const std::string hf = (workdir() / "hf_export").string();
+  run(kCli + " convert --from titan " + step_folder("straight", 20) + " --to hf " + hf);
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli + job("from_hf", "--checkpoint.initial_load_path " + hf));
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +
+      job("from_titan", "--checkpoint.initial_load_path " + step_folder("straight", 20)));
+  // The f32 conversion is exact, so both start from bitwise the same weights.
+  ASSERT_EQ(losses_of("from_hf").size(), 1u);
+  EXPECT_EQ(losses_of("from_hf"), losses_of("from_titan"));
+  EXPECT_NE(losses_of("from_hf")[0], losses_of("straight")[0]);
+}
+
 }  // namespace
 }  // namespace titan

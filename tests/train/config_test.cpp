@@ -92,6 +92,15 @@ TEST(Config, OverridesParseAndValidate) {
             std::string::npos);
   EXPECT_NE(error_of([] { train::parse_train_arguments({"--training.steps"}); }).find("needs a value"),
             std::string::npos);
+  // A bare flag is only a boolean's "true": a string key followed by another option is a mistake, not "true".
+  EXPECT_NE(error_of([] {
+              train::parse_train_arguments({"--job.dump_folder", "--training.steps", "5"});
+            }).find("--job.dump_folder needs a value"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { train::parse_train_arguments({"--checkpoint.exclude_from_loading"}); }).find("needs a value"),
+            std::string::npos);
+  EXPECT_TRUE(train::parse_train_arguments({"--checkpoint.create_seed_checkpoint", "--training.steps", "5"})
+                  .config.checkpoint.create_seed_checkpoint);
   EXPECT_NE(error_of([] { train::parse_train_arguments({"steps"}); }).find("unexpected argument"), std::string::npos);
 
   train::JobConfig config;

@@ -88,6 +88,9 @@ class TomlReader : public ConfigVisitor {
   std::string section_, source_;
 };
 
+// What a bare `--section.key` (no value) carries: true for a boolean key, an error for any other.
+const std::string kBareFlag = "\x01 no value";
+
 // Parses one override's text into the field it names.
 class OverrideSetter : public ConfigVisitor {
  public:
@@ -96,10 +99,11 @@ class OverrideSetter : public ConfigVisitor {
   bool matched = false;
 
   void field(const char* key, std::string& value, const char*) override {
-    if (key_ == key) set(value, text_);
+    if (key_ == key) set(value, valued_text());
   }
   void field(const char* key, int64_t& value, const char*) override {
     if (key_ != key) return;
+    valued_text();
     int64_t parsed = 0;
     auto [end, error] = std::from_chars(text_.data(), text_.data() + text_.size(), parsed);
     TITAN_CHECK(error == std::errc() && end == text_.data() + text_.size(), "--{}: '{}' is not an integer", dotted_,
@@ -108,6 +112,7 @@ class OverrideSetter : public ConfigVisitor {
   }
   void field(const char* key, double& value, const char*) override {
     if (key_ != key) return;
+    valued_text();
     size_t used = 0;
     double parsed = 0;
     try {
@@ -120,6 +125,7 @@ class OverrideSetter : public ConfigVisitor {
   }
   void field(const char* key, bool& value, const char*) override {
     if (key_ != key) return;
+    if (text_ == kBareFlag) return set(value, true);
     TITAN_CHECK(text_ == "true" || text_ == "false" || text_ == "1" || text_ == "0",
                 "--{}: '{}' is not a boolean (true or false)", dotted_, text_);
     set(value, text_ == "true" || text_ == "1");
@@ -127,7 +133,7 @@ class OverrideSetter : public ConfigVisitor {
   void field(const char* key, std::vector<std::string>& value, const char*) override {
     if (key_ != key) return;
     std::vector<std::string> items;
-    std::stringstream stream(text_);
+    std::stringstream stream(valued_text());
     for (std::string item; std::getline(stream, item, ',');) {
       if (!item.empty()) items.push_back(item);
     }
@@ -135,6 +141,10 @@ class OverrideSetter : public ConfigVisitor {
   }
 
  private:
+  const std::string& valued_text() const {
+    TITAN_CHECK(text_ != kBareFlag, "--{} needs a value", dotted_);
+    return text_;
+  }
   template <typename T, typename U>
   void set(T& field, U value) {
     field = std::move(value);
@@ -304,7 +314,6 @@ void apply_override(JobConfig& config, const std::string& dotted_key, const std:
 }
 
 TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
-  static const std::string kBareFlag = "\x01 no value";
   TrainArguments result;
   std::vector<std::pair<std::string, std::string>> overrides;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -335,17 +344,7 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
     }
   }
   if (!result.config_path.empty()) load_toml_file(result.config, result.config_path);
-  for (const auto& [key, value] : overrides) {
-    if (value != kBareFlag) {
-      apply_override(result.config, key, value);
-      continue;
-    }
-    try {
-      apply_override(result.config, key, "true");
-    } catch (const Error&) {
-      fail("--{} needs a value", key);
-    }
-  }
+  for (const auto& [key, value] : overrides) apply_override(result.config, key, value);
   return result;
 }
 

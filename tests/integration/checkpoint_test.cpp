@@ -375,5 +375,19 @@ TEST_F(Checkpoints, InitialLoadPathTakesAHuggingFaceFolder) {
   EXPECT_NE(losses_of("from_hf")[0], losses_of("straight")[0]);
 }
 
+TEST_F(Checkpoints, ConvertReadsATrainingCheckpointSavedByAnyMesh) {
+  // FSDP 4's step 10 has no model export: convert gathers the weights from the four ranks' chunks.
+  fresh({"hf_from_fsdp", "from_fsdp_hf", "from_fsdp_titan"});
+  ASSERT_FALSE(fs::exists(fs::path(step_folder("fsdp_straight", 10)) / "model.safetensors"));
+  const std::string hf = (workdir() / "hf_from_fsdp").string();
+  run(kCli + " convert --from titan " + step_folder("fsdp_straight", 10) + " --to hf " + hf);
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli + job("from_fsdp_hf", "--checkpoint.initial_load_path " + hf));
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +
+      job("from_fsdp_titan", "--checkpoint.initial_load_path " + step_folder("fsdp_straight", 10)));
+  ASSERT_EQ(losses_of("from_fsdp_hf").size(), 1u);
+  EXPECT_EQ(losses_of("from_fsdp_hf"), losses_of("from_fsdp_titan"));
+  EXPECT_NE(losses_of("from_fsdp_hf")[0], losses_of("straight")[0]);
+}
+
 }  // namespace
 }  // namespace titan

@@ -1,9 +1,13 @@
 #include "titan/train/hf_convert.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
+#include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/checkpoint/hf_folder.h"
+#include "titan/train/checkpointer.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/model_export.h"
@@ -31,15 +35,11 @@ void convert_hf_to_titan(const std::string& hf_folder, const std::string& output
   write_model_export(output, config, tensors);
 }
 
-void convert_titan_to_hf(const std::string& titan_folder, const std::string& output, const ConvertOptions& options) {
-  const fs::path root(titan_folder);
-  TITAN_CHECK(fs::is_directory(root), "'{}' is not a folder", titan_folder);
-  for (const char* file : {"job.toml", "model.safetensors"}) {
-    TITAN_CHECK(fs::is_regular_file(root / file), "{}: missing {} (not a titan model export?)", titan_folder, file);
-  }
-  JobConfig config;
-  load_toml_file(config, (root / "job.toml").string());
-  const models::DecoderConfig decoder = exported_model_config(config, titan_folder);
+namespace {
+
+// A model export's model.safetensors: every tensor the model has, and nothing else.
+checkpoint::NamedTensors read_export_weights(const fs::path& root, const JobConfig& config,
+                                             const models::DecoderConfig& decoder) {
   const checkpoint::SafetensorsReader reader((root / "model.safetensors").string());
   checkpoint::NamedTensors tensors;
   std::set<std::string> expected;
@@ -55,6 +55,64 @@ void convert_titan_to_hf(const std::string& titan_folder, const std::string& out
   for (const auto& entry : reader.header().entries) {
     TITAN_CHECK(expected.count(entry.name) != 0, "{}: unexpected tensor '{}' (not part of this {} {})", reader.path(),
                 entry.name, config.model.name, config.model.flavor);
+  }
+  return tensors;
+}
+
+// A training checkpoint's step folder (no model export in it): the model's
+// weights read whole from every rank's chunks, whatever mesh saved them.
+checkpoint::NamedTensors read_checkpoint_weights(const fs::path& root, JobConfig& config,
+                                                 models::DecoderConfig& decoder) {
+  const std::string folder = root.string();
+  std::ifstream file(root / "metadata.json");
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const checkpoint::CheckpointMetadata metadata =
+      checkpoint::parse_checkpoint_metadata(text, (root / "metadata.json").string());
+  // A job that sized its vocabulary from the tokenizer recorded 0; the embedding's rows say it.
+  const auto embedding = metadata.tensors.find("model.tok_embeddings.weight");
+  if (config.model.vocab_size <= 0 && embedding != metadata.tensors.end())
+    config.model.vocab_size = embedding->second.shape.at(0);
+  decoder = exported_model_config(config, folder);
+  const auto model = decoder.build(Device::meta());  // names and shapes only
+  std::vector<StateTensor> state;
+  checkpoint::NamedTensors tensors;
+  for (auto& [name, parameter] : model->named_parameters()) {
+    const auto found = metadata.tensors.find("model." + name);
+    TITAN_CHECK(found != metadata.tensors.end(), "{}/metadata.json: missing tensor 'model.{}'", folder, name);
+    TITAN_CHECK(found->second.shape == parameter->data.shape(),
+                "{}/metadata.json: tensor 'model.{}' has shape {}, but job.toml implies {}", folder, name,
+                shape_str(found->second.shape), shape_str(parameter->data.shape()));
+    const Tensor whole = Tensor::empty(found->second.shape, found->second.dtype);
+    state.push_back({"model." + name, "model", whole, found->second.shape,
+                     std::vector<int64_t>(found->second.shape.size(), 0), true});
+    tensors.emplace_back(name, whole);
+  }
+  Checkpointer::load(folder, state, {"model"});
+  return tensors;
+}
+
+}  // namespace
+
+void convert_titan_to_hf(const std::string& titan_folder, const std::string& output, const ConvertOptions& options) {
+  const fs::path root(titan_folder);
+  TITAN_CHECK(fs::is_directory(root), "'{}' is not a folder", titan_folder);
+  TITAN_CHECK(fs::is_regular_file(root / "job.toml"), "{}: missing job.toml (not a titan model export or checkpoint?)",
+              titan_folder);
+  JobConfig config;
+  load_toml_file(config, (root / "job.toml").string());
+  const bool training_checkpoint =
+      !fs::exists(root / "model.safetensors") && fs::is_regular_file(root / "metadata.json");
+  TITAN_CHECK(training_checkpoint || fs::is_regular_file(root / "model.safetensors"),
+              "{}: missing model.safetensors (not a titan model export?) and metadata.json (not a checkpoint step "
+              "folder?)",
+              titan_folder);
+  models::DecoderConfig decoder;
+  checkpoint::NamedTensors tensors;
+  if (training_checkpoint) {
+    tensors = read_checkpoint_weights(root, config, decoder);
+  } else {
+    decoder = exported_model_config(config, titan_folder);
+    tensors = read_export_weights(root, config, decoder);
   }
   checkpoint::HfWriteOptions write;
   write.dtype = options.dtype.value_or(tensors.front().second.dtype());

@@ -188,4 +188,9 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
   }
 }
 
+bool is_hf_model_folder(const std::string& path) {
+  return !path.empty() && fs::is_regular_file(fs::path(path) / "config.json") &&
+         !fs::exists(fs::path(path) / "metadata.json");
+}
+
 }  // namespace titan::checkpoint

@@ -7,7 +7,7 @@
 
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/hf_weights.h"
 #include "titan/core/allocator.h"
 #include "titan/distributed/grad_norm.h"
@@ -22,7 +22,6 @@
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
 #include "titan/train/job_model_config.h"
-#include "titan/train/model_export.h"
 #include "titan/train/preemption.h"
 
 namespace titan::train {
@@ -33,12 +32,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-// A Hugging Face model folder (config.json, no titan checkpoint metadata).
-bool is_hf_folder(const std::string& path) {
-  return !path.empty() && std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json") &&
-         !std::filesystem::exists(std::filesystem::path(path) / "metadata.json");
-}
 
 }  // namespace
 
@@ -88,7 +81,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   model_->init_weights(generator_);
   // A Hugging Face folder holds full weights: they are read before the model is
   // sharded. (A titan checkpoint is read after, by resume(), in any mesh.)
-  if (is_hf_folder(config_.checkpoint.initial_load_path))
+  if (checkpoint::is_hf_model_folder(config_.checkpoint.initial_load_path))
     checkpoint::load_hf_weights_into(*model_, config_.checkpoint.initial_load_path);
   // Every rank initialises the same full weights from the seed, then keeps its shard.
   const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
@@ -332,179 +325,6 @@ const std::vector<StepMetrics>& Trainer::train() {
   }
   finish();
   return history_;
-}
-
-std::vector<StateTensor> Trainer::state_tensors() {
-  // Replicas of a box (over dp_replicate, and over tp for parameters tensor
-  // parallelism does not split) are saved by their first holder only.
-  const bool first_replica = mesh_->coordinate("dp_replicate") == 0;
-  const bool first_tp = mesh_->coordinate("tp") == 0;
-  const std::map<std::string, Tensor> moments = optimizer_->state_tensors();
-  std::vector<StateTensor> tensors;
-  for (auto& [name, parameter] : model_->named_parameters()) {
-    StateTensor t;
-    t.name = "model." + name;
-    t.part = "model";
-    t.tensor = parameter->data;
-    t.global_shape = parameter->layout.sharded() ? parameter->layout.global_shape : parameter->data.shape();
-    t.offsets = parameter->layout.sharded() ? parameter->layout.offsets
-                                            : std::vector<int64_t>(parameter->data.shape().size(), 0);
-    t.write = first_replica && (parameter->tensor_parallel_dim >= 0 || first_tp);
-    tensors.push_back(t);
-    for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
-      StateTensor m = t;
-      m.name = fmt::format("optimizer.{}.{}", moment, name);
-      m.part = "optimizer";
-      m.tensor = moments.at(fmt::format("{}.{}", moment, name));
-      tensors.push_back(m);
-    }
-  }
-  return tensors;
-}
-
-nlohmann::json Trainer::job_state(const std::vector<std::string>& contents) const {
-  const distributed::ParallelDims& dims = mesh_->dims();
-  return {{"contents", contents},
-          {"train_state", {{"step", step_}}},
-          {"optimizer", {{"steps_taken", optimizer_->steps_taken()}}},
-          // The schedule is a function of the step and these; they are recorded to flag a changed schedule.
-          {"lr_scheduler",
-           {{"warmup_steps", schedule_.warmup_steps},
-            {"total_steps", schedule_.total_steps},
-            {"decay_ratio", schedule_.decay_ratio},
-            {"decay_type", schedule_.decay_type},
-            {"min_lr_factor", schedule_.min_lr_factor}}},
-          {"rng", {{"seed", generator_.seed()}, {"offset", generator_.offset()}}},
-          {"mesh",
-           {{"world", mesh_->size("world")},
-            {"dp_replicate", dims.dp_replicate},
-            {"dp_shard", dims.dp_shard},
-            {"tp", dims.tp}}}};
-}
-
-nlohmann::json Trainer::rank_state() const {
-  if (!loader_) return nlohmann::json::object();
-  return {{"dp_rank", mesh_->coordinate("dp")}, {"dataloader", loader_->state_dict()}};
-}
-
-double Trainer::save_checkpoint(bool async, const std::function<void(const std::string&)>& on_publish) {
-  return checkpointer_->save(step_, state_tensors(),
-                             job_state({"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}),
-                             rank_state(), async, on_publish);
-}
-
-void Trainer::resume() {
-  const CheckpointSection& c = config_.checkpoint;
-  std::vector<std::string> parts;
-  for (const char* part : {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}) {
-    if (std::find(c.exclude_from_loading.begin(), c.exclude_from_loading.end(), part) == c.exclude_from_loading.end())
-      parts.emplace_back(part);
-  }
-  if (c.enable && !c.create_seed_checkpoint) {
-    const checkpoint::CheckpointScan scan = checkpoint::scan_checkpoints(checkpointer_->root());
-    for (const std::string& folder : scan.incomplete) {
-      if (rank_ == 0)
-        std::printf("titan: warning: ignoring incomplete checkpoint %s (no COMPLETE marker)\n", folder.c_str());
-    }
-    int64_t step = scan.complete.empty() ? -1 : scan.complete.back();
-    if (c.load_step >= 0) {
-      TITAN_CHECK(std::find(scan.complete.begin(), scan.complete.end(), c.load_step) != scan.complete.end(),
-                  "checkpoint.load_step {}: no complete checkpoint {} in {}", c.load_step,
-                  checkpoint::step_folder_name(c.load_step), checkpointer_->root());
-      step = c.load_step;
-    }
-    if (step >= 0) {
-      load_checkpoint((std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(step)).string(),
-                      parts);
-      resumed_step_ = step_;
-      return;
-    }
-  }
-  if (!c.initial_load_path.empty() && !is_hf_folder(c.initial_load_path))
-    load_checkpoint(c.initial_load_path, {"model"});
-}
-
-void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::string>& parts) {
-  const auto start = Clock::now();
-  const Checkpointer::Loaded loaded = Checkpointer::load(folder, state_tensors(), parts);
-  auto use = [&](const char* part) {
-    return std::find(parts.begin(), parts.end(), part) != parts.end() &&
-           std::find(loaded.contents.begin(), loaded.contents.end(), part) != loaded.contents.end();
-  };
-  const nlohmann::json& state = loaded.state;
-  if (use("train_state")) {
-    step_ = state.at("train_state").at("step").get<int64_t>();
-    generator_.set_state(state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>());
-  }
-  if (use("optimizer")) optimizer_->set_steps_taken(state.at("optimizer").at("steps_taken").get<int64_t>());
-  if (use("lr_scheduler") && rank_ == 0) {
-    const nlohmann::json& saved = state.at("lr_scheduler");
-    if (saved.at("warmup_steps") != schedule_.warmup_steps || saved.at("total_steps") != schedule_.total_steps ||
-        saved.at("decay_ratio") != schedule_.decay_ratio || saved.at("decay_type") != schedule_.decay_type ||
-        saved.at("min_lr_factor") != schedule_.min_lr_factor) {
-      std::printf("titan: warning: %s was saved with LR schedule %s; this job's differs (the new one applies)\n",
-                  folder.c_str(), saved.dump().c_str());
-    }
-  }
-  if (use("dataloader") && loader_) {
-    // The loader state is a cursor into the global row stream, the same on
-    // every data-parallel rank (data_loader.h), so any dp degree can take it.
-    const nlohmann::json& loaders = state.at("dataloader");
-    const std::string mine = std::to_string(mesh_->coordinate("dp"));
-    const nlohmann::json& chosen = loaders.contains(mine) ? loaders.at(mine) : loaders.begin().value();
-    for (const auto& [dp_rank, other] : loaders.items()) {
-      TITAN_CHECK(other == chosen, "{}: data loader states of dp ranks {} and {} differ", folder, dp_rank, mine);
-    }
-    loader_->load_state_dict(chosen);
-  }
-  if (rank_ == 0) {
-    std::printf("titan: loaded %s from %s (step %lld, %.3f GB read by rank 0 in %.2f s)\n",
-                fmt::format("{}", fmt::join(parts, ", ")).c_str(), folder.c_str(), static_cast<long long>(step_),
-                static_cast<double>(loaded.bytes_read) / 1e9, seconds_since(start));
-    std::fflush(stdout);
-  }
-}
-
-void Trainer::finish() {
-  checkpointer_->wait();
-  if (config_.checkpoint.enable && step_ == resumed_step_) return;  // that checkpoint (and its export) exists
-  // Sharded parameters are gathered (a collective: every rank takes part); rank 0 writes.
-  std::vector<std::pair<nn::Parameter*, Tensor>> full;
-  if (fsdp_) full = fsdp_->gather_full_parameters();
-  if (mesh_->size("tp") > 1) {
-    if (full.empty()) {
-      for (auto& [name, parameter] : model_->named_parameters()) full.emplace_back(parameter, parameter->data);
-    }
-    for (auto& [parameter, tensor] : full) {
-      if (parameter->tensor_parallel_dim >= 0) {
-        tensor = distributed::gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group("tp"));
-      }
-    }
-  }
-  const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
-  // The full weights stand in for the shards while the export is written.
-  auto with_full_weights = [&](const std::function<void()>& write) {
-    std::vector<std::pair<nn::Parameter*, Tensor>> sharded;
-    for (auto& [parameter, tensor] : full) {
-      sharded.emplace_back(parameter, parameter->data);
-      parameter->data = tensor;
-    }
-    write();
-    for (auto& [parameter, shard] : sharded) parameter->data = shard;
-  };
-  const std::string folder =
-      (std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(step_)).string();
-  if (config_.checkpoint.enable) {
-    save_checkpoint(/*async=*/false, [&](const std::string& staging) {
-      with_full_weights([&] { write_model_export_files(staging, *model_, config_, dtype); });
-    });
-  } else if (rank_ == 0) {
-    with_full_weights([&] { export_model(*model_, config_, folder, dtype); });
-  }
-  if (rank_ == 0) {
-    std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
-                folder.c_str());
-  }
 }
 
 }  // namespace titan::train

@@ -362,31 +362,29 @@ TEST_F(Checkpoints, SeedCheckpointAndInitialLoadPathStartFromTheSameWeights) {
   EXPECT_GT(std::abs(from_initial[0] - losses_of("straight")[0]), 1e-4);
 }
 
+// Converts the titan step folder `source` to HF as `tag`_hf, then starts one
+// step from each with initial_load_path: the f32 conversion is exact, so both
+// start from bitwise the same weights (and not from this job's own init).
+void expect_hf_conversion_starts_the_same(const std::string& source, const std::string& tag) {
+  const std::string hf = (workdir() / (tag + "_hf")).string(), from_hf = tag + "_from_hf",
+                    from_titan = tag + "_from_titan";
+  for (const std::string& folder : {tag + "_hf", from_hf, from_titan}) fs::remove_all(workdir() / folder);
+  run(kCli + " convert --from titan " + source + " --to hf " + hf);
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli + job(from_hf, "--checkpoint.initial_load_path " + hf));
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli + job(from_titan, "--checkpoint.initial_load_path " + source));
+  ASSERT_EQ(losses_of(from_hf).size(), 1u);
+  EXPECT_EQ(losses_of(from_hf), losses_of(from_titan));
+  EXPECT_NE(losses_of(from_hf)[0], losses_of("straight")[0]);
+}
+
 TEST_F(Checkpoints, InitialLoadPathTakesAHuggingFaceFolder) {
-  fresh({"hf_export", "from_hf", "from_titan"});
-  const std::string hf = (workdir() / "hf_export").string();
-  run(kCli + " convert --from titan " + step_folder("straight", 20) + " --to hf " + hf);
-  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli + job("from_hf", "--checkpoint.initial_load_path " + hf));
-  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +
-      job("from_titan", "--checkpoint.initial_load_path " + step_folder("straight", 20)));
-  // The f32 conversion is exact, so both start from bitwise the same weights.
-  ASSERT_EQ(losses_of("from_hf").size(), 1u);
-  EXPECT_EQ(losses_of("from_hf"), losses_of("from_titan"));
-  EXPECT_NE(losses_of("from_hf")[0], losses_of("straight")[0]);
+  expect_hf_conversion_starts_the_same(step_folder("straight", 20), "export");
 }
 
 TEST_F(Checkpoints, ConvertReadsATrainingCheckpointSavedByAnyMesh) {
   // FSDP 4's step 10 has no model export: convert gathers the weights from the four ranks' chunks.
-  fresh({"hf_from_fsdp", "from_fsdp_hf", "from_fsdp_titan"});
   ASSERT_FALSE(fs::exists(fs::path(step_folder("fsdp_straight", 10)) / "model.safetensors"));
-  const std::string hf = (workdir() / "hf_from_fsdp").string();
-  run(kCli + " convert --from titan " + step_folder("fsdp_straight", 10) + " --to hf " + hf);
-  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli + job("from_fsdp_hf", "--checkpoint.initial_load_path " + hf));
-  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +
-      job("from_fsdp_titan", "--checkpoint.initial_load_path " + step_folder("fsdp_straight", 10)));
-  ASSERT_EQ(losses_of("from_fsdp_hf").size(), 1u);
-  EXPECT_EQ(losses_of("from_fsdp_hf"), losses_of("from_fsdp_titan"));
-  EXPECT_NE(losses_of("from_fsdp_hf")[0], losses_of("straight")[0]);
+  expect_hf_conversion_starts_the_same(step_folder("fsdp_straight", 10), "fsdp_step");
 }
 
 }  // namespace

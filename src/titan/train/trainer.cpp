@@ -300,6 +300,12 @@ const std::vector<StepMetrics>& Trainer::train() {
     return history_;
   }
   const bool saving = config_.checkpoint.enable;
+  if (step_ >= config_.training.steps && rank_ == 0) {
+    std::printf(
+        "titan: resumed at step %lld of training.steps = %lld: nothing left to train (raise "
+        "--training.steps to go on)\n",
+        static_cast<long long>(step_), static_cast<long long>(config_.training.steps));
+  }
   while (step_ < config_.training.steps) {
     StepMetrics metrics = train_step();
     if (config_.validation.enable && step_ % config_.validation.freq == 0) metrics.validation_loss = validate();

@@ -4,6 +4,7 @@
 
 #include "data/fixtures.h"
 #include "data/peer_support.h"
+#include "support/expect_error.h"
 #include "titan/core/error.h"
 #include "titan/data/token_corpus.h"
 #include "titan/data/token_shard.h"
@@ -11,17 +12,7 @@
 namespace titan::data {
 namespace {
 
-template <typename Fn>
-void expect_error(Fn&& body, std::initializer_list<std::string> fragments) {
-  try {
-    body();
-    ADD_FAILURE() << "expected a titan::Error";
-  } catch (const Error& e) {
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-    }
-  }
-}
+using titan::testing::expect_error;
 
 TEST(TokenShard, WriteAndMapBack) {
   testing::TempDir dir;

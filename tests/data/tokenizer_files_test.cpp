@@ -7,6 +7,7 @@
 
 #include "data/peer_support.h"
 #include "data/test_text.h"
+#include "support/expect_error.h"
 #include "titan/core/error.h"
 #include "titan/data/base64.h"
 #include "titan/data/byte_level_alphabet.h"
@@ -18,18 +19,7 @@ namespace {
 
 using json = nlohmann::json;
 
-// Expects `body` to throw a titan::Error whose message holds every fragment.
-template <typename Fn>
-void expect_error(Fn&& body, std::initializer_list<std::string> fragments) {
-  try {
-    body();
-    ADD_FAILURE() << "expected a titan::Error";
-  } catch (const Error& e) {
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-    }
-  }
-}
+using titan::testing::expect_error;
 
 // A small GPT-2 style tokenizer.json: 256 byte tokens, merges building " the".
 json tiny_tokenizer_json() {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_error.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/core/allocator.h"
@@ -241,16 +242,6 @@ TEST(CrossEntropy, AllRowsIgnoredGiveZeroLossAndGradients) {
   }
 }
 
-void expect_error_mentioning(const std::function<void()>& call, const std::vector<std::string>& words) {
-  try {
-    call();
-    ADD_FAILURE() << "expected a titan::Error";
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    for (const std::string& word : words) EXPECT_NE(message.find(word), std::string::npos) << message;
-  }
-}
-
 TEST(CrossEntropy, OutOfRangeTargetNamesRowAndValue) {
   ReferenceCase ref("cross_entropy_plain");
   const Tensor logits = ref.get("logits"), hidden = ref.get("hidden"), weight = ref.get("weight");
@@ -261,11 +252,11 @@ TEST(CrossEntropy, OutOfRangeTargetNamesRowAndValue) {
     for (DType target_dtype : {DType::i64, DType::i32}) {
       const Tensor targets = Tensor::from_vector(values, {logits.size(0)}).to(target_dtype);
       const std::vector<std::string> words = {"row 12", "target " + std::to_string(bad)};
-      expect_error_mentioning([&] { ops::cross_entropy(logits, targets, options); }, words);
+      titan::testing::expect_error([&] { ops::cross_entropy(logits, targets, options); }, words);
       const Tensor lse = Tensor::zeros({logits.size(0)});
-      expect_error_mentioning(
+      titan::testing::expect_error(
           [&] { ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, lse, 35, options); }, words);
-      expect_error_mentioning(
+      titan::testing::expect_error(
           [&] { ops::fused_linear_cross_entropy(hidden, weight, targets, fused_options(options, 7, 37)); }, words);
     }
   }
@@ -275,19 +266,25 @@ TEST(CrossEntropy, BadShapesNameTheOp) {
   const Tensor logits = Tensor::zeros({4, 10}), targets = Tensor::zeros({4}, DType::i64);
   const Tensor hidden = Tensor::zeros({4, 8}), weight = Tensor::zeros({10, 8});
   const std::vector<std::string> plain = {"cross_entropy"}, fused = {"fused_linear_cross_entropy"};
-  expect_error_mentioning([&] { ops::cross_entropy(Tensor::zeros({40}), targets, {}); }, plain);
-  expect_error_mentioning([&] { ops::cross_entropy(logits, Tensor::zeros({5}, DType::i64), {}); }, plain);
-  expect_error_mentioning([&] { ops::cross_entropy(logits, Tensor::zeros({4}), {}); }, plain);  // f32 targets
-  expect_error_mentioning([&] { ops::cross_entropy(logits.to(DType::i32), targets, {}); }, plain);
-  expect_error_mentioning(
+  titan::testing::expect_error([&] { ops::cross_entropy(Tensor::zeros({40}), targets, {}); }, plain);
+  titan::testing::expect_error([&] { ops::cross_entropy(logits, Tensor::zeros({5}, DType::i64), {}); }, plain);
+  titan::testing::expect_error([&] { ops::cross_entropy(logits, Tensor::zeros({4}), {}); }, plain);  // f32 targets
+  titan::testing::expect_error([&] { ops::cross_entropy(logits.to(DType::i32), targets, {}); }, plain);
+  titan::testing::expect_error(
       [&] { ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, Tensor::zeros({3}), 4, {}); },
       {"cross_entropy_backward", "lse"});
-  expect_error_mentioning([&] { ops::fused_linear_cross_entropy(hidden, Tensor::zeros({10, 9}), targets, {}); }, fused);
-  expect_error_mentioning([&] { ops::fused_linear_cross_entropy(hidden, Tensor::zeros({10}), targets, {}); }, fused);
-  expect_error_mentioning([&] { ops::fused_linear_cross_entropy(hidden, weight.to(DType::bf16), targets, {}); }, fused);
-  expect_error_mentioning([&] { ops::fused_linear_cross_entropy(hidden, weight, Tensor::zeros({3}, DType::i64), {}); },
-                          fused);
-  expect_error_mentioning(
+  titan::testing::expect_error(
+      [&] {
+        ops::fused_linear_cross_entropy(hidden, Tensor::zeros({10, 9}), targets, {});
+      },
+      fused);
+  titan::testing::expect_error([&] { ops::fused_linear_cross_entropy(hidden, Tensor::zeros({10}), targets, {}); },
+                               fused);
+  titan::testing::expect_error([&] { ops::fused_linear_cross_entropy(hidden, weight.to(DType::bf16), targets, {}); },
+                               fused);
+  titan::testing::expect_error(
+      [&] { ops::fused_linear_cross_entropy(hidden, weight, Tensor::zeros({3}, DType::i64), {}); }, fused);
+  titan::testing::expect_error(
       [&] {
         ops::FusedCrossEntropyOptions options;
         options.token_chunk = 0;

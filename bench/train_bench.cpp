@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/peer_process.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/random.h"
 #include "titan/train/device_peak.h"
@@ -16,22 +17,6 @@
 
 namespace titan::bench {
 namespace {
-
-// Random tokens: throughput does not depend on what the tokens say.
-train::BatchSource random_batches(const TrainBenchOptions& o) {
-  auto generator = std::make_shared<Generator>(1);
-  return [o, generator] {
-    Tensor values = Tensor::empty({o.batch, o.seq_len + 1});
-    ops::uniform_(values, 0.0, static_cast<double>(o.vocab), *generator);
-    std::vector<int64_t> ids;
-    for (float v : values.to_floats()) ids.push_back(static_cast<int64_t>(v));
-    const Tensor all = Tensor::from_vector(ids, {o.batch, o.seq_len + 1});
-    data::Batch batch;
-    batch.input_ids = all.narrow(1, 0, o.seq_len).contiguous();
-    batch.labels = all.narrow(1, 1, o.seq_len).contiguous();
-    return batch;
-  };
-}
 
 double titan_median_step(const TrainBenchOptions& o, const std::string& dtype) {
   train::JobConfig config;
@@ -43,7 +28,7 @@ double titan_median_step(const TrainBenchOptions& o, const std::string& dtype) {
   config.metrics.peak_tflops = 1.0;
   config.metrics.log_freq = 1000000;
   config.job.dump_folder = "/tmp/titan_bench_train";
-  train::Trainer trainer(config, random_batches(o));
+  train::Trainer trainer(config, random_token_batches(o.batch, o.seq_len, o.vocab));
   std::vector<double> seconds;
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     const double s = trainer.train_step().step_seconds;
@@ -61,20 +46,26 @@ double peer_median_step(const TrainBenchOptions& o, const std::string& dtype) {
       "--steps {} --warmup {} --dtype {} --threads {}",
       TITAN_BENCH_DIR, a.dim(), a.n_layers, a.block.attention.n_heads, a.block.feed_forward.hidden_dim, o.vocab,
       o.seq_len, o.batch, o.steps, o.warmup, dtype, omp_get_max_threads());
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), &pclose);
-  if (!pipe) return -1.0;
-  std::string output;
-  std::array<char, 512> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe.get()) != nullptr) output += buffer.data();
-  try {
-    return nlohmann::json::parse(output.substr(output.rfind('{')))["median_step_seconds"].get<double>();
-  } catch (const std::exception&) {
-    std::fprintf(stderr, "train bench: the PyTorch peer failed: %s\n", output.c_str());
-    return -1.0;
-  }
+  const std::optional<nlohmann::json> result = run_peer(command, "train bench");
+  return result && result->contains("median_step_seconds") ? (*result)["median_step_seconds"].get<double>() : -1.0;
 }
 
 }  // namespace
+
+train::BatchSource random_token_batches(int64_t batch_size, int64_t seq_len, int64_t vocab) {
+  auto generator = std::make_shared<Generator>(1);
+  return [=] {
+    Tensor values = Tensor::empty({batch_size, seq_len + 1});
+    ops::uniform_(values, 0.0, static_cast<double>(vocab), *generator);
+    std::vector<int64_t> ids;
+    for (float v : values.to_floats()) ids.push_back(static_cast<int64_t>(v));
+    const Tensor all = Tensor::from_vector(ids, {batch_size, seq_len + 1});
+    data::Batch batch;
+    batch.input_ids = all.narrow(1, 0, seq_len).contiguous();
+    batch.labels = all.narrow(1, 1, seq_len).contiguous();
+    return batch;
+  };
+}
 
 int run_train_bench(const TrainBenchOptions& o) {
   const models::DecoderConfig config = models::model_config("llama3", "debugmodel", o.vocab);

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "bench/checkpoint_bench.h"
+#include "bench/gpu_bench.h"
 #include "bench/ops_bench.h"
 #include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
@@ -16,14 +17,15 @@ Subcommand make_bench_subcommand() {
   auto train = std::make_shared<bench::TrainBenchOptions>();
   auto scaling = std::make_shared<bench::ScalingBenchOptions>();
   auto checkpoint = std::make_shared<bench::CheckpointBenchOptions>();
+  auto gpu = std::make_shared<bench::GpuBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, suite](CLI::App& parent) {
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, suite](CLI::App& parent) {
     CLI::App* app =
-        parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint)");
-    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint")
+        parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, gpu)");
+    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint, gpu")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "gpu"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -34,12 +36,23 @@ Subcommand make_bench_subcommand() {
     app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run");
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
     app->add_option("--steps", train->steps, "train suite: timed steps")->check(CLI::PositiveNumber);
-    app->add_flag("!--no-peer", train->peer, "train suite: skip the PyTorch peer");
+    app->add_flag("!--no-peer", train->peer, "train and gpu suites: skip the PyTorch peer");
+    app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
+    app->add_option("--seq", gpu->seq_len, "gpu suite: sequence length (default 4096)")->check(CLI::PositiveNumber);
+    app->add_option("--batch", gpu->batch, "gpu suite: local batch (default 2)")->check(CLI::PositiveNumber);
+    app->add_option("--python", gpu->python, "gpu suite: Python with CUDA PyTorch for the peer (default python3)");
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, checkpoint, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, suite] {
+    if (*suite == "gpu") {
+      gpu->json_path = options->json_path;
+      gpu->peer = train->peer;
+      gpu->repeats = options->repeats;
+      if (options->quick) gpu->steps = 3;
+      return bench::run_gpu_bench(*gpu);
+    }
     if (*suite == "checkpoint") {
       checkpoint->json_path = options->json_path;
       checkpoint->repeats = options->repeats;

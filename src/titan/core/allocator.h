@@ -18,6 +18,7 @@ struct MemoryStats {
   int64_t peak_reserved_bytes = 0;  // most reserved bytes since the last reset_peak()
   int64_t allocations = 0;          // calls to allocate() since start
   int64_t alloc_retries = 0;        // allocations that had to free cached blocks and retry
+  int64_t capacity_bytes = 0;       // the device's memory (0: not known to the allocator)
 };
 
 class Allocator {

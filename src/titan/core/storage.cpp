@@ -23,6 +23,26 @@ void Storage::reallocate() {
   if (data_ == nullptr && !device_.is_meta()) data_ = allocator_for(device_.type).allocate(nbytes_);
 }
 
+namespace {
+thread_local StorageWatch* active_watch = nullptr;
+}  // namespace
+
+StorageWatch::StorageWatch() : previous_(active_watch) { active_watch = this; }
+
+StorageWatch::~StorageWatch() { active_watch = previous_; }
+
+std::vector<std::shared_ptr<Storage>> StorageWatch::alive() const {
+  std::vector<std::shared_ptr<Storage>> out;
+  for (const std::weak_ptr<Storage>& weak : seen_) {
+    if (std::shared_ptr<Storage> storage = weak.lock()) out.push_back(std::move(storage));
+  }
+  return out;
+}
+
+void StorageWatch::notify(const std::shared_ptr<Storage>& storage) {
+  if (active_watch != nullptr) active_watch->seen_.push_back(storage);
+}
+
 Storage::~Storage() {
   if (owned_) {
     if (!device_.is_meta()) allocator_for(device_.type).deallocate(data_, nbytes_);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "titan/core/device.h"
 
@@ -28,6 +29,11 @@ class Storage {
   // Allocates the bytes again after release_memory() (contents undefined).
   void reallocate();
   bool has_memory() const { return data_ != nullptr || nbytes_ == 0; }
+  bool owns_memory() const { return owned_; }
+  // Activation offload never moves storage marked so: buffers a collective
+  // may still be writing, or that outlive the step.
+  void keep_on_device() { keep_on_device_ = true; }
+  bool kept_on_device() const { return keep_on_device_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
@@ -36,7 +42,27 @@ class Storage {
   size_t nbytes_ = 0;
   Device device_;
   bool owned_ = false;
+  bool keep_on_device_ = false;
   std::function<void(void*)> release_;
+};
+
+// Collects the storages allocated on this thread while it is alive (the
+// innermost watch wins): activation offload uses it to find what a block's
+// forward left alive for its backward.
+class StorageWatch {
+ public:
+  StorageWatch();
+  ~StorageWatch();
+  StorageWatch(const StorageWatch&) = delete;
+  StorageWatch& operator=(const StorageWatch&) = delete;
+  // The storages seen so far that are still alive.
+  std::vector<std::shared_ptr<Storage>> alive() const;
+  // Called by Tensor::empty for every storage it allocates.
+  static void notify(const std::shared_ptr<Storage>& storage);
+
+ private:
+  StorageWatch* previous_;
+  std::vector<std::weak_ptr<Storage>> seen_;
 };
 
 }  // namespace titan

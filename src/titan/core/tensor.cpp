@@ -47,6 +47,7 @@ void check_shape(const Shape& shape) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape);
   auto storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device);
+  StorageWatch::notify(storage);
   return Tensor(make_impl(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
 }
 

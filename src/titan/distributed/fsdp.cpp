@@ -81,6 +81,9 @@ class FsdpUnit {
       if (shard.numel() > 0) ops::copy_(send.narrow(0, e.local_offset, shard.numel()).view(shard.shape()), shard);
     }
     gathered_ = Tensor::empty({world * local_size_}, options_.param_dtype);
+    // In flight across the forward of the block that prefetched it.
+    send.storage()->keep_on_device();
+    gathered_.storage()->keep_on_device();
     gather_work_ = shard_.all_gather(gathered_, send);
     state_ = State::gathering;
   }

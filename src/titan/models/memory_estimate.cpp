@@ -1,5 +1,6 @@
 #include "titan/models/memory_estimate.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace titan::models {
@@ -37,13 +38,19 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   }
   const double block = block_activation_elements(config, o.batch, o.seq_len) * compute_size;
   const double block_input = static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
-  int64_t checkpointed = 0;
-  if (o.activation_checkpoint == "full") checkpointed = config.n_layers;
-  if (o.activation_checkpoint == "selective")
-    checkpointed = (config.n_layers + o.selective_every - 1) / o.selective_every;
-  // Checkpointed blocks keep their input; one of them is recomputed whole during backward.
-  e.activation_bytes = static_cast<double>(config.n_layers - checkpointed) * block +
-                       static_cast<double>(checkpointed) * block_input + (checkpointed > 0 ? block : 0.0);
+  if (o.activation_checkpoint == "offload") {
+    // On the device: the last block (kept), one being copied out during
+    // forward, and one being copied back during backward.
+    e.activation_bytes = std::min<double>(3.0, static_cast<double>(config.n_layers)) * block;
+  } else {
+    int64_t checkpointed = 0;
+    if (o.activation_checkpoint == "full") checkpointed = config.n_layers;
+    if (o.activation_checkpoint == "selective")
+      checkpointed = (config.n_layers + o.selective_every - 1) / o.selective_every;
+    // Checkpointed blocks keep their input; one of them is recomputed whole during backward.
+    e.activation_bytes = static_cast<double>(config.n_layers - checkpointed) * block +
+                         static_cast<double>(checkpointed) * block_input + (checkpointed > 0 ? block : 0.0);
+  }
   const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
   e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(config.vocab_size * config.dim());
   return e;

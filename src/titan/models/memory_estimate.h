@@ -14,7 +14,7 @@ struct MemoryEstimateOptions {
   int64_t seq_len = 2048;
   DType compute_dtype = DType::bf16;  // activations and materialised parameters
   DType optimizer_state_dtype = DType::f32;
-  std::string activation_checkpoint = "none";  // none, full, selective
+  std::string activation_checkpoint = "none";  // none, full, selective, offload
   int64_t selective_every = 2;
   int64_t dp_shard = 1;  // FSDP shards: parameters, gradients and optimizer states divide by it
 };

@@ -1,6 +1,7 @@
 #include "titan/models/parallelize_decoder.h"
 
 #include "titan/autograd/checkpoint.h"
+#include "titan/autograd/offload.h"
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/functional.h"
 
@@ -14,9 +15,18 @@ void apply_mixed_precision(Decoder& model, DType dtype) {
 }
 
 void apply_activation_checkpointing(Decoder& model, const std::string& mode, int64_t every) {
-  TITAN_CHECK(mode == "none" || mode == "full" || mode == "selective",
-              "activation checkpointing mode '{}' is not one of none, full, selective", mode);
+  TITAN_CHECK(mode == "none" || mode == "full" || mode == "selective" || mode == "offload",
+              "activation checkpointing mode '{}' is not one of none, full, selective, offload", mode);
   if (mode == "none") return;
+  if (mode == "offload") {
+    auto offloader = std::make_shared<autograd::ActivationOffloader>(static_cast<int64_t>(model.layers->size()));
+    for (size_t i = 0; i < model.layers->size(); ++i) {
+      (*model.layers)[i]->set_runner([offloader, i](const nn::BlockBody& body, const Tensor& x) {
+        return offloader->run(static_cast<int64_t>(i), body, x);
+      });
+    }
+    return;
+  }
   TITAN_CHECK(every > 0, "activation checkpointing: selective_every must be > 0, got {}", every);
   const nn::BlockRunner checkpointed = [](const nn::BlockBody& body, const Tensor& x) {
     return autograd::checkpoint([body](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; },

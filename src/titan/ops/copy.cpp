@@ -27,6 +27,11 @@ void copy_(const Tensor& dst, const Tensor& src) {
   copy_kernels(dst.device(), dst, staged);
 }
 
+void synchronize(Device device) {
+  if (device.is_cpu() || device.is_meta()) return;
+  synchronize_kernels(device);
+}
+
 void fill_(const Tensor& dst, double value) {
   check_defined("fill", dst, "destination");
   if (dst.device().is_meta()) return;

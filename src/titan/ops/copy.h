@@ -19,4 +19,10 @@ inline Op<FillKernel> fill_kernels{"fill"};
 // Cross-device copies of contiguous tensors are owned by the non-CPU backend.
 inline Op<CopyKernel> transfer_kernels{"transfer"};
 
+// Waits until the device has finished all work queued so far (a no-op on the
+// CPU, whose kernels finish before they return). For timings and benchmarks.
+void synchronize(Device device);
+using SynchronizeKernel = void();
+inline Op<SynchronizeKernel> synchronize_kernels{"synchronize"};
+
 }  // namespace titan::ops

@@ -40,6 +40,9 @@ struct FusedCrossEntropyOptions {
   // logit (0 where the target lies in another shard) and must replace them by
   // the values over the whole vocabulary (an all-reduce over the shards).
   // grad_hidden is then this shard's part, to be summed over the shards.
+  // The pointers are in the tensors' memory: host pointers on the CPU, DEVICE
+  // pointers on CUDA, where combine must queue its work (e.g. the all-reduce)
+  // on the current stream, which everything after it waits on.
   int64_t vocab_offset = 0;
   int64_t vocab_size = 0;
   std::function<void(float* lse, float* target_logit, int64_t rows)> combine;

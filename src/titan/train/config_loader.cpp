@@ -370,10 +370,10 @@ void validate(const JobConfig& c) {
               "training.mixed_precision_param must be f32 or bf16, got '{}'", c.training.mixed_precision_param);
   TITAN_CHECK(c.training.mixed_precision_reduce == "f32", "training.mixed_precision_reduce must be f32, got '{}'",
               c.training.mixed_precision_reduce);
-  const std::vector<std::string> modes{"none", "full", "selective"};
+  const std::vector<std::string> modes{"none", "full", "selective", "offload"};
   TITAN_CHECK(std::find(modes.begin(), modes.end(), c.activation_checkpoint.mode) != modes.end(),
-              "activation_checkpoint.mode '{}' is not one of none, full, selective{}", c.activation_checkpoint.mode,
-              suggestion(c.activation_checkpoint.mode, modes));
+              "activation_checkpoint.mode '{}' is not one of none, full, selective, offload{}",
+              c.activation_checkpoint.mode, suggestion(c.activation_checkpoint.mode, modes));
   positive(c.activation_checkpoint.selective_every, "activation_checkpoint.selective_every");
   TITAN_CHECK(c.model.attention == "flash" || c.model.attention == "naive",
               "model.attention must be flash or naive, got '{}'", c.model.attention);

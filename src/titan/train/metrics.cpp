@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "titan/core/allocator.h"
 #include "titan/core/error.h"
 
 namespace titan::train {
@@ -33,6 +34,8 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
     line += fmt::format("  comm {:.1f}% exposed {:.1f}%", 100.0 * m.comm_busy_seconds / m.step_seconds,
                         100.0 * m.comm_exposed_seconds / m.step_seconds);
   }
+  // Retries mean the device ran out and the cache was flushed: a sign of fragmentation or a too-large batch.
+  if (m.alloc_retries > 0) line += fmt::format("  alloc_retries {}", m.alloc_retries);
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
   if (m.checkpoint_stall_seconds > 0) line += fmt::format("  ckpt_stall {:.3f}s", m.checkpoint_stall_seconds);
   if (progress && m.step > 0) {
@@ -59,6 +62,7 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"mfu_percent", m.mfu_percent},
                         {"peak_memory_gib", m.peak_memory_gib},
                         {"reserved_memory_gib", m.reserved_memory_gib},
+                        {"alloc_retries", m.alloc_retries},
                         {"memory_percent", m.memory_percent},
                         {"elapsed_seconds", m.elapsed_seconds},
                         {"comm_busy_seconds", m.comm_busy_seconds},
@@ -69,7 +73,9 @@ void MetricsLogger::log(const StepMetrics& m) {
   jsonl_.flush();
 }
 
-double device_memory_gib() {
+double device_memory_gib(Device device) {
+  const int64_t capacity = device.is_cpu() ? 0 : memory_stats(device.type).capacity_bytes;
+  if (capacity > 0) return static_cast<double>(capacity) / (1024.0 * 1024.0 * 1024.0);
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
   return static_cast<double>(pages) * static_cast<double>(page_size) / (1024.0 * 1024.0 * 1024.0);
 }

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "titan/core/device.h"
+
 namespace titan::train {
 
 struct StepMetrics {
@@ -26,6 +28,7 @@ struct StepMetrics {
   double peak_memory_gib = 0.0;      // most bytes live during the step
   double reserved_memory_gib = 0.0;  // most bytes held from the system during the step
   double memory_percent = 0.0;       // peak as a share of the device's memory
+  int64_t alloc_retries = 0;         // allocations that had to release the allocator's cache and retry
   double elapsed_seconds = 0.0;
   // Distributed runs: seconds collectives ran this step (busy) and seconds the
   // step waited for them (exposed); busy - exposed overlapped compute.
@@ -50,6 +53,6 @@ class MetricsLogger {
 };
 
 // Total memory of the device tensors live on (host RAM for the CPU).
-double device_memory_gib();
+double device_memory_gib(Device device);
 
 }  // namespace titan::train

@@ -38,10 +38,18 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(config)), batches_(std::move(batches)) {
   train::validate(config_);
   const Device device = Device::parse(config_.training.device);
-  TITAN_CHECK(device.is_cpu(), "training.device '{}': this build trains on the CPU backend only so far",
+  device_ = device;
+  TITAN_CHECK(!device.is_meta(), "training.device 'meta': meta tensors hold no data to train");
+  TITAN_CHECK(device.is_cpu() || ops::copy_kernels.has_kernel(device.type),
+              "training.device '{}': no CUDA device is visible to this process, or titan was built without the "
+              "CUDA toolkit",
               config_.training.device);
   // The mesh is checked against the world before any work starts.
   distributed::World& world = distributed::World::instance(config_.comm.timeout_seconds);
+  TITAN_CHECK(device.is_cpu() || world.size() == 1,
+              "training.device '{}' with {} processes: multi-GPU training (NCCL groups and device buffers in FSDP "
+              "and TP) is not wired into the trainer yet; run one process per job on CUDA",
+              config_.training.device, world.size());
   const distributed::ParallelDims dims{
       config_.parallelism.pipeline_parallel_degree, config_.parallelism.data_parallel_replicate_degree,
       config_.parallelism.data_parallel_shard_degree, config_.parallelism.context_parallel_degree,
@@ -147,10 +155,10 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
 Trainer::~Trainer() = default;
 
 models::DecoderInputs Trainer::model_inputs(const data::Batch& batch) const {
-  models::DecoderInputs inputs{batch.input_ids, {}, {}};
+  models::DecoderInputs inputs{batch.input_ids.to(device_), {}, {}};
   if (config_.model.document_masking) {
-    inputs.positions = batch.positions;
-    inputs.document_ids = batch.document_ids;
+    inputs.positions = batch.positions.to(device_);
+    inputs.document_ids = batch.document_ids.to(device_);
   }
   return inputs;
 }
@@ -158,19 +166,23 @@ models::DecoderInputs Trainer::model_inputs(const data::Batch& batch) const {
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
   ++step_;
-  Allocator& allocator = allocator_for(DeviceType::cpu);
+  Allocator& allocator = allocator_for(device_.type);
   allocator.reset_peak();
+  const int64_t retries_before = allocator.stats().alloc_retries;
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) mesh_->group(dim)->reset_stats();
   model_->zero_grad();
-  double data_seconds = 0.0, loss_sum = 0.0;
+  double data_seconds = 0.0;
   int64_t tokens = 0;
+  // Losses are read back after the optimizer step: reading each one as it is
+  // made would stall the host until the device finished that forward.
+  std::vector<Tensor> losses;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto data_start = Clock::now();
     const data::Batch batch = batches_();
     data_seconds += seconds_since(data_start);
     tokens += batch.input_ids.numel();
-    Tensor loss = model_->loss(model_inputs(batch), batch.labels);
-    loss_sum += loss.item();
+    Tensor loss = model_->loss(model_inputs(batch), batch.labels.to(device_));
+    losses.push_back(loss.detach());
     if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
     autograd::backward({loss});
     if (fsdp_) {
@@ -181,6 +193,8 @@ StepMetrics Trainer::train_step() {
   const double grad_norm = synchronize_and_clip_gradients();
   const double lr = config_.optimizer.lr * schedule_.factor(step_);
   optimizer_->step(lr);
+  double loss_sum = 0.0;
+  for (const Tensor& loss : losses) loss_sum += loss.item();
 
   StepMetrics m;
   m.step = step_;
@@ -199,7 +213,8 @@ StepMetrics Trainer::train_step() {
   const MemoryStats memory = allocator.stats();
   m.peak_memory_gib = static_cast<double>(memory.peak_bytes) / kGiB;
   m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
-  m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib();
+  m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib(device_);
+  m.alloc_retries = memory.alloc_retries - retries_before;
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) {
     const distributed::CommStats comm = mesh_->group(dim)->stats();
     m.comm_busy_seconds += comm.busy_seconds;
@@ -225,7 +240,7 @@ double Trainer::synchronize_and_clip_gradients() {
   if (tp->size() > 1 && !replicated.empty()) {
     int64_t total = 0;
     for (const Tensor& grad : replicated) total += grad.numel();
-    Tensor bucket = Tensor::empty({total});
+    Tensor bucket = Tensor::empty({total}, DType::f32, device_);
     int64_t offset = 0;
     for (const Tensor& grad : replicated) {
       ops::copy_(bucket.narrow(0, offset, grad.numel()).view(grad.shape()), grad);
@@ -269,7 +284,7 @@ double Trainer::validate() {
   int64_t tokens = 0;
   data::Batch batch;
   for (int64_t i = 0; i < config_.validation.steps && batches.next(batch); ++i) {
-    const double loss = model_->loss(model_inputs(batch), batch.labels).item();
+    const double loss = model_->loss(model_inputs(batch), batch.labels.to(device_)).item();
     // The loss is a mean over this batch's counted labels: weight it by their number.
     weighted += loss * static_cast<double>(batch.label_tokens);
     tokens += batch.label_tokens;

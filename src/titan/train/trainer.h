@@ -65,6 +65,7 @@ class Trainer {
   void finish();
 
   JobConfig config_;
+  Device device_;
   std::unique_ptr<distributed::DeviceMesh> mesh_;
   std::shared_ptr<distributed::Fsdp> fsdp_;
   int rank_ = 0;

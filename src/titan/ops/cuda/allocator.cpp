@@ -1,52 +1,51 @@
-// The CUDA device allocator: plain cudaMalloc/cudaFree with exact live and
-// peak statistics. (A caching, stream-ordered allocator replaces it with the
-// CUDA backend work; the interface stays the same.)
-#include <atomic>
-
-#include "titan/core/allocator.h"
+// The CUDA device allocator: the caching, stream-ordered allocator over
+// cudaMalloc/cudaFree, keyed by the calling thread's current stream. Steady-
+// state training steps then allocate nothing from the driver, which is also
+// what lets a captured CUDA graph replay with the same addresses.
+#include "titan/core/caching_allocator.h"
 #include "titan/ops/cuda/cuda_check.h"
+#include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
 namespace {
 
-class CudaAllocator final : public Allocator {
+class CudaSegmentSource final : public SegmentSource {
  public:
-  void* allocate(size_t nbytes) override {
-    if (nbytes == 0) return nullptr;
+  void* allocate_segment(size_t nbytes) override {
     void* ptr = nullptr;
-    TITAN_CUDA_CHECK(cudaMalloc(&ptr, nbytes));
-    allocations_.fetch_add(1);
-    const int64_t live = live_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
-    int64_t peak = peak_.load();
-    while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
+    const cudaError_t status = cudaMalloc(&ptr, nbytes);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it so the retry starts clean
+      return nullptr;
     }
+    TITAN_CUDA_CHECK(status);
     return ptr;
   }
-  void deallocate(void* ptr, size_t nbytes) override {
-    if (ptr == nullptr) return;
-    cudaFree(ptr);
-    live_.fetch_sub(static_cast<int64_t>(nbytes));
+  void free_segment(void* ptr, size_t /*nbytes*/) override {
+    // cudaFree waits for the device, so no kernel still uses the segment.
+    TITAN_CUDA_CHECK(cudaFree(ptr));
   }
-  MemoryStats stats() const override {
-    MemoryStats stats;
-    stats.live_bytes = live_.load();
-    stats.peak_bytes = peak_.load();
-    stats.reserved_bytes = stats.live_bytes;
-    stats.peak_reserved_bytes = stats.peak_bytes;
-    stats.allocations = allocations_.load();
-    return stats;
+  int64_t capacity_bytes() const override {
+    static const int64_t total = [] {
+      size_t free = 0, bytes = 0;
+      TITAN_CUDA_CHECK(cudaMemGetInfo(&free, &bytes));
+      return static_cast<int64_t>(bytes);
+    }();
+    return total;
   }
-  void reset_peak() override { peak_.store(live_.load()); }
-
- private:
-  std::atomic<int64_t> live_{0}, peak_{0}, allocations_{0};
 };
 
 }  // namespace
 
-Allocator* cuda_allocator() {
-  static CudaAllocator allocator;
-  return &allocator;
+CachingAllocator& caching_allocator() {
+  // Never destroyed: tensors in static storage may free into it during exit,
+  // after the CUDA runtime itself has shut down.
+  static auto* allocator = new CachingAllocator(std::make_unique<CudaSegmentSource>(), [] {
+    return reinterpret_cast<CachingAllocator::StreamKey>(current_stream());
+  });
+  return *allocator;
 }
+
+Allocator* cuda_allocator() { return &caching_allocator(); }
 
 }  // namespace titan::ops::cuda

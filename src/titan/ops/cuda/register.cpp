@@ -3,11 +3,14 @@
 #include <cuda_runtime.h>
 
 #include "titan/core/allocator.h"
+#include "titan/ops/cuda/kernel_files.h"
 
 namespace titan::ops::cuda {
 
 Allocator* cuda_allocator();
-void register_copy();
+#define TITAN_DECLARE_REGISTER(name) void register_##name();
+TITAN_CUDA_KERNEL_FILES(TITAN_DECLARE_REGISTER)
+#undef TITAN_DECLARE_REGISTER
 
 void register_kernels() {
   int devices = 0;
@@ -16,7 +19,9 @@ void register_kernels() {
     return;
   }
   register_allocator(DeviceType::cuda, cuda_allocator());
-  register_copy();
+#define TITAN_CALL_REGISTER(name) register_##name();
+  TITAN_CUDA_KERNEL_FILES(TITAN_CALL_REGISTER)
+#undef TITAN_CALL_REGISTER
 }
 
 }  // namespace titan::ops::cuda

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU checks, for a machine with an NVIDIA GPU (target: under 8 minutes on
+# one H200): configure and build for this GPU only, run every CUDA op test
+# (each CUDA kernel against the CPU backend on the same inputs), run
+# `titan bench gpu` (GEMM, attention, llama3 1B training beside PyTorch), and
+# print a summary. Results land in $OUT (or ./gpu_check_out).
+#
+#   scripts/gpu_check.sh                 # everything
+#   GPU_CHECK_BENCH=0 scripts/gpu_check.sh   # tests only
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/gpu_check_out}
+build=${GPU_CHECK_BUILD:-build-gpu}
+mkdir -p "$out"
+log() { printf '\n== %s (%ds)\n' "$1" "$SECONDS"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt" || {
+  echo "gpu_check: nvidia-smi failed: no NVIDIA GPU here"
+  exit 1
+}
+capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+arch=$capability
+[ "$capability" = 90 ] && arch=90a  # Hopper-only instructions need the 'a' target
+
+log "configure (sm_$arch)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA_ARCHITECTURES="$arch" \
+  -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" >"$out/configure.log" 2>&1 || {
+  tail -30 "$out/configure.log"
+  exit 1
+}
+log "build"
+ninja -C "$build" titan_cli titan_cuda_tests >"$out/build.log" 2>&1 || {
+  grep -E "error|FAILED" -A3 "$out/build.log" | head -60
+  exit 1
+}
+
+log "CUDA op tests"
+"$build/bin/titan_cuda_tests" --gtest_brief=1 --gtest_output="xml:$out/cuda_tests.xml" 2>&1 | tee "$out/cuda_tests.log" | tail -60
+tests_status=${PIPESTATUS[0]}
+
+bench_status=0
+if [ "${GPU_CHECK_BENCH:-1}" = 1 ]; then
+  log "benchmark"
+  "$build/bin/titan" bench gpu --json "$out/bench_gpu.json" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee "$out/bench_gpu.log"
+  bench_status=${PIPESTATUS[0]}
+fi
+
+log "summary"
+grep -E "^\[==========\]|PASSED|FAILED" "$out/cuda_tests.log" | tail -5
+[ -f "$out/bench_gpu.json" ] && cat "$out/bench_gpu.json"
+echo "tests exit $tests_status, bench exit $bench_status, ${SECONDS}s"
+[ "$tests_status" = 0 ] && [ "$bench_status" = 0 ]

@@ -1,0 +1,40 @@
+// Launchers for the CUDA flash attention kernels (forward and backward). Plain
+// pointers and sizes only: the Tensor plumbing lives in attention.cpp. All
+// tensors are contiguous: q, out, grad_out, grad_q [B, Sq, Hq, D]; k, v,
+// grad_k, grad_v [B, Sk, Hkv, D]; lse and delta [B, Hq, Sq] f32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace titan::ops::cuda {
+
+// Head dims up to this work (register tiles are sized for 64 or 128).
+inline constexpr int kAttentionMaxHeadDim = 128;
+// Rows of queries and keys per tile; grids hold at most 65535 tiles per head.
+inline constexpr int kAttentionTile = 64;
+inline constexpr int64_t kAttentionMaxLength = int64_t{65535} * kAttentionTile;
+
+enum class AttentionElement { f32, bf16 };
+
+struct AttentionProblem {
+  int64_t batch = 0;
+  int q_len = 0, k_len = 0, heads = 0, kv_heads = 0, dim = 0;
+  bool causal = true;
+  int window = 0;  // 0 = unlimited; the caller clamps windows >= k_len to 0
+  // [B, Sk] document ids, at most one set; both null = one document.
+  const int32_t* doc32 = nullptr;
+  const int64_t* doc64 = nullptr;
+  float scale = 1.0f;
+};
+
+cudaError_t launch_attention_forward(AttentionElement element, const AttentionProblem& problem, const void* q,
+                                     const void* k, const void* v, void* out, float* lse, cudaStream_t stream);
+
+// `delta` is scratch of B * Hq * Sq floats (it receives rowsum(dO * O)).
+cudaError_t launch_attention_backward(AttentionElement element, const AttentionProblem& problem, const void* grad_out,
+                                      const void* q, const void* k, const void* v, const void* out, const float* lse,
+                                      float* delta, void* grad_q, void* grad_k, void* grad_v, cudaStream_t stream);
+
+}  // namespace titan::ops::cuda

@@ -1,0 +1,174 @@
+#include "titan/ops/cuda/cross_entropy_kernels.cuh"
+#include "titan/ops/cuda/device_math.cuh"
+
+namespace titan::ops::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kFinishThreads = 1024;
+constexpr int64_t kMaxRowBlocks = 1 << 20;
+
+unsigned int row_blocks(int64_t rows) {
+  return static_cast<unsigned int>(rows < 1 ? 1 : (rows < kMaxRowBlocks ? rows : kMaxRowBlocks));
+}
+
+// tanhf is accurate to a few ulp; the CPU's exp-based tanh differs from it by
+// about cap * 1e-7, far below what the loss can resolve.
+__device__ __forceinline__ float capped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
+
+template <typename Target>
+__device__ __forceinline__ bool in_vocab(Target target, int64_t vocab) {
+  return target >= 0 && static_cast<int64_t>(target) < vocab;
+}
+
+// Per row: lse = max + log(sum exp(z - max)) in one read of the logits (each
+// thread keeps a running max and a sum rescaled when the max grows, then the
+// block combines them), and the row's loss, 0 for an ignored row.
+template <typename T, typename Target>
+__global__ void __launch_bounds__(kThreads)
+    rows_forward(const T* logits, const Target* targets, int64_t rows, int64_t vocab, CrossEntropyParams params,
+                 float* lse, float* row_loss, unsigned long long* bad_row) {
+  __shared__ float scratch[kWarpSize];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* x = logits + row * vocab;
+    float running_max = -INFINITY, running_sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
+      const float z = capped(load_f32(x, j), params.softcap);
+      if (z > running_max) {
+        running_sum = running_sum * expf(running_max - z) + 1.0f;
+        running_max = z;
+      } else if (running_max != -INFINITY) {  // else z is -inf too and adds nothing (and -inf - -inf is NaN)
+        running_sum += expf(z - running_max);
+      }
+    }
+    const float row_max = block_max(running_max, scratch);
+    const float share = running_max == -INFINITY ? 0.0f : running_sum * expf(running_max - row_max);
+    const float row_lse = row_max + logf(block_sum(share, scratch));
+    if (threadIdx.x != 0) continue;
+    lse[row] = row_lse;
+    const Target target = targets[row];
+    float loss = 0.0f;
+    if (target != params.ignore_index) {
+      if (in_vocab(target, vocab)) {
+        const float target_logit = capped(load_f32(x, static_cast<int64_t>(target)), params.softcap);
+        loss = row_lse - target_logit + params.z_loss * row_lse * row_lse;
+      } else {
+        atomicMin(bad_row, static_cast<unsigned long long>(row));
+      }
+    }
+    row_loss[row] = loss;
+  }
+}
+
+// Sums the row losses in double and counts the counted rows (exact in double
+// up to 2^53), in an order fixed by the block shape; then reduces as the CPU.
+template <typename Target>
+__global__ void __launch_bounds__(kFinishThreads)
+    finish_forward(const float* row_loss, const Target* targets, int64_t rows, CrossEntropyParams params, float* loss,
+                   CrossEntropyStatus* status) {
+  __shared__ double scratch[kWarpSize];
+  double total = 0.0, counted = 0.0;
+  for (int64_t row = threadIdx.x; row < rows; row += kFinishThreads) {
+    total += row_loss[row];
+    counted += targets[row] != params.ignore_index ? 1.0 : 0.0;
+  }
+  total = block_sum(total, scratch);
+  counted = block_sum(counted, scratch);
+  if (threadIdx.x != 0) return;
+  *loss = counted == 0.0 ? 0.0f : static_cast<float>(params.mean ? total / counted : total);
+  status->counted = static_cast<unsigned long long>(counted);
+}
+
+template <typename T, typename Target>
+cudaError_t forward(float* loss, float* lse, const T* logits, const Target* targets, int64_t rows, int64_t vocab,
+                    const CrossEntropyParams& params, float* row_loss, CrossEntropyStatus* status,
+                    cudaStream_t stream) {
+  if (rows > 0) {
+    rows_forward<<<row_blocks(rows), kThreads, 0, stream>>>(logits, targets, rows, vocab, params, lse, row_loss,
+                                                            &status->bad_row);
+  }
+  finish_forward<<<1, kFinishThreads, 0, stream>>>(row_loss, targets, rows, params, loss, status);
+  return cudaGetLastError();
+}
+
+// d(loss)/dx_j = (softmax_j (1 + 2 z_loss lse) - [j == target]) * scale * (1 - (z_j / cap)^2),
+// scale = grad_loss / counted (mean) or grad_loss (sum), as the CPU computes it.
+template <typename T, typename Target>
+__global__ void __launch_bounds__(kThreads)
+    rows_backward(T* grad, const T* logits, const Target* targets, const float* lse, const float* grad_loss,
+                  int64_t counted, int64_t rows, int64_t vocab, CrossEntropyParams params) {
+  const float scale = counted == 0 ? 0.0f : (params.mean ? *grad_loss / static_cast<float>(counted) : *grad_loss);
+  const float inverse_cap = params.softcap > 0.0f ? 1.0f / params.softcap : 0.0f;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* x = logits + row * vocab;
+    T* out = grad + row * vocab;
+    const Target target = targets[row];
+    if (target == params.ignore_index || !in_vocab(target, vocab)) {
+      // Exactly zero for an ignored row, never 0 * NaN; NaN marks a bad target.
+      const float fill = target == params.ignore_index ? 0.0f : NAN;
+      for (int64_t j = threadIdx.x; j < vocab; j += kThreads) store_f32(out, j, fill);
+      continue;
+    }
+    const float row_lse = lse[row];
+    const float prob_scale = (1.0f + 2.0f * params.z_loss * row_lse) * scale;
+    const auto column = static_cast<int64_t>(target);
+    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
+      const float z = capped(load_f32(x, j), params.softcap);
+      float g = expf(z - row_lse) * prob_scale - (j == column ? scale : 0.0f);
+      if (params.softcap > 0.0f) {
+        const float ratio = z * inverse_cap;
+        g = g * (1.0f - ratio * ratio);
+      }
+      store_f32(out, j, g);
+    }
+  }
+}
+
+template <typename T, typename Target>
+cudaError_t backward(T* grad, const T* logits, const Target* targets, const float* lse, const float* grad_loss,
+                     int64_t counted, int64_t rows, int64_t vocab, const CrossEntropyParams& params,
+                     cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  rows_backward<<<row_blocks(rows), kThreads, 0, stream>>>(grad, logits, targets, lse, grad_loss, counted, rows, vocab,
+                                                           params);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_cross_entropy(float* loss, float* lse, const void* logits, bool logits_bf16, const void* targets,
+                                 bool targets_i64, int64_t rows, int64_t vocab, const CrossEntropyParams& params,
+                                 float* row_loss, CrossEntropyStatus* status, cudaStream_t stream) {
+  const cudaError_t cleared = cudaMemsetAsync(&status->bad_row, 0xff, sizeof(status->bad_row), stream);
+  if (cleared != cudaSuccess) return cleared;
+  const auto* i64 = static_cast<const int64_t*>(targets);
+  const auto* i32 = static_cast<const int32_t*>(targets);
+  if (logits_bf16) {
+    const auto* x = static_cast<const __nv_bfloat16*>(logits);
+    return targets_i64 ? forward(loss, lse, x, i64, rows, vocab, params, row_loss, status, stream)
+                       : forward(loss, lse, x, i32, rows, vocab, params, row_loss, status, stream);
+  }
+  const auto* x = static_cast<const float*>(logits);
+  return targets_i64 ? forward(loss, lse, x, i64, rows, vocab, params, row_loss, status, stream)
+                     : forward(loss, lse, x, i32, rows, vocab, params, row_loss, status, stream);
+}
+
+cudaError_t launch_cross_entropy_backward(void* grad, const void* logits, bool logits_bf16, const void* targets,
+                                          bool targets_i64, const float* lse, const float* grad_loss, int64_t counted,
+                                          int64_t rows, int64_t vocab, const CrossEntropyParams& params,
+                                          cudaStream_t stream) {
+  const auto* i64 = static_cast<const int64_t*>(targets);
+  const auto* i32 = static_cast<const int32_t*>(targets);
+  if (logits_bf16) {
+    auto* g = static_cast<__nv_bfloat16*>(grad);
+    const auto* x = static_cast<const __nv_bfloat16*>(logits);
+    return targets_i64 ? backward(g, x, i64, lse, grad_loss, counted, rows, vocab, params, stream)
+                       : backward(g, x, i32, lse, grad_loss, counted, rows, vocab, params, stream);
+  }
+  auto* g = static_cast<float*>(grad);
+  const auto* x = static_cast<const float*>(logits);
+  return targets_i64 ? backward(g, x, i64, lse, grad_loss, counted, rows, vocab, params, stream)
+                     : backward(g, x, i32, lse, grad_loss, counted, rows, vocab, params, stream);
+}
+
+}  // namespace titan::ops::cuda

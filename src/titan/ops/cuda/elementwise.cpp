@@ -1,0 +1,68 @@
+// CUDA elementwise ops: dtype checks and launches. The entry points in
+// ops/elementwise.cpp have already made the inputs contiguous and checked
+// shapes and dtypes; here only the dtypes the kernels implement pass.
+#include "titan/ops/elementwise.h"
+#include "titan/core/tensor.h"
+#include "titan/ops/cuda/cuda_check.h"
+#include "titan/ops/cuda/elementwise_kernels.cuh"
+#include "titan/ops/cuda/stream.h"
+
+namespace titan::ops::cuda {
+namespace {
+
+void require_float(const char* op, const Tensor& t) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
+}
+
+void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, float alpha) {
+  require_float("binary", out);
+  require_float("binary", b);
+  const BinaryKind kind = op == BinaryOp::add   ? BinaryKind::add
+                          : op == BinaryOp::sub ? BinaryKind::sub
+                                                : BinaryKind::mul;
+  TITAN_CUDA_CHECK(launch_binary(kind, out.dtype(), b.dtype(), out.data_ptr(), a.data_ptr(), b.data_ptr(), alpha,
+                                 out.numel(), current_stream()));
+}
+
+void scale_kernel(const Tensor& out, const Tensor& a, float factor) {
+  require_float("scale", out);
+  TITAN_CUDA_CHECK(launch_scale(out.dtype(), out.data_ptr(), a.data_ptr(), factor, out.numel(), current_stream()));
+}
+
+void silu_kernel(const Tensor& out, const Tensor& x) {
+  require_float("silu", out);
+  TITAN_CUDA_CHECK(launch_silu(out.dtype(), out.data_ptr(), x.data_ptr(), out.numel(), current_stream()));
+}
+
+void silu_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x) {
+  require_float("silu_backward", grad_x);
+  TITAN_CUDA_CHECK(launch_silu_backward(grad_x.dtype(), grad_x.data_ptr(), grad_out.data_ptr(), x.data_ptr(),
+                                        grad_x.numel(), current_stream()));
+}
+
+void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  require_float("swiglu", out);
+  TITAN_CUDA_CHECK(
+      launch_swiglu(out.dtype(), out.data_ptr(), gate.data_ptr(), up.data_ptr(), out.numel(), current_stream()));
+}
+
+void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
+                            const Tensor& up) {
+  require_float("swiglu_backward", grad_gate);
+  TITAN_CUDA_CHECK(launch_swiglu_backward(grad_gate.dtype(), grad_gate.data_ptr(), grad_up.data_ptr(),
+                                          grad_out.data_ptr(), gate.data_ptr(), up.data_ptr(), grad_gate.numel(),
+                                          current_stream()));
+}
+
+}  // namespace
+
+void register_elementwise() {
+  binary_kernels.set_kernel(DeviceType::cuda, binary_kernel);
+  scale_kernels.set_kernel(DeviceType::cuda, scale_kernel);
+  silu_kernels.set_kernel(DeviceType::cuda, silu_kernel);
+  silu_backward_kernels.set_kernel(DeviceType::cuda, silu_backward_kernel);
+  swiglu_kernels.set_kernel(DeviceType::cuda, swiglu_kernel);
+  swiglu_backward_kernels.set_kernel(DeviceType::cuda, swiglu_backward_kernel);
+}
+
+}  // namespace titan::ops::cuda

@@ -1,0 +1,29 @@
+// Launchers for the CUDA elementwise kernels (contiguous operands of n
+// elements; dtype f32 or bf16, checked by elementwise.cpp). Math runs in f32
+// and each output is rounded once, as in the CPU kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "titan/core/dtype.h"
+
+namespace titan::ops::cuda {
+
+enum class BinaryKind { add, sub, mul };
+
+// out = a + alpha * b, a - alpha * b, or a * b. out may alias a. `b_dtype` is
+// `dtype`, or bf16 with dtype f32 (accumulating a bf16 gradient into f32).
+cudaError_t launch_binary(BinaryKind op, DType dtype, DType b_dtype, void* out, const void* a, const void* b,
+                          float alpha, int64_t n, cudaStream_t stream);
+// out = a * factor; out may alias a.
+cudaError_t launch_scale(DType dtype, void* out, const void* a, float factor, int64_t n, cudaStream_t stream);
+cudaError_t launch_silu(DType dtype, void* out, const void* x, int64_t n, cudaStream_t stream);
+cudaError_t launch_silu_backward(DType dtype, void* grad_x, const void* grad_out, const void* x, int64_t n,
+                                 cudaStream_t stream);
+cudaError_t launch_swiglu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream);
+cudaError_t launch_swiglu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
+                                   const void* up, int64_t n, cudaStream_t stream);
+
+}  // namespace titan::ops::cuda

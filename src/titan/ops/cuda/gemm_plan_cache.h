@@ -1,0 +1,67 @@
+// The cuBLASLt state behind the CUDA GEMM, made on a problem's first call and
+// reused after it, so that later calls neither allocate, query the heuristic
+// nor synchronise (a CUDA graph capture of the training step needs all three):
+//  - one cuBLASLt handle per device;
+//  - one workspace per (device, stream): cuBLASLt kernels keep split-K partial
+//    sums and their counters there while they run, so work on two streams
+//    must never share one;
+//  - one plan per distinct problem: its descriptors and the algorithm the
+//    heuristic picked for it.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+namespace titan::ops::cuda {
+
+// One operand in cuBLASLt's (column-major) terms.
+struct GemmMatrix {
+  cudaDataType_t type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;            // elements from one column to the next
+  int64_t batch_stride = 0;  // elements from one batch entry to the next (0: one matrix shared by the batch)
+  uint32_t alignment = 0;    // bytes the data pointer is aligned to (a power of two, at most 256)
+  bool operator==(const GemmMatrix&) const = default;
+};
+
+// C = alpha * op_a(A) @ op_b(B) + beta * C, `batch` times. Everything the
+// heuristic's choice depends on is here (alpha and beta are not: they are
+// passed per call), so equal problems can share one plan.
+struct GemmProblem {
+  int device = 0;
+  cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
+  GemmMatrix a, b, c;
+  int32_t batch = 1;
+  bool operator==(const GemmProblem&) const = default;
+};
+
+template <typename Handle, cublasStatus_t (*Destroy)(Handle)>
+struct CublasLtDeleter {
+  void operator()(Handle handle) const { Destroy(handle); }
+};
+template <typename Handle, cublasStatus_t (*Destroy)(Handle)>
+using CublasLtPtr = std::unique_ptr<std::remove_pointer_t<Handle>, CublasLtDeleter<Handle, Destroy>>;
+
+struct GemmPlan {
+  CublasLtPtr<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
+  CublasLtPtr<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
+  cublasLtMatmulAlgo_t algo{};
+  bool has_algo = false;  // false: the heuristic found none for this problem
+};
+
+struct GemmLaunch {
+  cublasLtHandle_t handle = nullptr;
+  std::shared_ptr<const GemmPlan> plan;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// The handle, workspace and plan for `problem` on the calling thread's current
+// device and `stream`, creating whichever is missing.
+GemmLaunch gemm_launch(const GemmProblem& problem, cudaStream_t stream);
+
+}  // namespace titan::ops::cuda

@@ -1,0 +1,22 @@
+// The CUDA kernel files: each ops/cuda/<name>.cpp defines register_<name>(),
+// which puts its kernels in the op tables (called by register.cpp when a GPU
+// is present).
+#pragma once
+
+#define TITAN_CUDA_KERNEL_FILES(X) \
+  X(copy)                          \
+  X(elementwise)                   \
+  X(softmax)                       \
+  X(rms_norm)                      \
+  X(rope)                          \
+  X(random)                        \
+  X(attention_mask)                \
+  X(reduction)                     \
+  X(embedding)                     \
+  X(adamw)                         \
+  X(cross_entropy)                 \
+  X(gemm)                          \
+  X(fused_cross_entropy)           \
+  X(attention)                     \
+  X(synchronize)                   \
+  X(host_swap)

@@ -1,0 +1,90 @@
+// CUDA softmax: one block per row (rows grid-strided), each thread striding
+// over the columns; max and sum are block reductions in a fixed order, so
+// results are run-to-run identical. Three passes over the row (max, sum,
+// write) re-read x from cache instead of holding it in shared memory, which
+// keeps the kernel independent of the row length.
+#include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/softmax_kernels.cuh"
+
+namespace titan::ops::cuda {
+namespace {
+
+constexpr int kMaxThreads = 512;
+constexpr int64_t kMaxBlocks = 1 << 20;
+
+template <typename T>
+__global__ void softmax_forward(T* __restrict__ y, const T* __restrict__ x, int64_t rows, int64_t cols) {
+  __shared__ float scratch[kWarpSize];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    T* yr = y + row * cols;
+    // fmaxf ignores NaN, like the CPU's compare-select.
+    float row_max = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) row_max = fmaxf(row_max, load_f32(xr, c));
+    row_max = block_max(row_max, scratch);
+    if (row_max == -INFINITY) {  // fully masked: zeros, not NaN
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) store_f32(yr, c, 0.0f);
+      continue;
+    }
+    float total = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) total += expf(load_f32(xr, c) - row_max);
+    const float inverse = 1.0f / block_sum(total, scratch);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      store_f32(yr, c, expf(load_f32(xr, c) - row_max) * inverse);
+  }
+}
+
+template <typename T>
+__global__ void softmax_backward(T* __restrict__ grad_x, const T* __restrict__ grad_y, const T* __restrict__ y,
+                                 int64_t rows, int64_t cols) {
+  __shared__ float scratch[kWarpSize];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = row * cols;
+    float dot = 0.0f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dot += load_f32(grad_y, base + c) * load_f32(y, base + c);
+    dot = block_sum(dot, scratch);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      store_f32(grad_x, base + c, load_f32(y, base + c) * (load_f32(grad_y, base + c) - dot));
+    }
+  }
+}
+
+// Enough whole warps to give each thread a few columns, at most kMaxThreads.
+int threads_for(int64_t cols) {
+  const int64_t warps = (cols + kWarpSize - 1) / kWarpSize;
+  return static_cast<int>(warps * kWarpSize < kMaxThreads ? warps * kWarpSize : kMaxThreads);
+}
+
+unsigned blocks_for(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
+
+}  // namespace
+
+cudaError_t launch_softmax(DType dtype, void* y, const void* x, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const int threads = threads_for(cols);
+  if (dtype == DType::bf16) {
+    softmax_forward<<<blocks_for(rows), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(y),
+                                                              static_cast<const __nv_bfloat16*>(x), rows, cols);
+  } else {
+    softmax_forward<<<blocks_for(rows), threads, 0, stream>>>(static_cast<float*>(y), static_cast<const float*>(x),
+                                                              rows, cols);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_softmax_backward(DType dtype, void* grad_x, const void* grad_y, const void* y, int64_t rows,
+                                    int64_t cols, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const int threads = threads_for(cols);
+  if (dtype == DType::bf16) {
+    softmax_backward<<<blocks_for(rows), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(grad_x),
+                                                               static_cast<const __nv_bfloat16*>(grad_y),
+                                                               static_cast<const __nv_bfloat16*>(y), rows, cols);
+  } else {
+    softmax_backward<<<blocks_for(rows), threads, 0, stream>>>(
+        static_cast<float*>(grad_x), static_cast<const float*>(grad_y), static_cast<const float*>(y), rows, cols);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace titan::ops::cuda

@@ -1,0 +1,44 @@
+#include "titan/ops/cuda/stream.h"
+
+#include <mutex>
+
+#include "titan/ops/cuda/cuda_check.h"
+
+namespace titan::ops::cuda {
+namespace {
+
+thread_local cudaStream_t current = nullptr;
+thread_local bool has_current = false;
+
+// One non-blocking compute stream for the process: the legacy default stream
+// cannot be captured into a CUDA graph and would serialise with every other
+// stream, so no kernel or copy of ours goes there.
+cudaStream_t default_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t created = nullptr;
+    TITAN_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    return created;
+  }();
+  return stream;
+}
+
+}  // namespace
+
+cudaStream_t current_stream() { return has_current ? current : default_stream(); }
+
+void set_current_stream(cudaStream_t stream) {
+  current = stream;
+  has_current = stream != nullptr;
+}
+
+int multiprocessor_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    TITAN_CUDA_CHECK(cudaGetDevice(&device));
+    TITAN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+}  // namespace titan::ops::cuda

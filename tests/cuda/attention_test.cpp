@@ -1,0 +1,248 @@
+// CUDA flash attention (forward and backward) against the CPU kernel on the
+// same inputs, for every mask kind, GQA, decoding, ragged lengths and the head
+// dims the kernels are compiled for; plus run-to-run determinism of the
+// backward and the head-dim limit.
+//
+// Tolerances. Both backends compute in f32 from the same inputs; they differ
+// in summation order (oneDNN's blocked GEMMs over 128-row tiles against
+// sequential FMAs over 64-row tiles) and in exp (a vectorised polynomial
+// against expf, each within a few ulp). That is rounding noise of order
+// sqrt(K) * 2^-24 of the terms summed, far below 1e-5 of the output's scale:
+//  - f32 outputs use tolerance_for(f32) (2e-5 of the scale, 1e-4 relative),
+//    where a single wrongly masked key in a row of a few hundred moves the
+//    output by ~1e-3 of its scale.
+//  - bf16 outputs are those f32 values rounded once. Two f32 values a hair
+//    apart can round to neighbouring bf16 values, 1 ulp = at most 2^-7
+//    relative apart: rtol 1e-2 covers that, atol 1e-4 of the scale covers
+//    the f32 noise near zero where ulps are tiny.
+//  - lse is f32 in both dtypes: f32 tolerance, and -inf in the same places.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "support/expect_error.h"
+#include "titan/ops/attention.h"
+
+namespace titan::testing {
+namespace {
+
+Tolerance tolerance(DType dtype, const Tensor& expected) {
+  if (dtype == DType::f32) return tolerance_for(DType::f32, expected);
+  return {1e-4 * std::max(max_abs(expected), 1e-30), 1e-2};
+}
+
+void expect_close(const Tensor& cuda_result, const Tensor& cpu_result, DType dtype, const char* what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(cuda_result.device().is_cuda());
+  const Tensor actual = on_cpu(cuda_result);
+  EXPECT_EQ(actual.dtype(), cpu_result.dtype());
+  const Tolerance tol = tolerance(dtype, cpu_result);
+  EXPECT_TRUE(all_close(actual, cpu_result, tol.atol, tol.rtol));
+}
+
+// lse may hold -inf (a row that saw no key): those must match exactly, the
+// rest within f32 tolerance.
+void expect_lse_close(const Tensor& cuda_lse, const Tensor& cpu_lse) {
+  SCOPED_TRACE("lse");
+  std::vector<float> actual = on_cpu(cuda_lse).to_floats(), expected = cpu_lse.to_floats();
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const bool actual_inf = std::isinf(actual[i]), expected_inf = std::isinf(expected[i]);
+    ASSERT_EQ(actual_inf, expected_inf) << "at flat index " << i << ": " << actual[i] << " vs " << expected[i];
+    if (actual_inf) {
+      ASSERT_EQ(actual[i], expected[i]) << "at flat index " << i;
+      actual[i] = expected[i] = 0.0f;
+    }
+  }
+  const Tensor a = Tensor::from_vector(actual, cpu_lse.shape()), e = Tensor::from_vector(expected, cpu_lse.shape());
+  const Tolerance tol = tolerance_for(DType::f32, e);
+  EXPECT_TRUE(all_close(a, e, tol.atol, tol.rtol));
+}
+
+void expect_bitwise_equal(const Tensor& a, const Tensor& b, const char* what) {
+  SCOPED_TRACE(what);
+  const Tensor x = on_cpu(a), y = on_cpu(b);
+  ASSERT_EQ(x.shape(), y.shape());
+  ASSERT_EQ(x.dtype(), y.dtype());
+  EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()), 0);
+}
+
+enum class Documents { none, packed_i64, packed_i32, unsorted };
+
+struct Case {
+  const char* name;
+  int64_t batch, q_len, k_len, heads, kv_heads, dim;
+  bool causal;
+  int64_t window;
+  Documents documents;
+};
+
+// Packed: documents of 54 tokens from a different offset per batch row, so
+// most 64-row tiles share no document (whole tiles skipped) and the rest mix
+// two. Unsorted: ids that jump back and forth, masked element by element.
+Tensor document_ids(int64_t batch, int64_t len, Documents kind) {
+  std::vector<int64_t> ids(static_cast<size_t>(batch * len));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < len; ++j) {
+      ids[static_cast<size_t>(b * len + j)] = kind == Documents::unsorted ? (j * 7 + b) % 3 : (j + 13 * b) / 54;
+    }
+  }
+  const Tensor t = Tensor::from_vector(ids, {batch, len});
+  return kind == Documents::packed_i32 ? t.to(DType::i32) : t;
+}
+
+struct Inputs {
+  Tensor q, k, v, grad_out;
+  ops::AttentionMask mask;  // on the CPU
+  float scale;
+};
+
+Inputs make_inputs(const Case& c, DType dtype) {
+  Inputs in;
+  in.q = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 11);
+  in.k = random_cpu({c.batch, c.k_len, c.kv_heads, c.dim}, dtype, 12);
+  in.v = random_cpu({c.batch, c.k_len, c.kv_heads, c.dim}, dtype, 13);
+  in.grad_out = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 14);
+  in.mask = ops::AttentionMask{c.causal, c.window, {}};
+  if (c.documents != Documents::none) in.mask.document_ids = document_ids(c.batch, c.k_len, c.documents);
+  in.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  return in;
+}
+
+ops::AttentionMask mask_on_cuda(const ops::AttentionMask& mask) {
+  ops::AttentionMask result = mask;
+  if (mask.document_ids.defined()) result.document_ids = on_cuda(mask.document_ids);
+  return result;
+}
+
+class CudaAttentionTest : public ::testing::TestWithParam<std::tuple<Case, DType>> {};
+
+TEST_P(CudaAttentionTest, MatchesCpu) {
+  TITAN_REQUIRE_CUDA();
+  const auto& [c, dtype] = GetParam();
+  const Inputs in = make_inputs(c, dtype);
+  const ops::AttentionMask cuda_mask = mask_on_cuda(in.mask);
+
+  const ops::AttentionOutput expected = ops::flash_attention(in.q, in.k, in.v, in.mask, in.scale);
+  const ops::AttentionOutput actual =
+      ops::flash_attention(on_cuda(in.q), on_cuda(in.k), on_cuda(in.v), cuda_mask, in.scale);
+  expect_close(actual.out, expected.out, dtype, "out");
+  expect_lse_close(actual.lse, expected.lse);
+
+  // Both backwards get the CPU forward's out and lse, so they differ only by
+  // their own rounding.
+  const ops::AttentionGrads cpu =
+      ops::flash_attention_backward(in.grad_out, in.q, in.k, in.v, expected.out, expected.lse, in.mask, in.scale);
+  const ops::AttentionGrads cuda =
+      ops::flash_attention_backward(on_cuda(in.grad_out), on_cuda(in.q), on_cuda(in.k), on_cuda(in.v),
+                                    on_cuda(expected.out), on_cuda(expected.lse), cuda_mask, in.scale);
+  expect_close(cuda.grad_q, cpu.grad_q, dtype, "grad_q");
+  expect_close(cuda.grad_k, cpu.grad_k, dtype, "grad_k");
+  expect_close(cuda.grad_v, cpu.grad_v, dtype, "grad_v");
+}
+
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
+// Lengths are not multiples of the 64-row tiles; windows and documents are
+// shorter than a tile, so wholly visible, partial and skipped tiles all occur.
+// D = 16, 32, 64 run the kernels compiled for D <= 64, D = 96 and 128 those for
+// D <= 128; D = 5 (odd) checks columns past D and an even shared-memory stride.
+// No case has a query row without a visible key: every query sees the key at
+// its own position under every mask of ops/attention.h (see LseMinusInf).
+const Case kCases[] = {
+    {"causal", 2, 130, 130, 4, 4, 64, true, 0, Documents::none},
+    {"full", 2, 77, 77, 2, 2, 16, false, 0, Documents::none},
+    {"window", 1, 300, 300, 2, 1, 32, true, 40, Documents::none},
+    {"window_not_causal", 1, 200, 200, 2, 2, 16, false, 40, Documents::none},
+    {"documents_i64", 2, 300, 300, 4, 2, 32, true, 0, Documents::packed_i64},
+    {"documents_i32", 2, 300, 300, 4, 2, 32, true, 0, Documents::packed_i32},
+    {"documents_not_causal", 2, 150, 150, 2, 1, 16, false, 0, Documents::packed_i64},
+    {"documents_unsorted", 1, 150, 150, 2, 1, 16, true, 0, Documents::unsorted},
+    {"documents_window", 2, 260, 260, 2, 1, 64, true, 30, Documents::packed_i32},
+    {"gqa_one_kv_head", 1, 130, 130, 4, 1, 128, true, 0, Documents::none},
+    {"gqa_two_kv_heads", 2, 77, 77, 4, 2, 128, false, 0, Documents::none},
+    {"decode", 2, 5, 300, 4, 2, 64, true, 0, Documents::none},
+    {"shorter_queries", 1, 70, 200, 2, 1, 32, true, 150, Documents::packed_i64},
+    {"head96", 1, 100, 100, 2, 2, 96, true, 0, Documents::none},
+    {"head5", 1, 70, 70, 2, 1, 5, true, 0, Documents::none},
+    {"long", 1, 1030, 1030, 2, 1, 64, true, 0, Documents::none},
+};
+
+INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionTest,
+                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(DType::f32, DType::bf16)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" + dtype_name(std::get<1>(info.param));
+                         });
+
+class CudaAttentionDTypeTest : public ::testing::TestWithParam<DType> {};
+
+// Every gradient element is summed by one thread in a fixed order (no atomics),
+// so the backward repeats bit for bit; the forward too.
+TEST_P(CudaAttentionDTypeTest, BackwardIsDeterministic) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const Case c{"packed", 2, 300, 300, 4, 2, 64, true, 100, Documents::packed_i64};
+  const Inputs in = make_inputs(c, dtype);
+  const ops::AttentionMask mask = mask_on_cuda(in.mask);
+  const Tensor q = on_cuda(in.q), k = on_cuda(in.k), v = on_cuda(in.v), grad_out = on_cuda(in.grad_out);
+  const auto run = [&] {
+    const ops::AttentionOutput out = ops::flash_attention(q, k, v, mask, in.scale);
+    return std::make_tuple(out, ops::flash_attention_backward(grad_out, q, k, v, out.out, out.lse, mask, in.scale));
+  };
+  const auto [out1, grads1] = run();
+  const auto [out2, grads2] = run();
+  expect_bitwise_equal(out1.out, out2.out, "out");
+  expect_bitwise_equal(out1.lse, out2.lse, "lse");
+  expect_bitwise_equal(grads1.grad_q, grads2.grad_q, "grad_q");
+  expect_bitwise_equal(grads1.grad_k, grads2.grad_k, "grad_k");
+  expect_bitwise_equal(grads1.grad_v, grads2.grad_v, "grad_v");
+}
+
+// A row that saw no key has lse = -inf (the forward's contract); the backward
+// must give it P = dS = 0, hence a zero dQ row and no NaN anywhere. The masks
+// cannot produce such a row (a query always sees its own position), so the
+// lse is edited by hand, identically for both backends.
+TEST_P(CudaAttentionDTypeTest, LseMinusInfRowsGetNoGradient) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const Case c{"rows", 1, 70, 70, 2, 1, 16, true, 0, Documents::none};
+  const Inputs in = make_inputs(c, dtype);
+  const ops::AttentionOutput forward = ops::flash_attention(in.q, in.k, in.v, in.mask, in.scale);
+  float* lse = forward.lse.data<float>();  // [B, Hq, Sq]
+  for (const int64_t row : {int64_t{0}, int64_t{3}, int64_t{64}, int64_t{70 + 69}}) {
+    lse[row] = -std::numeric_limits<float>::infinity();
+  }
+  const ops::AttentionGrads cpu =
+      ops::flash_attention_backward(in.grad_out, in.q, in.k, in.v, forward.out, forward.lse, in.mask, in.scale);
+  const ops::AttentionGrads cuda =
+      ops::flash_attention_backward(on_cuda(in.grad_out), on_cuda(in.q), on_cuda(in.k), on_cuda(in.v),
+                                    on_cuda(forward.out), on_cuda(forward.lse), mask_on_cuda(in.mask), in.scale);
+  expect_close(cuda.grad_q, cpu.grad_q, dtype, "grad_q");
+  expect_close(cuda.grad_k, cpu.grad_k, dtype, "grad_k");
+  expect_close(cuda.grad_v, cpu.grad_v, dtype, "grad_v");
+  const std::vector<float> grad_q = on_cpu(cuda.grad_q).to_floats();  // [B, Sq, Hq, D]
+  for (int64_t d = 0; d < c.dim; ++d) {
+    EXPECT_EQ(grad_q[static_cast<size_t>((3 * c.heads + 0) * c.dim + d)], 0.0f) << "query 3, head 0, d " << d;
+    EXPECT_EQ(grad_q[static_cast<size_t>((69 * c.heads + 1) * c.dim + d)], 0.0f) << "query 69, head 1, d " << d;
+  }
+}
+
+TEST_P(CudaAttentionDTypeTest, UnsupportedHeadDimNamesIt) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const Tensor q = on_cuda(random_cpu({1, 8, 2, 160}, dtype, 1)), k = on_cuda(random_cpu({1, 8, 1, 160}, dtype, 2));
+  expect_error([&] { ops::flash_attention(q, k, k, ops::AttentionMask{}, 0.1f); }, {"flash_attention", "D = 160"});
+}
+
+INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionDTypeTest, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace titan::testing

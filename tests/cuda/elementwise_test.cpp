@@ -1,0 +1,151 @@
+// CUDA elementwise ops against the CPU ones on the same inputs, in f32 and
+// bf16, on sizes that are not multiples of the block size.
+//
+// Tolerances:
+//  - add, sub, mul with alpha = 1 and scale are one correctly rounded f32
+//    operation (then one rounding to bf16) on both backends: exact.
+//  - a + alpha * b with alpha != 1 may be fused into an FMA on either side:
+//    the product's rounding (half an ulp of |alpha * b| <= 1.2, so 6e-8) can
+//    move the sum across one rounding boundary (one ulp of the result, 1.2e-7
+//    relative): atol 1.2e-7, rtol 2.4e-7.
+//  - silu and swiglu use exp, whose f32 implementations differ (CPU: a
+//    polynomial to ~2 ulp; CUDA: expf, 2 ulp); through 1 / (1 + e) and the
+//    products that is at most ~7 ulp, so rtol 2e-6 (~16 ulp). silu' =
+//    s + x s (1 - s) passes through zero near x = -2.4, where terms of ~0.08
+//    cancel: an absolute 2e-7 covers a few ulps of those terms.
+//  - bf16: the f32 results above, each rounded once to bf16, differ by at most
+//    one bf16 ulp (2^-7 relative) when they straddle a rounding boundary.
+#include "titan/ops/elementwise.h"
+#include "cuda_test_support.h"
+
+namespace titan::testing {
+namespace {
+
+const Shape kShapes[] = {{1}, {1000}, {257, 33}, {3, 5, 7}, {(1 << 16) + 5}};
+
+void expect_close(const Tensor& cuda_result, const Tensor& cpu_result, double atol, double rtol) {
+  ASSERT_TRUE(cuda_result.device().is_cuda());
+  EXPECT_EQ(cuda_result.dtype(), cpu_result.dtype());
+  EXPECT_TRUE(all_close(on_cpu(cuda_result), cpu_result, atol, rtol));
+}
+
+void expect_exact(const Tensor& cuda_result, const Tensor& cpu_result) {
+  expect_close(cuda_result, cpu_result, 0.0, 0.0);
+}
+
+// f32: ~16 ulp; bf16: one bf16 ulp (see the header).
+void expect_activation_close(const Tensor& cuda_result, const Tensor& cpu_result) {
+  if (cpu_result.dtype() == DType::bf16) {
+    expect_close(cuda_result, cpu_result, 1e-6, 1.0 / 128);
+  } else {
+    expect_close(cuda_result, cpu_result, 2e-7, 2e-6);
+  }
+}
+
+class CudaElementwise : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaElementwise, AddSubMulScale) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    const Tensor a = random_cpu(shape, dtype, 1, -3.0, 3.0), b = random_cpu(shape, dtype, 2, -3.0, 3.0);
+    const Tensor da = on_cuda(a), db = on_cuda(b);
+    expect_exact(ops::add(da, db), ops::add(a, b));
+    expect_exact(ops::sub(da, db), ops::sub(a, b));
+    expect_exact(ops::mul(da, db), ops::mul(a, b));
+    expect_exact(ops::scale(da, 0.37f), ops::scale(a, 0.37f));
+  }
+}
+
+TEST_P(CudaElementwise, InPlaceAccumulateAndScale) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    const Tensor b = random_cpu(shape, dtype, 4, -3.0, 3.0);
+    // dst += alpha * src: alpha = 1 is exact; alpha = -0.37 may be fused (see the header).
+    for (float alpha : {1.0f, -0.37f}) {
+      SCOPED_TRACE(alpha);
+      Tensor host = random_cpu(shape, dtype, 3, -3.0, 3.0);
+      Tensor device = on_cuda(host);
+      ops::add_(host, b, alpha);
+      ops::add_(device, on_cuda(b), alpha);
+      if (alpha == 1.0f) {
+        expect_exact(device, host);
+      } else if (dtype == DType::bf16) {
+        expect_close(device, host, 1.2e-7, 1.0 / 128);
+      } else {
+        expect_close(device, host, 1.2e-7, 2.4e-7);
+      }
+    }
+    Tensor host = random_cpu(shape, dtype, 5, -3.0, 3.0);
+    Tensor device = on_cuda(host);
+    ops::scale_(host, -1.7f);
+    ops::scale_(device, -1.7f);
+    expect_exact(device, host);
+  }
+}
+
+// The optimizer's and gradient accumulation's case: an f32 buffer += a bf16 gradient.
+TEST(CudaElementwiseMixed, AccumulatesBf16IntoF32) {
+  TITAN_REQUIRE_CUDA();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    const Tensor grad = random_cpu(shape, DType::bf16, 6, -3.0, 3.0);
+    for (float alpha : {1.0f, 0.25f, -0.37f}) {
+      SCOPED_TRACE(alpha);
+      Tensor host = random_cpu(shape, DType::f32, 7, -3.0, 3.0);
+      Tensor device = on_cuda(host);
+      ops::add_(host, grad, alpha);
+      ops::add_(device, on_cuda(grad), alpha);
+      // Exact unless alpha * grad is inexact in f32, so that an FMA matters (alpha = -0.37).
+      if (alpha == -0.37f) {
+        expect_close(device, host, 1.2e-7, 2.4e-7);
+      } else {
+        expect_exact(device, host);
+      }
+    }
+  }
+}
+
+TEST_P(CudaElementwise, SiluForwardAndBackward) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    // [-12, 12] reaches both saturated ends of the sigmoid.
+    const Tensor x = random_cpu(shape, dtype, 8, -12.0, 12.0), grad = random_cpu(shape, dtype, 9);
+    expect_activation_close(ops::silu(on_cuda(x)), ops::silu(x));
+    expect_activation_close(ops::silu_backward(on_cuda(grad), on_cuda(x)), ops::silu_backward(grad, x));
+  }
+}
+
+TEST_P(CudaElementwise, SwigluForwardAndBackward) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    const Tensor gate = random_cpu(shape, dtype, 10, -12.0, 12.0), up = random_cpu(shape, dtype, 11);
+    const Tensor grad = random_cpu(shape, dtype, 12);
+    expect_activation_close(ops::swiglu(on_cuda(gate), on_cuda(up)), ops::swiglu(gate, up));
+    const auto [grad_gate, grad_up] = ops::swiglu_backward(on_cuda(grad), on_cuda(gate), on_cuda(up));
+    const auto [expected_gate, expected_up] = ops::swiglu_backward(grad, gate, up);
+    expect_activation_close(grad_gate, expected_gate);
+    expect_activation_close(grad_up, expected_up);
+  }
+}
+
+TEST(CudaElementwiseErrors, NonFloatDtypesAreRejected) {
+  TITAN_REQUIRE_CUDA();
+  const Tensor ints = Tensor::zeros({4}, DType::i32, Device::cuda());
+  EXPECT_THROW(ops::silu(ints), Error);
+  EXPECT_THROW(ops::add(ints, ints), Error);
+  EXPECT_THROW(ops::scale(ints, 2.0f), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaElementwise, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace titan::testing

@@ -98,10 +98,10 @@ nlohmann::json attention_section(const models::DecoderConfig& config, const GpuB
 }
 
 struct TrainResult {
-  double tokens_per_second = 0, tflops = 0, mfu = 0;
+  double tokens_per_second = 0, tflops = 0, mfu = 0, step_seconds = 0, host_seconds = 0;
 };
 
-TrainResult titan_train(const models::DecoderConfig& model, const GpuBenchOptions& o) {
+TrainResult titan_train(const models::DecoderConfig& model, const GpuBenchOptions& o, bool graph_capture) {
   train::JobConfig config;
   config.model.flavor = o.flavor;
   config.model.vocab_size = model.vocab_size;
@@ -111,16 +111,20 @@ TrainResult titan_train(const models::DecoderConfig& model, const GpuBenchOption
   config.training.steps = o.warmup + o.steps;
   config.training.mixed_precision_param = "bf16";
   config.metrics.log_freq = 1000000;
-  config.job.dump_folder = "/tmp/titan_bench_gpu";
+  config.training.graph_capture = graph_capture;
+  config.job.dump_folder = graph_capture ? "/tmp/titan_bench_gpu_graph" : "/tmp/titan_bench_gpu";
   train::Trainer trainer(config, random_token_batches(o.batch, o.seq_len, model.vocab_size));
   std::vector<train::StepMetrics> timed;
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     train::StepMetrics m = trainer.train_step();
     if (step >= o.warmup) timed.push_back(m);
   }
+  std::vector<double> host;
+  for (const train::StepMetrics& m : timed) host.push_back(m.host_seconds);
+  std::sort(host.begin(), host.end());
   std::sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.step_seconds < b.step_seconds; });
   const train::StepMetrics& median = timed[timed.size() / 2];
-  return {median.tokens_per_second, median.tflops, median.mfu_percent};
+  return {median.tokens_per_second, median.tflops, median.mfu_percent, median.step_seconds, host[host.size() / 2]};
 }
 
 }  // namespace
@@ -136,7 +140,8 @@ int run_gpu_bench(const GpuBenchOptions& o) {
   results["gemm"] = gemm_section(model, o.batch * o.seq_len, o.repeats);
   results["attention"] = attention_section(model, o);
 
-  const TrainResult titan = titan_train(model, o);
+  const TrainResult eager = titan_train(model, o, /*graph_capture=*/false);
+  const TrainResult titan = titan_train(model, o, /*graph_capture=*/true);
   double peer_tps = 0.0;
   if (o.peer) {
     const auto& a = model.block.attention;
@@ -149,12 +154,23 @@ int run_gpu_bench(const GpuBenchOptions& o) {
     if (auto peer = run_peer(command, "bench gpu")) peer_tps = (*peer)["tokens_per_second"].get<double>();
   }
   std::printf("\ntraining (median of %d steps after %d warm-up):\n", o.steps, o.warmup);
-  std::printf("  titan   %10.0f tok/s  %7.1f TFLOP/s  MFU %5.1f%%\n", titan.tokens_per_second, titan.tflops, titan.mfu);
+  // Host time: from the step's start until its device work is all queued. A
+  // replayed graph is the device's work with no host gaps, so the eager step's
+  // extra time over it is what the host cost the GPU.
+  std::printf("  titan eager  %10.0f tok/s  %7.1f TFLOP/s  MFU %5.1f%%  step %.4fs  host %.4fs\n",
+              eager.tokens_per_second, eager.tflops, eager.mfu, eager.step_seconds, eager.host_seconds);
+  std::printf("  titan graph  %10.0f tok/s  %7.1f TFLOP/s  MFU %5.1f%%  step %.4fs  host %.4fs\n",
+              titan.tokens_per_second, titan.tflops, titan.mfu, titan.step_seconds, titan.host_seconds);
   if (peer_tps > 0) {
-    std::printf("  pytorch %10.0f tok/s  (torch.compile, SDPA, fused AdamW)\n", peer_tps);
-    std::printf("  ratio   %10.2fx\n", titan.tokens_per_second / peer_tps);
+    std::printf("  pytorch      %10.0f tok/s  (torch.compile, SDPA, fused AdamW)\n", peer_tps);
+    std::printf("  ratio        %10.2fx (titan graph / pytorch)\n", titan.tokens_per_second / peer_tps);
   }
-  results["train"] = {{"titan_tokens_per_second", titan.tokens_per_second},
+  results["train"] = {{"titan_eager_tokens_per_second", eager.tokens_per_second},
+                      {"titan_eager_step_seconds", eager.step_seconds},
+                      {"titan_eager_host_seconds", eager.host_seconds},
+                      {"titan_graph_step_seconds", titan.step_seconds},
+                      {"titan_graph_host_seconds", titan.host_seconds},
+                      {"titan_tokens_per_second", titan.tokens_per_second},
                       {"titan_tflops", titan.tflops},
                       {"titan_mfu_percent", titan.mfu},
                       {"torch_tokens_per_second", peer_tps},

@@ -142,6 +142,31 @@ TEST(CachingAllocator, StatisticsTrackLiveReservedAndPeaks) {
   f.allocator.deallocate(b, 100);
 }
 
+// A recording's memory: reused inside the recording, never handed to eager
+// allocations afterwards (a replay would overwrite them).
+TEST(CachingAllocator, PrivatePoolBlocksStayWithTheirPool) {
+  Fixture f;
+  void* eager = f.allocator.allocate(3 * kMiB);
+  f.allocator.deallocate(eager, 3 * kMiB);
+  f.allocator.begin_private_pool(7);
+  void* recorded = f.allocator.allocate(3 * kMiB);
+  EXPECT_NE(recorded, eager);  // the stream's cached block is not the pool's
+  f.allocator.deallocate(recorded, 3 * kMiB);
+  EXPECT_EQ(f.allocator.allocate(3 * kMiB), recorded);  // reused within the recording
+  f.allocator.deallocate(recorded, 3 * kMiB);           // free again, in the private pool's list
+  f.allocator.end_private_pool();
+  void* after = f.allocator.allocate(3 * kMiB);
+  EXPECT_EQ(after, eager);
+  void* more = f.allocator.allocate(3 * kMiB);
+  EXPECT_NE(more, recorded);
+  testing::expect_error(
+      [&] {
+        f.allocator.begin_private_pool(9);
+        f.allocator.begin_private_pool(11);
+      },
+      {"already active"});
+}
+
 TEST(CachingAllocator, FreeingAForeignPointerIsAnError) {
   Fixture f;
   int local = 0;

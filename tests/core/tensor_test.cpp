@@ -1,6 +1,7 @@
 // Tensor views, metadata, copies and the allocator's statistics.
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
 #include "titan/core/allocator.h"
 #include "titan/core/tensor.h"
 
@@ -105,6 +106,25 @@ TEST(Device, Parse) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu());
   EXPECT_THROW(Device::parse("tpu"), Error);
   EXPECT_THROW(Device::parse("cuda:x"), Error);
+}
+
+}  // namespace
+}  // namespace titan
+
+namespace titan {
+namespace {
+
+// The trainer runs each step's device work under this scope; a host read
+// there would make a recorded CUDA graph replay stale values.
+TEST(NoHostReadsScope, HostReadsInsideAreErrorsNamingTheTensorAndOutsideAreFine) {
+  const Tensor t = Tensor::full({2, 3}, 1.5);
+  {
+    NoHostReadsScope scope("the test's step");
+    testing::expect_error([&] { (void)t.to_floats(); }, {"host read", "[2, 3]", "the test's step"});
+    testing::expect_error([&] { (void)t.narrow(0, 0, 1).narrow(1, 0, 1).item(); }, {"host read"});
+    testing::expect_error([&] { (void)Tensor::arange(4).to_ints(); }, {"host read", "i64"});
+  }
+  EXPECT_EQ(t.to_floats()[0], 1.5f);
 }
 
 }  // namespace

@@ -112,6 +112,21 @@ TEST(Config, OverridesParseAndValidate) {
   EXPECT_EQ(error_of([] { train::validate(train::JobConfig{}); }), "");
 }
 
+// Graph capture records CUDA work: on the CPU, with the host-counted plain
+// loss, or with offload's host waits it is refused before any work.
+TEST(Config, GraphCaptureNeedsCudaTheFusedLossAndNoOffload) {
+  train::JobConfig config;
+  config.training.graph_capture = true;
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("needs training.device = cuda"), std::string::npos);
+  config.training.device = "cuda";
+  EXPECT_EQ(error_of([&] { train::validate(config); }), "");
+  config.model.fused_loss = false;
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("model.fused_loss"), std::string::npos);
+  config.model.fused_loss = true;
+  config.activation_checkpoint.mode = "offload";
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("offload"), std::string::npos);
+}
+
 TEST(Config, PrintConfigRoundTripsAndHelpListsEveryKey) {
   train::JobConfig config;
   config.training.steps = 77;

@@ -106,8 +106,8 @@ CachingAllocator::Block* CachingAllocator::split(Block* block, size_t rounded) {
 void* CachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   const size_t rounded = round_size(nbytes);
-  const StreamKey stream = current_stream_();
   std::lock_guard<std::mutex> lock(mutex_);
+  const StreamKey stream = private_pool_ ? *private_pool_ : current_stream_();
   Block* block = find_free(rounded, stream);
   if (block == nullptr) block = new_segment(rounded, stream);
   block = split(block, rounded);
@@ -161,6 +161,17 @@ void CachingAllocator::release_free_segments() {
       delete block;
     }
   }
+}
+
+void CachingAllocator::begin_private_pool(StreamKey pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TITAN_CHECK(!private_pool_, "caching allocator: a private pool is already active");
+  private_pool_ = pool;
+}
+
+void CachingAllocator::end_private_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  private_pool_.reset();
 }
 
 void CachingAllocator::empty_cache() {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -59,6 +60,13 @@ class CachingAllocator final : public Allocator {
   void reset_peak() override;
   // Returns every wholly free segment to the device.
   void empty_cache();
+  // Until end_private_pool(), every allocation draws from (and its block
+  // returns to) the pool keyed `pool` instead of the current stream's: the
+  // memory of a captured graph, which eager work must never be handed since
+  // each replay writes it. Blocks freed while recording are reused by later
+  // allocations of the same recording, which replays in the same order.
+  void begin_private_pool(StreamKey pool);
+  void end_private_pool();
 
  private:
   struct Block;
@@ -78,6 +86,7 @@ class CachingAllocator final : public Allocator {
 
   std::unique_ptr<SegmentSource> source_;
   std::function<StreamKey()> current_stream_;
+  std::optional<StreamKey> private_pool_;
   mutable std::mutex mutex_;
   FreeList small_free_, large_free_;
   std::unordered_map<void*, Block*> live_blocks_;

@@ -246,7 +246,22 @@ void for_each_index(const Tensor& tensor, Visit&& visit) {
 
 }  // namespace
 
+namespace {
+thread_local const char* no_host_reads = nullptr;
+}  // namespace
+
+NoHostReadsScope::NoHostReadsScope(const char* what) : previous_(no_host_reads) { no_host_reads = what; }
+
+NoHostReadsScope::~NoHostReadsScope() { no_host_reads = previous_; }
+
+void NoHostReadsScope::check_host_read(const Tensor& tensor) {
+  TITAN_CHECK(no_host_reads == nullptr,
+              "host read of a tensor ({} {} on {}) inside {}, which must run without host reads",
+              dtype_name(tensor.dtype()), shape_str(tensor.shape()), tensor.device().str(), no_host_reads);
+}
+
 std::vector<float> Tensor::to_floats() const {
+  NoHostReadsScope::check_host_read(*this);
   if (!device().is_cpu()) return to(Device::cpu()).to_floats();
   std::vector<float> values;
   values.reserve(static_cast<size_t>(numel()));
@@ -257,6 +272,7 @@ std::vector<float> Tensor::to_floats() const {
 }
 
 std::vector<int64_t> Tensor::to_ints() const {
+  NoHostReadsScope::check_host_read(*this);
   if (!device().is_cpu()) return to(Device::cpu()).to_ints();
   TITAN_CHECK(dtype() == DType::i32 || dtype() == DType::i64 || dtype() == DType::u8, "to_ints() of a {} tensor",
               dtype_name(dtype()));

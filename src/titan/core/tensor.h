@@ -189,4 +189,22 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   return tensor;
 }
 
+// While one is alive on this thread, reading tensor values on the host
+// (item, to_floats, to_ints, a copy from a device to the CPU) is an error
+// naming the tensor. The trainer runs each step's device work under one: a
+// captured CUDA graph replays device work only, so a host read inside the
+// step would silently see stale values; every CPU test run checks this too.
+class NoHostReadsScope {
+ public:
+  explicit NoHostReadsScope(const char* what);
+  ~NoHostReadsScope();
+  NoHostReadsScope(const NoHostReadsScope&) = delete;
+  NoHostReadsScope& operator=(const NoHostReadsScope&) = delete;
+  // Throws titan::Error if a scope is active on this thread.
+  static void check_host_read(const Tensor& tensor);
+
+ private:
+  const char* previous_;
+};
+
 }  // namespace titan

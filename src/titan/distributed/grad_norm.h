@@ -1,7 +1,8 @@
-// Gradient clipping when gradients are spread over ranks: each rank sums the
-// squares of what it holds, the sums are all-reduced over the groups that
-// split the parameters (dp_shard for FSDP shards), and every rank scales by
-// the same factor.
+// Gradient norms when gradients are spread over ranks: each rank sums the
+// squares of what it holds and the sums are all-reduced over the groups that
+// split the parameters (dp_shard for FSDP shards, tp for tensor-parallel
+// ones). The result stays on the device (see ops/grad_clip.h): clipping reads
+// it there, so the step needs no host read.
 #pragma once
 
 #include <span>
@@ -12,10 +13,8 @@
 
 namespace titan::distributed {
 
-// sqrt(sum over `groups` of the local sums of squares of `grads`).
-double global_grad_norm(std::span<const Tensor> grads, const std::vector<ProcessGroup*>& groups);
-// Scales `grads` by max_norm / (norm + 1e-6) when that is below 1 (as
-// torch.nn.utils.clip_grad_norm_); returns the norm before clipping.
-double clip_grad_norm_(std::span<const Tensor> grads, double max_norm, const std::vector<ProcessGroup*>& groups);
+// The sum over `groups` of the local sums of squares of `grads`: a 1-element
+// f32 tensor on `device` (zero when this rank holds no gradient).
+Tensor grad_sum_squares(std::span<const Tensor> grads, const std::vector<ProcessGroup*>& groups, Device device);
 
 }  // namespace titan::distributed

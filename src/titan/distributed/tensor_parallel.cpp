@@ -7,6 +7,7 @@
 #include "titan/autograd/function_node.h"
 #include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/grad_clip.h"
 
 namespace titan::distributed {
 namespace {
@@ -136,9 +137,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& hidden, const Tensor& weight, 
   ops::FusedCrossEntropyOutput out = ops::fused_linear_cross_entropy(hidden, weight, targets, options);
   const Tensor grad_hidden = out.grad_hidden, grad_weight = out.grad_weight;
   autograd::record("VocabParallelCrossEntropyBackward", {&hidden, &weight}, {&out.loss}, [=](const auto& g) {
-    const float factor = static_cast<float>(g[0].item());
-    return std::vector<Tensor>{factor == 1.0f ? grad_hidden : ops::scale(grad_hidden, factor),
-                               factor == 1.0f ? grad_weight : ops::scale(grad_weight, factor)};
+    const Tensor factor = ops::cast(g[0], DType::f32).reshape({1});
+    return std::vector<Tensor>{ops::scaled_by(grad_hidden, factor, 0), ops::scaled_by(grad_weight, factor, 0)};
   });
   return out.loss;
 }

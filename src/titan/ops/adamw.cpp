@@ -24,8 +24,21 @@ void adamw_step(std::span<const Tensor> params, std::span<const Tensor> grads, s
     }
     check_contiguous("adamw", params[i], "param");
   }
+  if (hyper.step_scalars.defined()) {
+    const Tensor& s = hyper.step_scalars;
+    TITAN_CHECK(s.dtype() == DType::f32 && s.numel() == 3 && s.is_contiguous() && s.device() == params.front().device(),
+                "adamw: step_scalars must be 3 contiguous f32 values on {}, got {} {} on {}",
+                params.front().device().str(), dtype_name(s.dtype()), shape_str(s.shape()), s.device().str());
+  }
   if (params.front().device().is_meta()) return;
   adamw_kernels(params.front().device(), params, grads, exp_avg, exp_avg_sq, hyper);
+}
+
+AdamWStepScalars adamw_step_scalars(const AdamWHyper& hyper) {
+  const double bias1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), static_cast<double>(hyper.step));
+  const double bias2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), static_cast<double>(hyper.step));
+  return {1.0f - hyper.lr * hyper.weight_decay, static_cast<float>(hyper.lr / bias1),
+          static_cast<float>(1.0 / std::sqrt(bias2))};
 }
 
 void scale_all_(std::span<const Tensor> tensors, float factor) {

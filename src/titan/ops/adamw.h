@@ -19,7 +19,21 @@ struct AdamWHyper {
   float eps = 1e-8f;
   float weight_decay = 0.01f;
   int64_t step = 1;  // 1-based step count after this update (for bias correction)
+  // Optional [3] f32 on the parameters' device holding adamw_step_scalars() of
+  // this step. Kernels then read the learning rate and bias corrections from
+  // it instead of from lr and step, so a captured CUDA graph replays each step
+  // with that step's values (the host rewrites the tensor before the replay).
+  Tensor step_scalars;
 };
+
+// The numbers of one step that depend on lr and step, derived in double and
+// rounded once: every kernel applies exactly these.
+struct AdamWStepScalars {
+  float decay;           // 1 - lr * weight_decay
+  float step_size;       // lr / (1 - beta1^step)
+  float inv_sqrt_bias2;  // 1 / sqrt(1 - beta2^step)
+};
+AdamWStepScalars adamw_step_scalars(const AdamWHyper& hyper);
 
 // params f32 (or bf16), grads f32 or bf16, moments f32 or bf16 (the state
 // dtype); matching shapes per index. Updates params and moments in place.

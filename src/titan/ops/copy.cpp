@@ -16,6 +16,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   }
   TITAN_CHECK(!dst.device().is_meta() && !src.device().is_meta(), "copy: between {} and {} (meta holds no data)",
               src.device().str(), dst.device().str());
+  if (dst.device().is_cpu()) NoHostReadsScope::check_host_read(src);
   // Cross-device: move contiguous bytes in the source dtype, then convert on the destination.
   const Device remote = dst.device().is_cpu() ? src.device() : dst.device();
   if (dst.is_contiguous() && dst.dtype() == src.dtype()) {

@@ -49,10 +49,10 @@ struct FusedCrossEntropyOptions {
 };
 
 struct FusedCrossEntropyOutput {
-  Tensor loss;         // 0-d f32
-  Tensor grad_hidden;  // [N, D] hidden's dtype: d(loss)/d(hidden), for a loss gradient of 1
-  Tensor grad_weight;  // [V, D] f32: d(loss)/d(weight), for a loss gradient of 1
-  int64_t counted_tokens = 0;
+  Tensor loss;                 // 0-d f32
+  Tensor grad_hidden;          // [N, D] hidden's dtype: d(loss)/d(hidden), for a loss gradient of 1
+  Tensor grad_weight;          // [V, D] f32: d(loss)/d(weight), for a loss gradient of 1
+  int64_t counted_tokens = 0;  // rows whose target is not ignore_index (-1: not known on the host, see the CUDA kernel)
 };
 
 // loss = cross_entropy(hidden @ weight^T, targets) computed one (token chunk,

@@ -22,8 +22,38 @@ bool AdamW::decays(const std::string& name) const {
   return true;
 }
 
+ops::AdamWHyper AdamW::hyper(bool decay) const {
+  ops::AdamWHyper hyper;
+  hyper.lr = static_cast<float>(lr_);
+  hyper.beta1 = static_cast<float>(options_.beta1);
+  hyper.beta2 = static_cast<float>(options_.beta2);
+  hyper.eps = static_cast<float>(options_.eps);
+  hyper.weight_decay = decay ? static_cast<float>(options_.weight_decay) : 0.0f;
+  hyper.step = steps_;
+  return hyper;
+}
+
 void AdamW::step(double lr) {
+  prepare(lr);
+  apply();
+}
+
+void AdamW::prepare(double lr) {
   ++steps_;
+  lr_ = lr;
+  if (slots_.empty()) return;
+  std::vector<float> values;
+  for (bool decay : {true, false}) {
+    const ops::AdamWStepScalars s = ops::adamw_step_scalars(hyper(decay));
+    values.insert(values.end(), {s.decay, s.step_size, s.inv_sqrt_bias2});
+  }
+  const Device device = slots_.front().param.device();
+  if (!step_scalars_.defined()) step_scalars_ = Tensor::empty({2, 3}, DType::f32, device);
+  ops::copy_(step_scalars_, Tensor::from_floats(values, {2, 3}));
+}
+
+void AdamW::apply() {
+  TITAN_CHECK(steps_ > 0, "AdamW::apply before prepare");
   for (bool decay : {true, false}) {
     std::vector<Tensor> params, grads, m, v;
     for (const Slot& slot : slots_) {
@@ -34,14 +64,9 @@ void AdamW::step(double lr) {
       v.push_back(slot.exp_avg_sq);
     }
     if (params.empty()) continue;
-    ops::AdamWHyper hyper;
-    hyper.lr = static_cast<float>(lr);
-    hyper.beta1 = static_cast<float>(options_.beta1);
-    hyper.beta2 = static_cast<float>(options_.beta2);
-    hyper.eps = static_cast<float>(options_.eps);
-    hyper.weight_decay = decay ? static_cast<float>(options_.weight_decay) : 0.0f;
-    hyper.step = steps_;
-    ops::adamw_step(params, grads, m, v, hyper);
+    ops::AdamWHyper group = hyper(decay);
+    group.step_scalars = step_scalars_.select(0, decay ? 0 : 1);
+    ops::adamw_step(params, grads, m, v, group);
   }
 }
 

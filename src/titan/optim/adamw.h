@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "titan/core/tensor.h"
+#include "titan/ops/adamw.h"
 
 namespace titan::optim {
 
@@ -27,8 +28,15 @@ class AdamW {
   AdamW(std::vector<std::pair<std::string, Tensor>> named_parameters, AdamWOptions options);
 
   // One update at learning rate `lr` using each parameter's .grad() (a
-  // parameter without a gradient is skipped, its moments untouched).
+  // parameter without a gradient is skipped, its moments untouched):
+  // prepare(lr) then apply().
   void step(double lr);
+  // The host half of a step: counts it and writes its learning rate and bias
+  // corrections to the device (what a replayed CUDA graph reads).
+  void prepare(double lr);
+  // The device half: the update itself, with the values prepare() wrote.
+  // Issues no host work besides kernel launches, so a graph can capture it.
+  void apply();
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
   bool decays(const std::string& name) const;
@@ -44,8 +52,12 @@ class AdamW {
     Tensor param, exp_avg, exp_avg_sq;
     bool decay;
   };
+  ops::AdamWHyper hyper(bool decay) const;
+
   std::vector<Slot> slots_;
   AdamWOptions options_;
+  double lr_ = 0.0;
+  Tensor step_scalars_;  // [2, 3] f32 on the parameters' device: decaying and non-decaying groups
   int64_t steps_ = 0;
 };
 

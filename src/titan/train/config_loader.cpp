@@ -370,6 +370,17 @@ void validate(const JobConfig& c) {
               "training.mixed_precision_param must be f32 or bf16, got '{}'", c.training.mixed_precision_param);
   TITAN_CHECK(c.training.mixed_precision_reduce == "f32", "training.mixed_precision_reduce must be f32, got '{}'",
               c.training.mixed_precision_reduce);
+  if (c.training.graph_capture) {
+    TITAN_CHECK(c.training.device.rfind("cuda", 0) == 0,
+                "training.graph_capture needs training.device = cuda (got '{}'): only CUDA records steps",
+                c.training.device);
+    TITAN_CHECK(c.model.fused_loss,
+                "training.graph_capture needs model.fused_loss = true: the plain loss reads its token count on the "
+                "host");
+    TITAN_CHECK(c.activation_checkpoint.mode != "offload",
+                "training.graph_capture with activation_checkpoint.mode = offload is not supported: offload waits on "
+                "its copies from the host");
+  }
   const std::vector<std::string> modes{"none", "full", "selective", "offload"};
   TITAN_CHECK(std::find(modes.begin(), modes.end(), c.activation_checkpoint.mode) != modes.end(),
               "activation_checkpoint.mode '{}' is not one of none, full, selective, offload{}",

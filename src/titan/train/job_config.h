@@ -92,6 +92,7 @@ struct TrainingSection {
   std::string mixed_precision_reduce = "f32";
   int64_t seed = 42;
   bool deterministic = false;
+  bool graph_capture = false;
   std::string device = "cpu";
   void visit(ConfigVisitor& v) {
     v.field("dataset", dataset, "dataset name (for logs)");
@@ -107,6 +108,8 @@ struct TrainingSection {
     v.field("mixed_precision_reduce", mixed_precision_reduce, "dtype gradients are reduced in: f32");
     v.field("seed", seed, "seed for initialisation and data order");
     v.field("deterministic", deterministic, "bitwise-reproducible kernels (CPU kernels always are)");
+    v.field("graph_capture", graph_capture,
+            "CUDA: after warm-up, record the whole step into a CUDA graph once and replay it every step");
     v.field("device", device, "cpu or cuda");
   }
 };

@@ -54,6 +54,7 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"grad_norm", m.grad_norm},
                         {"lr", m.lr},
                         {"step_seconds", m.step_seconds},
+                        {"host_seconds", m.host_seconds},
                         {"data_seconds", m.data_seconds},
                         {"data_percent", m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0.0},
                         {"tokens", m.tokens},

@@ -20,6 +20,7 @@ struct StepMetrics {
   double grad_norm = 0.0;
   double lr = 0.0;
   double step_seconds = 0.0;
+  double host_seconds = 0.0;  // until the host had issued all of the step's device work
   double data_seconds = 0.0;  // waiting for the loader
   int64_t tokens = 0;         // this rank's tokens this step
   double tokens_per_second = 0.0;

@@ -18,6 +18,8 @@
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
 #include "titan/ops/copy.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/grad_clip.h"
 #include "titan/ops/reduction.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
@@ -32,6 +34,10 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Eager steps before a step is recorded: the first ones allocate what every
+// later step reuses (optimizer state, GEMM plans and workspaces, pinned
+// staging), which must not happen inside the recording.
+constexpr int64_t kGraphWarmupSteps = 2;
 
 }  // namespace
 
@@ -170,39 +176,38 @@ StepMetrics Trainer::train_step() {
   allocator.reset_peak();
   const int64_t retries_before = allocator.stats().alloc_retries;
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) mesh_->group(dim)->reset_stats();
-  model_->zero_grad();
+  // The host half: this step's batches on the device, the optimizer's scalars.
   double data_seconds = 0.0;
   int64_t tokens = 0;
-  // Losses are read back after the optimizer step: reading each one as it is
-  // made would stall the host until the device finished that forward.
-  std::vector<Tensor> losses;
+  StepInputs step;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto data_start = Clock::now();
     const data::Batch batch = batches_();
     data_seconds += seconds_since(data_start);
     tokens += batch.input_ids.numel();
-    Tensor loss = model_->loss(model_inputs(batch), batch.labels.to(device_));
-    losses.push_back(loss.detach());
-    if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
-    autograd::backward({loss});
-    if (fsdp_) {
-      fsdp_->set_sync_replicas(micro + 1 == accumulation_);
-      fsdp_->finish_backward();
-    }
+    step.inputs.push_back(model_inputs(batch));
+    step.labels.push_back(batch.labels.to(device_));
   }
-  const double grad_norm = synchronize_and_clip_gradients();
   const double lr = config_.optimizer.lr * schedule_.factor(step_);
-  optimizer_->step(lr);
+  optimizer_->prepare(lr);
+  const StepOutputs out = config_.training.graph_capture && eager_steps_ >= kGraphWarmupSteps
+                              ? replay_captured_step(step)
+                              : run_device_step(step);
+  if (!captured_) ++eager_steps_;
+  const double host_seconds = seconds_since(start);
+  // Read back once the device has the whole step queued.
   double loss_sum = 0.0;
-  for (const Tensor& loss : losses) loss_sum += loss.item();
+  for (const Tensor& loss : out.losses) loss_sum += loss.item();
+  const std::vector<float> clip = out.clip.to_floats();
 
   StepMetrics m;
   m.step = step_;
   m.total_steps = config_.training.steps;
   m.loss = mean_over_dp(loss_sum / static_cast<double>(accumulation_));
-  m.grad_norm = grad_norm;
+  m.grad_norm = clip[0];
   m.lr = lr;
   m.step_seconds = seconds_since(start);
+  m.host_seconds = host_seconds;
   m.data_seconds = data_seconds;
   m.tokens = tokens;
   // Per device: the ranks of one tensor-parallel group share their dp rank's
@@ -225,11 +230,79 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
+Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
+  NoHostReadsScope no_host_reads("the training step's device work");
+  StepOutputs out;
+  model_->zero_grad();
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    Tensor loss = model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)]);
+    out.losses.push_back(loss.detach());
+    if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
+    autograd::backward({loss});
+    if (fsdp_) {
+      fsdp_->set_sync_replicas(micro + 1 == accumulation_);
+      fsdp_->finish_backward();
+    }
+  }
+  out.clip = synchronize_and_clip_gradients();
+  optimizer_->apply();
+  return out;
+}
+
+namespace {
+
+// A copy of a step input the recorded graph reads from (undefined stays undefined).
+Tensor static_copy(const Tensor& t) { return t.defined() ? t.clone() : t; }
+
+void refill(const Tensor& target, const Tensor& source) {
+  if (!target.defined()) return;
+  TITAN_CHECK(source.defined() && source.shape() == target.shape(),
+              "graph capture: a step input changed shape from {} to {}; the recorded step needs the same shapes",
+              shape_str(target.shape()), source.defined() ? shape_str(source.shape()) : "(none)");
+  ops::copy_(target, source);
+}
+
+}  // namespace
+
+// The first call records the device half of a step on copies of its inputs;
+// every call (the first included: recording runs nothing) refills those copies
+// and replays. Gradients, losses and the norm are the recording's tensors.
+Trainer::StepOutputs Trainer::replay_captured_step(const StepInputs& step) {
+  if (!captured_) {
+    auto captured = std::make_unique<CapturedStep>();
+    for (const models::DecoderInputs& in : step.inputs) {
+      captured->inputs.inputs.push_back(
+          {static_copy(in.input_ids), static_copy(in.positions), static_copy(in.document_ids)});
+    }
+    for (const Tensor& labels : step.labels) captured->inputs.labels.push_back(static_copy(labels));
+    captured->recorder = make_step_recorder(device_.type);
+    captured->recorder->begin();
+    try {
+      captured->outputs = run_device_step(captured->inputs);
+      captured->recorder->end();
+    } catch (...) {
+      captured->recorder->cancel();
+      throw;
+    }
+    captured_ = std::move(captured);
+  } else {
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      const models::DecoderInputs &target = captured_->inputs.inputs[i], &source = step.inputs[i];
+      refill(target.input_ids, source.input_ids);
+      refill(target.positions, source.positions);
+      refill(target.document_ids, source.document_ids);
+      refill(captured_->inputs.labels[i], step.labels[i]);
+    }
+  }
+  captured_->recorder->replay();
+  return captured_->outputs;
+}
+
 // Tensor-parallel ranks each saw their part of the sequence: the gradients of
 // replicated parameters (norms, embeddings) are partial sums to add up. Then
 // the global norm: FSDP shards are disjoint over dp_shard, tensor-parallel
 // shards over tp, while replicated parameters count once.
-double Trainer::synchronize_and_clip_gradients() {
+Tensor Trainer::synchronize_and_clip_gradients() {
   std::vector<Tensor> split, replicated;
   for (auto& [name, parameter] : model_->named_parameters()) {
     const Tensor grad = parameter->data.grad();
@@ -257,16 +330,13 @@ double Trainer::synchronize_and_clip_gradients() {
   if (fsdp_) dp_groups.push_back(mesh_->group("dp_shard").get());
   split_groups = dp_groups;
   split_groups.push_back(tp.get());
-  const double split_norm = distributed::global_grad_norm(split, split_groups);
-  const double replicated_norm = distributed::global_grad_norm(replicated, dp_groups);
-  const double norm = std::sqrt(split_norm * split_norm + replicated_norm * replicated_norm);
-  const double max_norm = config_.training.max_norm;
-  if (max_norm > 0.0 && max_norm / (norm + 1e-6) < 1.0) {
-    const auto factor = static_cast<float>(max_norm / (norm + 1e-6));
-    ops::scale_all_(split, factor);
-    ops::scale_all_(replicated, factor);
-  }
-  return norm;
+  const Tensor sum_squares = ops::add(distributed::grad_sum_squares(split, split_groups, device_),
+                                      distributed::grad_sum_squares(replicated, dp_groups, device_));
+  // Clipping multiplies by the factor on the device (by 1 when under the limit: exact).
+  const Tensor clip = ops::clip_scalars(sum_squares, config_.training.max_norm);
+  ops::scale_all_by_(split, clip, 1);
+  ops::scale_all_by_(replicated, clip, 1);
+  return clip;
 }
 
 double Trainer::mean_over_dp(double value) const {

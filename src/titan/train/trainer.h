@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "titan/core/generator.h"
+#include "titan/core/step_recorder.h"
 #include "titan/data/data_loader.h"
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/fsdp.h"
@@ -52,11 +53,32 @@ class Trainer {
   bool stopped_by_signal() const { return stopped_by_signal_; }
 
  private:
+  // One step's micro-batches, on the device.
+  struct StepInputs {
+    std::vector<models::DecoderInputs> inputs;
+    std::vector<Tensor> labels;
+  };
+  // What the device half of a step leaves for the host to read after it.
+  struct StepOutputs {
+    std::vector<Tensor> losses;  // each micro-batch's loss (0-d f32)
+    Tensor clip;                 // [gradient norm, clipping factor] f32
+  };
+  // A step recorded once (training.graph_capture) and replayed on static inputs.
+  struct CapturedStep {
+    std::unique_ptr<StepRecorder> recorder;
+    StepInputs inputs;
+    StepOutputs outputs;
+  };
+
   models::DecoderInputs model_inputs(const data::Batch& batch) const;
+  // Forward, backward, gradient synchronisation and clipping, optimizer update:
+  // device work only (run under NoHostReadsScope), so it can be recorded.
+  StepOutputs run_device_step(const StepInputs& step);
+  StepOutputs replay_captured_step(const StepInputs& step);
   // The average of a per-rank number over the data-parallel ranks.
   double mean_over_dp(double value) const;
-  // Sums tensor-parallel partial gradients, clips by the global norm; returns the norm.
-  double synchronize_and_clip_gradients();
+  // Sums tensor-parallel partial gradients, clips by the global norm; returns [norm, factor] on the device.
+  Tensor synchronize_and_clip_gradients();
   void resume();
   nlohmann::json job_state(const std::vector<std::string>& contents) const;
   nlohmann::json rank_state() const;
@@ -81,6 +103,8 @@ class Trainer {
   int64_t resumed_step_ = -1;
   bool stopped_by_signal_ = false;
   int64_t step_ = 0;
+  int64_t eager_steps_ = 0;  // steps run eagerly by this process (graph capture waits for warm-up)
+  std::unique_ptr<CapturedStep> captured_;
   int64_t accumulation_ = 1;
   double flops_per_token_ = 0.0;
   double peak_tflops_ = 0.0;

@@ -1,6 +1,7 @@
 // Differentiable elementwise arithmetic and reductions.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/reduction.h"
 
@@ -45,7 +46,8 @@ Tensor sum(const Tensor& x) {
   const Shape shape = x.shape();
   const DType dtype = x.dtype();
   record("SumBackward", {&x}, {&y}, [shape, dtype](const auto& g) {
-    return std::vector<Tensor>{Tensor::full(shape, g[0].item(), dtype, g[0].device())};
+    // Broadcast on the device: reading the gradient on the host would stall the step.
+    return std::vector<Tensor>{ops::cast(g[0], dtype).expand(shape).contiguous()};
   });
   return y;
 }
@@ -56,7 +58,8 @@ Tensor mean(const Tensor& x) {
   const DType dtype = x.dtype();
   const double count = static_cast<double>(x.numel());
   record("MeanBackward", {&x}, {&y}, [shape, dtype, count](const auto& g) {
-    return std::vector<Tensor>{Tensor::full(shape, g[0].item() / count, dtype, g[0].device())};
+    const Tensor each = ops::scale(g[0], static_cast<float>(1.0 / count));
+    return std::vector<Tensor>{ops::cast(each, dtype).expand(shape).contiguous()};
   });
   return y;
 }

@@ -2,7 +2,9 @@
 // the fused linear cross-entropy whose gradients come out of its forward pass.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/grad_clip.h"
 
 namespace titan::F {
 
@@ -28,10 +30,10 @@ Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, co
     // The forward produced d(loss)/d(input) for a unit loss gradient; scale by the real one.
     // The weight gradient stays f32 even for a bf16 weight: it usually flows on to an f32
     // master weight, and rounding it to bf16 first would only lose precision (and memory).
-    const float factor = static_cast<float>(g[0].item());
-    Tensor gh = factor == 1.0f ? grad_hidden : ops::scale(grad_hidden, factor);
-    Tensor gw = factor == 1.0f ? grad_weight : ops::scale(grad_weight, factor);
-    return std::vector<Tensor>{gh, gw};
+    // The factor stays on the device (a host read would stall the step and
+    // break graph capture); scaling by 1 is exact.
+    const Tensor factor = ops::cast(g[0], DType::f32).reshape({1});
+    return std::vector<Tensor>{ops::scaled_by(grad_hidden, factor, 0), ops::scaled_by(grad_weight, factor, 0)};
   });
   return out.loss;
 }

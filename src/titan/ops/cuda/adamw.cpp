@@ -18,19 +18,18 @@ int32_t bf16_flag(const Tensor& t) {
   return t.dtype() == DType::bf16 ? 1 : 0;
 }
 
-// Derived in the same precision and order as the CPU kernel, so both apply the same f32 constants.
+// The step scalars come from adamw_step_scalars, as on the CPU, so both apply the same f32 constants.
 AdamWConstants constants_for(const AdamWHyper& hyper) {
-  const double bias1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), static_cast<double>(hyper.step));
-  const double bias2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), static_cast<double>(hyper.step));
+  const AdamWStepScalars scalars = adamw_step_scalars(hyper);
   AdamWConstants c{};
   c.beta1 = hyper.beta1;
   c.one_minus_beta1 = 1.0f - hyper.beta1;
   c.beta2 = hyper.beta2;
   c.one_minus_beta2 = 1.0f - hyper.beta2;
   c.eps = hyper.eps;
-  c.decay = 1.0f - hyper.lr * hyper.weight_decay;
-  c.step_size = static_cast<float>(hyper.lr / bias1);
-  c.inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  c.decay = scalars.decay;
+  c.step_size = scalars.step_size;
+  c.inv_sqrt_bias2 = scalars.inv_sqrt_bias2;
   return c;
 }
 
@@ -54,7 +53,9 @@ void adamw_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
   const Tensor device =
       Tensor::empty({static_cast<int64_t>(host.size() * sizeof(AdamWTensor))}, DType::u8, params.front().device());
   TITAN_CUDA_CHECK(launch_adamw(host.data(), static_cast<AdamWTensor*>(device.data_ptr()),
-                                static_cast<int>(host.size()), chunks, constants_for(hyper), current_stream()));
+                                static_cast<int>(host.size()), chunks, constants_for(hyper),
+                                hyper.step_scalars.defined() ? hyper.step_scalars.data<float>() : nullptr,
+                                current_stream()));
 }
 
 }  // namespace

@@ -45,7 +45,13 @@ __device__ void update_chunk_grad(const AdamWTensor& t, int64_t start, int64_t c
 }
 
 // One block per chunk; the dtype branches are uniform over the block.
-__global__ void __launch_bounds__(kThreads) adamw_chunks(const AdamWTensor* tensors, int count, AdamWConstants c) {
+__global__ void __launch_bounds__(kThreads)
+    adamw_chunks(const AdamWTensor* tensors, int count, AdamWConstants c, const float* step_scalars) {
+  if (step_scalars != nullptr) {
+    c.decay = step_scalars[0];
+    c.step_size = step_scalars[1];
+    c.inv_sqrt_bias2 = step_scalars[2];
+  }
   const AdamWTensor t = tensors[owner_of_block(tensors, count, blockIdx.x)];
   const int64_t start = (static_cast<int64_t>(blockIdx.x) - t.first_block) * kAdamWChunk;
   const int64_t rest = t.numel - start < kAdamWChunk ? t.numel - start : kAdamWChunk;
@@ -59,11 +65,12 @@ __global__ void __launch_bounds__(kThreads) adamw_chunks(const AdamWTensor* tens
 }  // namespace
 
 cudaError_t launch_adamw(const AdamWTensor* host_tensors, AdamWTensor* device_tensors, int count, int64_t chunks,
-                         const AdamWConstants& constants, cudaStream_t stream) {
+                         const AdamWConstants& constants, const float* step_scalars, cudaStream_t stream) {
   if (chunks == 0) return cudaSuccess;
   const cudaError_t status = upload_async(device_tensors, host_tensors, sizeof(AdamWTensor) * count, stream);
   if (status != cudaSuccess) return status;
-  adamw_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0, stream>>>(device_tensors, count, constants);
+  adamw_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0, stream>>>(device_tensors, count, constants,
+                                                                           step_scalars);
   return cudaGetLastError();
 }
 

@@ -40,8 +40,9 @@ struct AdamWConstants {
 };
 
 // `host_tensors` (count entries, ordered by first_block) is uploaded into
-// `device_tensors`; `chunks` is the total.
+// `device_tensors`; `chunks` is the total. `step_scalars` (device memory,
+// may be null) overrides decay, step_size and inv_sqrt_bias2, in that order.
 cudaError_t launch_adamw(const AdamWTensor* host_tensors, AdamWTensor* device_tensors, int count, int64_t chunks,
-                         const AdamWConstants& constants, cudaStream_t stream);
+                         const AdamWConstants& constants, const float* step_scalars, cudaStream_t stream);
 
 }  // namespace titan::ops::cuda

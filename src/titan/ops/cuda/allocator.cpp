@@ -2,7 +2,8 @@
 // cudaMalloc/cudaFree, keyed by the calling thread's current stream. Steady-
 // state training steps then allocate nothing from the driver, which is also
 // what lets a captured CUDA graph replay with the same addresses.
-#include "titan/core/caching_allocator.h"
+#include "titan/ops/cuda/allocator.h"
+
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/stream.h"
 

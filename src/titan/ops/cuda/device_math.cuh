@@ -107,6 +107,16 @@ inline cudaError_t upload_async(void* dst, const void* src, size_t bytes, cudaSt
   if (bytes == 0) return cudaSuccess;
   const std::lock_guard<std::mutex> lock(mutex);
   cudaError_t status = cudaSuccess;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if ((status = cudaStreamIsCapturing(stream, &capture)) != cudaSuccess) return status;
+  if (capture == cudaStreamCaptureStatusActive) {
+    // A recorded copy reads its source at every replay: give it pinned memory
+    // of its own that is never rewritten (nor freed: a graph is recorded once).
+    void* frozen = nullptr;
+    if ((status = cudaMallocHost(&frozen, bytes)) != cudaSuccess) return status;
+    std::memcpy(frozen, src, bytes);
+    return cudaMemcpyAsync(dst, frozen, bytes, cudaMemcpyHostToDevice, stream);
+  }
   if (copied == nullptr && (status = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming)) != cudaSuccess) {
     return status;
   }

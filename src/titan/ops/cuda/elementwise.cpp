@@ -6,6 +6,7 @@
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/elementwise_kernels.cuh"
 #include "titan/ops/cuda/stream.h"
+#include "titan/ops/grad_clip.h"
 
 namespace titan::ops::cuda {
 namespace {
@@ -26,7 +27,18 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
 
 void scale_kernel(const Tensor& out, const Tensor& a, float factor) {
   require_float("scale", out);
-  TITAN_CUDA_CHECK(launch_scale(out.dtype(), out.data_ptr(), a.data_ptr(), factor, out.numel(), current_stream()));
+  TITAN_CUDA_CHECK(
+      launch_scale(out.dtype(), out.data_ptr(), a.data_ptr(), factor, nullptr, out.numel(), current_stream()));
+}
+
+void scale_by_kernel(const Tensor& out, const Tensor& x, const Tensor& factors, int64_t index) {
+  require_float("scale_by", out);
+  TITAN_CUDA_CHECK(launch_scale(out.dtype(), out.data_ptr(), x.data_ptr(), 0.0f, factors.data<float>() + index,
+                                out.numel(), current_stream()));
+}
+
+void clip_scalars_kernel(const Tensor& out, const Tensor& sum_squares, double max_norm) {
+  TITAN_CUDA_CHECK(launch_clip_scalars(out.data<float>(), sum_squares.data<float>(), max_norm, current_stream()));
 }
 
 void silu_kernel(const Tensor& out, const Tensor& x) {
@@ -59,6 +71,8 @@ void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, cons
 void register_elementwise() {
   binary_kernels.set_kernel(DeviceType::cuda, binary_kernel);
   scale_kernels.set_kernel(DeviceType::cuda, scale_kernel);
+  scale_by_kernels.set_kernel(DeviceType::cuda, scale_by_kernel);
+  clip_scalars_kernels.set_kernel(DeviceType::cuda, clip_scalars_kernel);
   silu_kernels.set_kernel(DeviceType::cuda, silu_kernel);
   silu_backward_kernels.set_kernel(DeviceType::cuda, silu_backward_kernel);
   swiglu_kernels.set_kernel(DeviceType::cuda, swiglu_kernel);

@@ -32,9 +32,20 @@ __global__ void binary(T* out, const T* a, const B* b, float alpha, int64_t n) {
   }
 }
 
+// `factor_in_memory` (device memory, may be null) replaces `factor`: the
+// clipping factor of a captured step is only known on the device.
 template <typename T>
-__global__ void scale(T* out, const T* a, float factor, int64_t n) {
+__global__ void scale(T* out, const T* a, float factor, const float* factor_in_memory, int64_t n) {
+  if (factor_in_memory != nullptr) factor = *factor_in_memory;
   for (int64_t i = first_index(); i < n; i += grid_stride()) store_f32(out, i, load_f32(a, i) * factor);
+}
+
+// One thread: the same double arithmetic the CPU kernel does.
+__global__ void clip_scalars(float* out, const float* sum_squares, double max_norm) {
+  const double norm = sqrt(static_cast<double>(sum_squares[0]));
+  const double factor = max_norm > 0.0 ? fmin(1.0, max_norm / (norm + 1e-6)) : 1.0;
+  out[0] = static_cast<float>(norm);
+  out[1] = static_cast<float>(factor);
 }
 
 template <typename T>
@@ -125,11 +136,18 @@ cudaError_t launch_binary(BinaryKind op, DType dtype, DType b_dtype, void* out, 
   });
 }
 
-cudaError_t launch_scale(DType dtype, void* out, const void* a, float factor, int64_t n, cudaStream_t stream) {
+cudaError_t launch_scale(DType dtype, void* out, const void* a, float factor, const float* factor_in_memory, int64_t n,
+                         cudaStream_t stream) {
   return with_float_type(dtype, n, [&](auto tag) {
     using T = decltype(tag);
-    scale<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(a), factor, n);
+    scale<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(a), factor,
+                                                          factor_in_memory, n);
   });
+}
+
+cudaError_t launch_clip_scalars(float* out, const float* sum_squares, double max_norm, cudaStream_t stream) {
+  clip_scalars<<<1, 1, 0, stream>>>(out, sum_squares, max_norm);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_silu(DType dtype, void* out, const void* x, int64_t n, cudaStream_t stream) {

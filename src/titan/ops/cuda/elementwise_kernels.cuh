@@ -17,8 +17,12 @@ enum class BinaryKind { add, sub, mul };
 // `dtype`, or bf16 with dtype f32 (accumulating a bf16 gradient into f32).
 cudaError_t launch_binary(BinaryKind op, DType dtype, DType b_dtype, void* out, const void* a, const void* b,
                           float alpha, int64_t n, cudaStream_t stream);
-// out = a * factor; out may alias a.
-cudaError_t launch_scale(DType dtype, void* out, const void* a, float factor, int64_t n, cudaStream_t stream);
+// out = a * factor, or * *factor_in_memory (device memory) when that is not
+// null; out may alias a.
+cudaError_t launch_scale(DType dtype, void* out, const void* a, float factor, const float* factor_in_memory, int64_t n,
+                         cudaStream_t stream);
+// out[0] = sqrt(sum_squares[0]), out[1] = min(1, max_norm / (norm + 1e-6)) (1 when max_norm <= 0).
+cudaError_t launch_clip_scalars(float* out, const float* sum_squares, double max_norm, cudaStream_t stream);
 cudaError_t launch_silu(DType dtype, void* out, const void* x, int64_t n, cudaStream_t stream);
 cudaError_t launch_silu_backward(DType dtype, void* grad_x, const void* grad_out, const void* x, int64_t n,
                                  cudaStream_t stream);

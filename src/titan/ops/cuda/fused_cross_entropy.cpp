@@ -12,10 +12,14 @@
 // What differs on the GPU:
 //  - Row kernels (fused_cross_entropy_kernels.cu) do the capping, online
 //    log-sum-exp, target gather and gradient, one block per tile row.
-//  - Targets are checked and counted on the device; the count (and the first
-//    bad row, if any) comes back to the host with the one synchronisation of
-//    the call, before any GEMM, because the scale of every gradient depends
-//    on it and an out-of-range target must be an error, not a wild read.
+//  - Targets are checked and counted on the device, and the scale of every
+//    gradient (1 / count for a mean) is computed there too and read by the
+//    kernels from device memory. Eagerly, the count and the first bad row
+//    come back to the host with the one synchronisation of the call, before
+//    any GEMM, so an out-of-range target is an error, not a wild read. While
+//    a step is being recorded (CUDA graph) nothing comes back: the kernels
+//    run on the device's own count, counted_tokens is -1, and a bad target
+//    is not caught (it was checked by the eager warm-up steps' data path).
 //  - `combine` (vocabulary parallelism) gets DEVICE pointers to the chunk's
 //    per-row lse and target logits (tc floats each), valid on
 //    current_stream(): it must order its work on that stream (e.g. enqueue
@@ -45,12 +49,14 @@ namespace {
 class FusedLinearCrossEntropy {
  public:
   FusedLinearCrossEntropy(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
-                          const Tensor& columns, int64_t counted, const FusedCrossEntropyOptions& options)
+                          const Tensor& columns, const Tensor& summary, const Tensor& scale,
+                          const FusedCrossEntropyOptions& options)
       : result_(result),
         hidden_(hidden),
         weight_(weight),
         columns_(columns.data<int64_t>()),
-        counted_(counted),
+        counted_(summary.data<int64_t>()),
+        scale_(scale.data<float>()),
         options_(options.loss),
         grads_(options.compute_grads),
         bf16_(hidden.dtype() == DType::bf16),
@@ -60,7 +66,6 @@ class FusedLinearCrossEntropy {
         vocab_chunk_(options.vocab_chunk == 0 ? vocab_ : std::min(options.vocab_chunk, vocab_)),
         split_(vocab_chunk_ < vocab_),
         combine_(options.combine),
-        scale_(options.loss.mean ? 1.0f / static_cast<float>(counted) : 1.0f),
         stream_(current_stream()) {
     const Device device = hidden.device();
     logits_ = Tensor::empty({token_chunk_, vocab_chunk_}, DType::f32, device);
@@ -167,13 +172,13 @@ class FusedLinearCrossEntropy {
   const Tensor& hidden_;
   const Tensor& weight_;
   const int64_t* columns_;  // device: each row's target column (launch_fused_ce_targets)
-  const int64_t counted_;
+  const int64_t* counted_;  // device: rows counted
+  const float* scale_;      // device: d(loss)/d(row loss) for a unit loss gradient
   const CrossEntropyOptions& options_;
   const bool grads_, bf16_;
   const int64_t rows_, vocab_, token_chunk_, vocab_chunk_;
   const bool split_;
   const std::function<void(float*, float*, int64_t)> combine_;
-  const float scale_;  // d(loss)/d(row loss) for a unit loss gradient
   const cudaStream_t stream_;
   Tensor logits_;           // [tc, vc] f32 tile; for f32 also its gradient, in place
   Tensor grad_tile_;        // [tc, vc] bf16 gradient tile (bf16 only)
@@ -183,20 +188,34 @@ class FusedLinearCrossEntropy {
   FusedCeRows rows_state_;
 };
 
-// Checks and counts the targets on the device; one synchronisation brings the
-// count home. Returns each row's target column (device, i64).
-Tensor read_targets(const Tensor& targets, int64_t vocab, const FusedCrossEntropyOptions& options, int64_t local,
-                    int64_t& counted) {
+// Each row's target column (i64), the summary [counted, first bad row] (i64)
+// and the gradient scale (f32), all on the device.
+struct TargetInfo {
+  Tensor columns, summary, scale;
+  int64_t counted = -1;  // on the host; -1 while recording a step (not read back)
+};
+
+bool recording(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TITAN_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+
+// Checks and counts the targets on the device; eagerly, one synchronisation
+// brings the count home and turns a bad target into an error.
+TargetInfo read_targets(const Tensor& targets, int64_t vocab, const FusedCrossEntropyOptions& options, int64_t local) {
   const char* op = "fused_linear_cross_entropy";
   const int64_t rows = targets.size(0);
   const cudaStream_t stream = current_stream();
-  Tensor columns = Tensor::empty({rows}, DType::i64, targets.device());
-  const Tensor summary = Tensor::empty({2}, DType::i64, targets.device());
-  TITAN_CUDA_CHECK(launch_fused_ce_targets(columns.data<int64_t>(), summary.data<int64_t>(), targets.data_ptr(),
+  TargetInfo info{Tensor::empty({rows}, DType::i64, targets.device()), Tensor::empty({2}, DType::i64, targets.device()),
+                  Tensor::empty({1}, DType::f32, targets.device())};
+  TITAN_CUDA_CHECK(launch_fused_ce_targets(info.columns.data<int64_t>(), info.summary.data<int64_t>(),
+                                           info.scale.data<float>(), options.loss.mean, targets.data_ptr(),
                                            targets.dtype() == DType::i64, rows, vocab, options.loss.ignore_index,
                                            options.vocab_offset, local, stream));
+  if (recording(stream)) return info;
   int64_t host[2] = {0, 0};
-  TITAN_CUDA_CHECK(cudaMemcpyAsync(host, summary.data_ptr(), sizeof(host), cudaMemcpyDeviceToHost, stream));
+  TITAN_CUDA_CHECK(cudaMemcpyAsync(host, info.summary.data_ptr(), sizeof(host), cudaMemcpyDeviceToHost, stream));
   TITAN_CUDA_CHECK(cudaStreamSynchronize(stream));
   const int64_t bad_row = host[1];
   if (bad_row < rows) {
@@ -212,8 +231,8 @@ Tensor read_targets(const Tensor& targets, int64_t vocab, const FusedCrossEntrop
     fail("{}: target {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", op, value, bad_row,
          vocab, options.loss.ignore_index);
   }
-  counted = host[0];
-  return columns;
+  info.counted = host[0];
+  return info;
 }
 
 void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
@@ -222,13 +241,13 @@ void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& h
   TITAN_CHECK(options.vocab_offset >= 0 && options.vocab_offset + weight.size(0) <= vocab,
               "fused_linear_cross_entropy: weight rows [{}, {}) outside the vocabulary of {}", options.vocab_offset,
               options.vocab_offset + weight.size(0), vocab);
-  int64_t counted = 0;
-  const Tensor columns = read_targets(targets, vocab, options, weight.size(0), counted);
-  result.counted_tokens = counted;
+  const TargetInfo info = read_targets(targets, vocab, options, weight.size(0));
+  result.counted_tokens = info.counted;
   const cudaStream_t stream = current_stream();
-  if (counted == 0) {
+  if (info.counted == 0) {
     // Nothing counted: the loss is defined as 0 and every gradient as 0 (not
-    // 0/0); all-zero bits are 0.0 in f32 and bf16 alike.
+    // 0/0); all-zero bits are 0.0 in f32 and bf16 alike. (A recorded step
+    // takes the full path, whose scale of 0 gives the same zeros.)
     auto zero = [stream](const Tensor& t) {
       if (t.nbytes() > 0) TITAN_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream));
     };
@@ -245,7 +264,7 @@ void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& h
   if (hidden.dtype() != DType::f32 && hidden.dtype() != DType::bf16) {
     unsupported_dtype("fused_linear_cross_entropy", hidden.device(), hidden.dtype());
   }
-  FusedLinearCrossEntropy(result, hidden, weight, columns, counted, options).run();
+  FusedLinearCrossEntropy(result, hidden, weight, info.columns, info.summary, info.scale, options).run();
 }
 
 }  // namespace

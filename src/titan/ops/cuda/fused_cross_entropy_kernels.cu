@@ -32,8 +32,8 @@ __device__ __forceinline__ long long warp_min_ll(long long v) {
 }
 
 template <typename T>
-__global__ void read_targets(int64_t* columns, int64_t* summary, const T* targets, int64_t rows, int64_t vocab,
-                             int64_t ignore_index, int64_t offset, int64_t local) {
+__global__ void read_targets(int64_t* columns, int64_t* summary, float* scale, bool mean, const T* targets,
+                             int64_t rows, int64_t vocab, int64_t ignore_index, int64_t offset, int64_t local) {
   __shared__ long long counts[kTargetThreads / kWarpSize];
   __shared__ long long firsts[kTargetThreads / kWarpSize];
   long long counted = 0, first_bad = rows;
@@ -68,6 +68,8 @@ __global__ void read_targets(int64_t* columns, int64_t* summary, const T* target
     if (lane == 0) {
       summary[0] = counted;
       summary[1] = first_bad;
+      // The same float division the host would do; 0 when nothing counts (every gradient is then 0).
+      scale[0] = !mean ? 1.0f : (counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f);
     }
   }
 }
@@ -94,11 +96,12 @@ __device__ __forceinline__ void gradient_row(const FusedCeTile& tile, const floa
     return;
   }
   const int64_t target = column >= 0 ? column - tile.col_offset : -1;
-  const float prob_scale = (1.0f + 2.0f * tile.z_loss * lse) * tile.scale;
+  const float scale = *tile.scale;
+  const float prob_scale = (1.0f + 2.0f * tile.z_loss * lse) * scale;
   const float inverse_cap = tile.softcap > 0.0f ? 1.0f / tile.softcap : 0.0f;
   for (int64_t j = threadIdx.x; j < tile.cols; j += blockDim.x) {
     const float x = cap_on_the_way ? capped(z[j], tile.softcap) : z[j];
-    store_f32(grad, j, gradient_of(x, j == target, lse, prob_scale, tile.scale, inverse_cap));
+    store_f32(grad, j, gradient_of(x, j == target, lse, prob_scale, scale, inverse_cap));
   }
 }
 
@@ -175,7 +178,8 @@ __global__ void row_losses(float* row_loss, const int64_t* columns, FusedCeRows 
 }
 
 // One block, so the order of the additions is fixed by its shape alone.
-__global__ void total_loss(float* loss, const float* row_loss, int64_t rows, int64_t counted, bool mean) {
+__global__ void total_loss(float* loss, const float* row_loss, int64_t rows, const int64_t* counted_rows, bool mean) {
+  const int64_t counted = *counted_rows;
   __shared__ double scratch[kWarpSize];
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += row_loss[r];
@@ -195,15 +199,15 @@ int row_threads(int64_t cols) {
 
 }  // namespace
 
-cudaError_t launch_fused_ce_targets(int64_t* columns, int64_t* summary, const void* targets, bool targets_i64,
-                                    int64_t rows, int64_t vocab, int64_t ignore_index, int64_t offset, int64_t local,
-                                    cudaStream_t stream) {
+cudaError_t launch_fused_ce_targets(int64_t* columns, int64_t* summary, float* scale, bool mean, const void* targets,
+                                    bool targets_i64, int64_t rows, int64_t vocab, int64_t ignore_index, int64_t offset,
+                                    int64_t local, cudaStream_t stream) {
   if (targets_i64) {
-    read_targets<<<1, kTargetThreads, 0, stream>>>(columns, summary, static_cast<const int64_t*>(targets), rows, vocab,
-                                                   ignore_index, offset, local);
+    read_targets<<<1, kTargetThreads, 0, stream>>>(columns, summary, scale, mean, static_cast<const int64_t*>(targets),
+                                                   rows, vocab, ignore_index, offset, local);
   } else {
-    read_targets<<<1, kTargetThreads, 0, stream>>>(columns, summary, static_cast<const int32_t*>(targets), rows, vocab,
-                                                   ignore_index, offset, local);
+    read_targets<<<1, kTargetThreads, 0, stream>>>(columns, summary, scale, mean, static_cast<const int32_t*>(targets),
+                                                   rows, vocab, ignore_index, offset, local);
   }
   return cudaGetLastError();
 }
@@ -242,8 +246,8 @@ cudaError_t launch_fused_ce_row_losses(float* row_loss, const int64_t* columns, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_fused_ce_total_loss(float* loss, const float* row_loss, int64_t rows, int64_t counted, bool mean,
-                                       cudaStream_t stream) {
+cudaError_t launch_fused_ce_total_loss(float* loss, const float* row_loss, int64_t rows, const int64_t* counted,
+                                       bool mean, cudaStream_t stream) {
   total_loss<<<1, kLossThreads, 0, stream>>>(loss, row_loss, rows, counted, mean);
   return cudaGetLastError();
 }

@@ -16,12 +16,14 @@ inline constexpr int64_t kFusedCeIgnored = -1;    // the target is ignore_index
 inline constexpr int64_t kFusedCeElsewhere = -2;  // counted, but in another vocabulary shard
 
 // Reads targets (i32 or i64) into columns[rows] and writes summary[0] = the
-// counted rows and summary[1] = the first row whose target is neither
-// ignore_index nor in [0, vocab) (rows when there is none). This weight holds
-// the vocabulary rows [offset, offset + local).
-cudaError_t launch_fused_ce_targets(int64_t* columns, int64_t* summary, const void* targets, bool targets_i64,
-                                    int64_t rows, int64_t vocab, int64_t ignore_index, int64_t offset, int64_t local,
-                                    cudaStream_t stream);
+// counted rows, summary[1] = the first row whose target is neither
+// ignore_index nor in [0, vocab) (rows when there is none), and scale[0] =
+// d(loss)/d(row loss) (1 / counted for a mean, 0 when nothing counts). This
+// weight holds the vocabulary rows [offset, offset + local). Everything stays
+// on the device: a recorded step reads none of it on the host.
+cudaError_t launch_fused_ce_targets(int64_t* columns, int64_t* summary, float* scale, bool mean, const void* targets,
+                                    bool targets_i64, int64_t rows, int64_t vocab, int64_t ignore_index, int64_t offset,
+                                    int64_t local, cudaStream_t stream);
 
 // Per row of the current token chunk (f32 device arrays).
 struct FusedCeRows {
@@ -42,7 +44,7 @@ struct FusedCeTile {
   const int64_t* columns = nullptr;  // the tile's rows' targets (launch_fused_ce_targets), already offset
   float softcap = 0.0f;
   float z_loss = 0.0f;
-  float scale = 0.0f;  // d(loss)/d(row loss)
+  const float* scale = nullptr;  // device: d(loss)/d(row loss)
   // The gradient tile (same stride): f32 (may be `logits` itself) or bf16; null for none.
   void* grad = nullptr;
   bool grad_bf16 = false;
@@ -64,8 +66,9 @@ cudaError_t launch_fused_ce_gradient_tile(const FusedCeTile& tile, const FusedCe
 cudaError_t launch_fused_ce_row_losses(float* row_loss, const int64_t* columns, const FusedCeRows& state, int64_t rows,
                                        float z_loss, cudaStream_t stream);
 
-// loss[0] = the sum of row_loss[0, rows) (in double, fixed order), divided by counted when mean.
-cudaError_t launch_fused_ce_total_loss(float* loss, const float* row_loss, int64_t rows, int64_t counted, bool mean,
-                                       cudaStream_t stream);
+// loss[0] = the sum of row_loss[0, rows) (in double, fixed order), divided by
+// *counted (device) when mean; 0 when nothing counts.
+cudaError_t launch_fused_ce_total_loss(float* loss, const float* row_loss, int64_t rows, const int64_t* counted,
+                                       bool mean, cudaStream_t stream);
 
 }  // namespace titan::ops::cuda

@@ -19,4 +19,5 @@
   X(fused_cross_entropy)           \
   X(attention)                     \
   X(synchronize)                   \
-  X(host_swap)
+  X(host_swap)                     \
+  X(step_recorder)

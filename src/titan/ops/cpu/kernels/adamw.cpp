@@ -13,9 +13,9 @@ namespace titan::ops::cpu::TITAN_ISA {
 namespace {
 
 template <typename P, typename G, typename S>
-void adamw_range(P* p, const G* g, S* m, S* v, int64_t begin, int64_t end, const AdamWHyper& h, float step_size,
-                 float inv_sqrt_bias2) {
-  const float decay = 1.0f - h.lr * h.weight_decay;
+void adamw_range(P* p, const G* g, S* m, S* v, int64_t begin, int64_t end, const AdamWHyper& h,
+                 const AdamWStepScalars& s) {
+  const float decay = s.decay, step_size = s.step_size, inv_sqrt_bias2 = s.inv_sqrt_bias2;
   for (int64_t i = begin; i < end; ++i) {
     const float grad = to_f32(g[i]);
     const float m_new = h.beta1 * to_f32(m[i]) + (1.0f - h.beta1) * grad;
@@ -29,10 +29,11 @@ void adamw_range(P* p, const G* g, S* m, S* v, int64_t begin, int64_t end, const
 
 void adamw_kernel(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avg,
                   std::span<const Tensor> exp_avg_sq, const AdamWHyper& hyper) {
-  const double bias1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), static_cast<double>(hyper.step));
-  const double bias2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), static_cast<double>(hyper.step));
-  const auto step_size = static_cast<float>(hyper.lr / bias1);
-  const auto inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  AdamWStepScalars scalars = adamw_step_scalars(hyper);
+  if (hyper.step_scalars.defined()) {
+    const float* stored = hyper.step_scalars.data<float>();
+    scalars = {stored[0], stored[1], stored[2]};
+  }
   // Validate every dtype before entering the parallel region.
   for (size_t t = 0; t < params.size(); ++t) {
     dispatch_float("adamw", params[t].dtype(), [](auto) {});
@@ -54,7 +55,7 @@ void adamw_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
           dispatch_float("adamw", exp_avg[t].dtype(), [&](auto s_tag) {
             using S = decltype(s_tag);
             adamw_range(params[t].data<P>(), grads[t].data<G>(), exp_avg[t].data<S>(), exp_avg_sq[t].data<S>(), lo, hi,
-                        hyper, step_size, inv_sqrt_bias2);
+                        hyper, scalars);
           });
         });
       });

@@ -1,7 +1,11 @@
 // CPU elementwise kernels on contiguous tensors. Each loop converts to f32,
 // computes, and rounds once on store, so bf16 results are the f32 result
 // correctly rounded (what PyTorch's bf16 CPU kernels do too).
+#include <algorithm>
+#include <cmath>
+
 #include "titan/ops/elementwise.h"
+#include "titan/ops/grad_clip.h"
 
 // Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
@@ -49,6 +53,18 @@ void scale_kernel(const Tensor& out, const Tensor& a, float factor) {
       for (int64_t i = begin; i < end; ++i) o[i] = from_f32<T>(to_f32(x[i]) * factor);
     });
   });
+}
+
+// The factor is read from tensor memory, as the CUDA kernel reads it from the device.
+void scale_by_kernel(const Tensor& out, const Tensor& x, const Tensor& factors, int64_t index) {
+  scale_kernel(out, x, factors.data<float>()[index]);
+}
+
+void clip_scalars_kernel(const Tensor& out, const Tensor& sum_squares, double max_norm) {
+  const double norm = std::sqrt(static_cast<double>(sum_squares.data<float>()[0]));
+  const double factor = max_norm > 0.0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
+  out.data<float>()[0] = static_cast<float>(norm);
+  out.data<float>()[1] = static_cast<float>(factor);
 }
 
 void silu_kernel(const Tensor& out, const Tensor& x) {
@@ -125,6 +141,8 @@ void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, cons
 void register_elementwise() {
   binary_kernels.set_kernel(DeviceType::cpu, binary_kernel);
   scale_kernels.set_kernel(DeviceType::cpu, scale_kernel);
+  scale_by_kernels.set_kernel(DeviceType::cpu, scale_by_kernel);
+  clip_scalars_kernels.set_kernel(DeviceType::cpu, clip_scalars_kernel);
   silu_kernels.set_kernel(DeviceType::cpu, silu_kernel);
   silu_backward_kernels.set_kernel(DeviceType::cpu, silu_backward_kernel);
   swiglu_kernels.set_kernel(DeviceType::cpu, swiglu_kernel);

@@ -5,6 +5,10 @@
 # `titan bench gpu` (GEMM, attention, llama3 1B training beside PyTorch), and
 # print a summary. Results land in $OUT (or ./gpu_check_out).
 #
+# A machine without the Debian build dependencies (the lent H200 image) runs
+# the binaries packed here by scripts/gpu_bundle.sh: carry gpu_bundle/ along
+# and this script uses it instead of building.
+#
 #   scripts/gpu_check.sh                 # everything
 #   GPU_CHECK_BENCH=0 scripts/gpu_check.sh   # tests only
 set -uo pipefail
@@ -23,26 +27,39 @@ capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 
 arch=$capability
 [ "$capability" = 90 ] && arch=90a  # Hopper-only instructions need the 'a' target
 
-log "configure (sm_$arch)"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA_ARCHITECTURES="$arch" \
-  -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" >"$out/configure.log" 2>&1 || {
-  tail -30 "$out/configure.log"
-  exit 1
-}
-log "build"
-ninja -C "$build" titan_cli titan_cuda_tests >"$out/build.log" 2>&1 || {
-  grep -E "error|FAILED" -A3 "$out/build.log" | head -60
-  exit 1
-}
+if [ -x gpu_bundle/titan ]; then
+  # Built elsewhere by scripts/gpu_bundle.sh (this machine lacks the build dependencies).
+  log "using gpu_bundle/ (prebuilt for sm_90a)"
+  export LD_LIBRARY_PATH="$root/gpu_bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+  titan=gpu_bundle/titan
+  tests=gpu_bundle/titan_cuda_tests
+else
+  log "configure (sm_$arch)"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA_ARCHITECTURES="$arch" \
+    -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" >"$out/configure.log" 2>&1 || {
+    tail -30 "$out/configure.log"
+    echo "gpu_check: configure failed (missing build dependencies? build gpu_bundle/ elsewhere with scripts/gpu_bundle.sh)"
+    exit 1
+  }
+  log "build"
+  ninja -C "$build" titan_cli titan_cuda_tests >"$out/build.log" 2>&1 || {
+    grep -E "error|FAILED" -A3 "$out/build.log" | head -60
+    exit 1
+  }
+  titan=$build/bin/titan
+  tests=$build/bin/titan_cuda_tests
+fi
+# The bench finds its PyTorch peer here, wherever the tree was copied to.
+export TITAN_BENCH_DIR="$root/bench"
 
 log "CUDA op tests"
-"$build/bin/titan_cuda_tests" --gtest_brief=1 --gtest_output="xml:$out/cuda_tests.xml" 2>&1 | tee "$out/cuda_tests.log" | tail -60
+"$tests" --gtest_brief=1 --gtest_output="xml:$out/cuda_tests.xml" 2>&1 | tee "$out/cuda_tests.log" | tail -60
 tests_status=${PIPESTATUS[0]}
 
 bench_status=0
 if [ "${GPU_CHECK_BENCH:-1}" = 1 ]; then
   log "benchmark"
-  "$build/bin/titan" bench gpu --json "$out/bench_gpu.json" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee "$out/bench_gpu.log"
+  "$titan" bench gpu --json "$out/bench_gpu.json" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee "$out/bench_gpu.log"
   bench_status=${PIPESTATUS[0]}
 fi
 

@@ -21,6 +21,8 @@
 #                          a rank waiting in a collective yields its core to compute threads
 #   OMP_NUM_THREADS        cores / NPROC (at least 1) unless already set, so the ranks'
 #                          thread pools share the cores instead of each taking all of them
+#   CUDA_VISIBLE_DEVICES   when unset and this machine has at least NPROC NVIDIA GPUs: rank i
+#                          sees only GPU i (titan trains each process on its cuda:0)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,4 +58,13 @@ if [[ "$(id -u)" -eq 0 ]]; then launcher+=(--allow-run-as-root); fi
 # shellcheck disable=SC2206  # MPIRUN_ARGS is a list of options by design
 launcher+=($MPIRUN_ARGS)
 
+gpus=0
+if [[ -z "${CUDA_VISIBLE_DEVICES:-}" ]] && command -v nvidia-smi > /dev/null; then
+  gpus="$(nvidia-smi --list-gpus 2> /dev/null | wc -l)"
+fi
+if ((gpus >= NPROC && NPROC > 1)); then
+  # shellcheck disable=SC2016  # expanded by each rank's shell, not this one
+  exec "${launcher[@]}" bash -c 'export CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK; exec "$0" "$@"' \
+    "$TITAN" train --config "$CONFIG" "$@"
+fi
 exec "${launcher[@]}" "$TITAN" train --config "$CONFIG" "$@"

@@ -28,7 +28,7 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--seq-len", args->seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
     app->add_option("--dtype", args->compute_dtype, "compute dtype (f32, bf16)")->capture_default_str();
     app->add_option("--optimizer-state-dtype", args->state_dtype, "AdamW moment dtype")->capture_default_str();
-    app->add_option("--activation-checkpoint", args->ac, "none, full or selective")->capture_default_str();
+    app->add_option("--activation-checkpoint", args->ac, "none, full, selective or offload")->capture_default_str();
     app->add_option("--selective-every", args->selective_every, "selective: every N-th block");
     app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")
         ->capture_default_str()
@@ -44,8 +44,8 @@ Subcommand make_estimate_memory_subcommand() {
                                           args->ac,
                                           args->selective_every,
                                           args->dp_shard};
-    TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective",
-                "--activation-checkpoint must be none, full or selective, got '{}'", args->ac);
+    TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective" || args->ac == "offload",
+                "--activation-checkpoint must be none, full, selective or offload, got '{}'", args->ac);
     std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld\n", args->model.c_str(), args->flavor.c_str(),
                 static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
                 static_cast<long long>(args->dp_shard));

@@ -34,7 +34,11 @@ class FsdpUnit {
  public:
   FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters, ProcessGroup& shard_group,
            ProcessGroup& replicate_group, const FsdpOptions& options)
-      : name_(std::move(name)), shard_(shard_group), replicate_(replicate_group), options_(options) {
+      : name_(std::move(name)),
+        shard_(shard_group),
+        replicate_(replicate_group),
+        options_(options),
+        device_(parameters.empty() ? Device::cpu() : parameters.front()->data.device()) {
     const int64_t world = shard_.size(), rank = shard_.rank();
     int64_t full_offset = 0;
     for (nn::Parameter* parameter : parameters) {
@@ -56,7 +60,7 @@ class FsdpUnit {
       if (!parameter->layout.sharded()) parameter->layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
       parameter->layout.offsets[0] += begin;
     }
-    full_ = Tensor::empty({full_offset}, options_.param_dtype);
+    full_ = Tensor::empty({full_offset}, options_.param_dtype, device_);
     for (const Entry& e : entries_)
       full_views_.push_back(full_.narrow(0, e.full_offset, shape_numel(e.full_shape)).view(e.full_shape));
     full_.storage()->release_memory();
@@ -75,12 +79,12 @@ class FsdpUnit {
       state_ = State::unsharded;
       return;
     }
-    Tensor send = Tensor::zeros({local_size_}, options_.param_dtype);
+    Tensor send = Tensor::zeros({local_size_}, options_.param_dtype, device_);
     for (const Entry& e : entries_) {
       const Tensor& shard = e.parameter->data;
       if (shard.numel() > 0) ops::copy_(send.narrow(0, e.local_offset, shard.numel()).view(shard.shape()), shard);
     }
-    gathered_ = Tensor::empty({world * local_size_}, options_.param_dtype);
+    gathered_ = Tensor::empty({world * local_size_}, options_.param_dtype, device_);
     // In flight across the forward of the block that prefetched it.
     send.storage()->keep_on_device();
     gathered_.storage()->keep_on_device();
@@ -111,16 +115,16 @@ class FsdpUnit {
   // The master weights of the unit, gathered in f32.
   std::vector<std::pair<nn::Parameter*, Tensor>> gather_f32() {
     const int64_t world = shard_.size();
-    Tensor send = Tensor::zeros({local_size_}, DType::f32);
+    Tensor send = Tensor::zeros({local_size_}, DType::f32, device_);
     for (const Entry& e : entries_) {
       const Tensor& shard = e.parameter->data;
       if (shard.numel() > 0) ops::copy_(send.narrow(0, e.local_offset, shard.numel()).view(shard.shape()), shard);
     }
-    Tensor gathered = Tensor::empty({world * local_size_}, DType::f32);
+    Tensor gathered = Tensor::empty({world * local_size_}, DType::f32, device_);
     shard_.all_gather(gathered, send)->wait();
     std::vector<std::pair<nn::Parameter*, Tensor>> result;
     for (const Entry& e : entries_) {
-      Tensor full = Tensor::empty(e.full_shape, DType::f32);
+      Tensor full = Tensor::empty(e.full_shape, DType::f32, device_);
       const Tensor flat = full.view({-1});
       for (int64_t r = 0; r < world; ++r) {
         const int64_t count = rows_on(e, r) * e.row_size;
@@ -161,7 +165,7 @@ class FsdpUnit {
     if (grad.defined()) {
       const Entry& e = entries_[i];
       const int64_t world = shard_.size();
-      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * local_size_}, DType::f32);
+      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * local_size_}, DType::f32, device_);
       const Tensor flat = grad.contiguous().view({-1});
       for (int64_t r = 0; r < world; ++r) {
         const int64_t count = rows_on(e, r) * e.row_size;
@@ -180,7 +184,7 @@ class FsdpUnit {
     if (shard_.size() == 1) {
       reduced_ = bucket_;
     } else {
-      reduced_ = Tensor::empty({local_size_}, DType::f32);
+      reduced_ = Tensor::empty({local_size_}, DType::f32, device_);
       reduce_work_ = shard_.reduce_scatter(reduced_, bucket_, ReduceOp::avg);
     }
     reshard();
@@ -197,7 +201,7 @@ class FsdpUnit {
       for (const Entry& e : entries_) {
         Tensor& shard = e.parameter->data;
         if (shard.numel() == 0) {
-          if (!shard.grad().defined()) shard.set_grad(Tensor::zeros(shard.shape()));
+          if (!shard.grad().defined()) shard.set_grad(Tensor::zeros(shard.shape(), DType::f32, device_));
           continue;
         }
         const Tensor piece = reduced_.narrow(0, e.local_offset, shard.numel()).view(shard.shape());
@@ -221,7 +225,7 @@ class FsdpUnit {
 
   // One all-reduce over the replicas for the whole unit's shard gradients.
   void all_reduce_replicas() {
-    Tensor flat = Tensor::zeros({local_size_}, DType::f32);
+    Tensor flat = Tensor::zeros({local_size_}, DType::f32, device_);
     for (const Entry& e : entries_) {
       const Tensor& grad = e.parameter->data.grad();
       if (grad.defined() && grad.numel() > 0)
@@ -239,6 +243,7 @@ class FsdpUnit {
   ProcessGroup& shard_;
   ProcessGroup& replicate_;
   FsdpOptions options_;
+  Device device_;  // where the unit's parameters live: every buffer goes there
   std::vector<Entry> entries_;
   int64_t local_size_ = 0;
   Tensor full_, gathered_;

@@ -7,8 +7,9 @@
 // on a GPU machine before relying on it.
 //
 // Each group owns one non-blocking, high-priority CUDA stream. A collective
-// first makes that stream wait on an event recorded on stream 0 (where titan's
-// CUDA kernels run), so it sees every write issued before it, and is bracketed
+// first makes that stream wait on an event recorded on the calling thread's
+// current stream (where titan's CUDA kernels run, ops/cuda/stream.h), so it
+// sees every write issued before it, and is bracketed
 // by two timing events. Work::wait() polls the end event from the host rather
 // than blocking in the driver, so it can honour the group's timeout and
 // NCCL's asynchronous errors: a collective that never finishes ends the job
@@ -29,6 +30,7 @@
 
 #include "titan/distributed/world.h"
 #include "titan/ops/cuda/cuda_check.h"
+#include "titan/ops/cuda/stream.h"
 
 #define TITAN_NCCL_CHECK(call)                                                                                 \
   do {                                                                                                         \
@@ -344,7 +346,7 @@ class NcclProcessGroup final : public ProcessGroup {
   }
 
   // Issues one collective (`issue` makes the NCCL calls on stream_) after
-  // everything already queued on stream 0, and returns its Work.
+  // everything already queued on the current stream, and returns its Work.
   template <typename Issue>
   std::shared_ptr<Work> launch(std::string what, std::vector<Tensor> tensors, Issue&& issue) {
     auto op = std::make_shared<InFlight>();
@@ -355,7 +357,7 @@ class NcclProcessGroup final : public ProcessGroup {
     release_finished();
     TITAN_CUDA_CHECK(cudaEventCreate(&op->start));
     TITAN_CUDA_CHECK(cudaEventCreate(&op->end));
-    TITAN_CUDA_CHECK(cudaEventRecord(inputs_ready_, nullptr));
+    TITAN_CUDA_CHECK(cudaEventRecord(inputs_ready_, ops::cuda::current_stream()));
     TITAN_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
     TITAN_CUDA_CHECK(cudaEventRecord(op->start, stream_));
     issue();

@@ -11,6 +11,7 @@
 #include "titan/checkpoint/hf_weights.h"
 #include "titan/core/allocator.h"
 #include "titan/distributed/grad_norm.h"
+#include "titan/distributed/routed_process_group.h"
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/distributed/world.h"
 #include "titan/models/model_spec.h"
@@ -50,17 +51,31 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "training.device '{}': no CUDA device is visible to this process, or titan was built without the "
               "CUDA toolkit",
               config_.training.device);
+  TITAN_CHECK(!device.is_cuda() || device.index == 0,
+              "training.device '{}': a process trains on cuda:0; choose its GPU with CUDA_VISIBLE_DEVICES",
+              config_.training.device);
   // The mesh is checked against the world before any work starts.
   distributed::World& world = distributed::World::instance(config_.comm.timeout_seconds);
-  TITAN_CHECK(device.is_cpu() || world.size() == 1,
-              "training.device '{}' with {} processes: multi-GPU training (NCCL groups and device buffers in FSDP "
-              "and TP) is not wired into the trainer yet; run one process per job on CUDA",
-              config_.training.device, world.size());
+  const bool multi_gpu = device.is_cuda() && world.size() > 1;
+  TITAN_CHECK(!multi_gpu || config_.parallelism.tensor_parallel_degree == 1,
+              "parallelism.tensor_parallel_degree {} on CUDA: tensor parallelism runs on the CPU backend only so far "
+              "(its vocabulary-parallel loss combines on the host)",
+              config_.parallelism.tensor_parallel_degree);
+  TITAN_CHECK(!multi_gpu || !config_.training.graph_capture,
+              "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
+              "capture runs single-GPU jobs only so far",
+              world.size());
   const distributed::ParallelDims dims{
       config_.parallelism.pipeline_parallel_degree, config_.parallelism.data_parallel_replicate_degree,
       config_.parallelism.data_parallel_shard_degree, config_.parallelism.context_parallel_degree,
       config_.parallelism.tensor_parallel_degree};
-  mesh_ = std::make_unique<distributed::DeviceMesh>(dims, world.group());
+  // On GPUs, device tensors travel through NCCL and the host's small
+  // agreements (preemption, validation totals) through MPI.
+  std::shared_ptr<distributed::ProcessGroup> root = world.group();
+  if (multi_gpu) {
+    root = std::make_shared<distributed::RoutedProcessGroup>(world.group(), distributed::make_process_group("nccl", 0));
+  }
+  mesh_ = std::make_unique<distributed::DeviceMesh>(dims, root);
   rank_ = world.rank();
 
   int64_t tokenizer_vocab = 0;

@@ -43,11 +43,7 @@ class CudaSwapEngine final : public HostSwapEngine {
 
  private:
   static cudaStream_t side() {
-    static cudaStream_t stream = [] {
-      cudaStream_t created = nullptr;
-      TITAN_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-      return created;
-    }();
+    static cudaStream_t stream = create_nonblocking_stream();
     return stream;
   }
 };

@@ -17,6 +17,10 @@ class CudaStepRecorder final : public StepRecorder {
   void begin() override {
     TITAN_CHECK(!recording_ && exec_ == nullptr, "graph capture: this recorder already holds a step");
     stream_ = current_stream();
+    // The warm-up steps' cached blocks go back to the device so the graph's
+    // private pool can take that memory instead of adding to it.
+    TITAN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    caching_allocator().empty_cache();
     // An odd key: never a real stream's address, so no eager work shares the pool.
     caching_allocator().begin_private_pool(reinterpret_cast<CachingAllocator::StreamKey>(this) | 1);
     const cudaError_t status = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);

@@ -14,15 +14,17 @@ thread_local bool has_current = false;
 // cannot be captured into a CUDA graph and would serialise with every other
 // stream, so no kernel or copy of ours goes there.
 cudaStream_t default_stream() {
-  static cudaStream_t stream = [] {
-    cudaStream_t created = nullptr;
-    TITAN_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-    return created;
-  }();
+  static cudaStream_t stream = create_nonblocking_stream();
   return stream;
 }
 
 }  // namespace
+
+cudaStream_t create_nonblocking_stream() {
+  cudaStream_t created = nullptr;
+  TITAN_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+  return created;
+}
 
 cudaStream_t current_stream() { return has_current ? current : default_stream(); }
 

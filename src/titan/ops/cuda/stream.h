@@ -11,6 +11,9 @@ namespace titan::ops::cuda {
 cudaStream_t current_stream();
 // Makes `stream` the calling thread's current stream (nullptr restores the default).
 void set_current_stream(cudaStream_t stream);
+// A new stream that never waits for the legacy default stream (the process
+// keeps it: streams here live as long as the process).
+cudaStream_t create_nonblocking_stream();
 // Multiprocessors on the current device (grids size themselves by it).
 int multiprocessor_count();
 

@@ -52,6 +52,20 @@ fi
 # The bench finds its PyTorch peer here, wherever the tree was copied to.
 export TITAN_BENCH_DIR="$root/bench"
 
+# PyTorch's own kernels on this GPU, for tests/cuda/torch_cuda_test.cpp (which
+# skips the cases missing here, saying so). Written outside $out: only a few
+# files come back from there, and these are some 40.
+log "PyTorch cases"
+torch_cases=$(mktemp -d "${TMPDIR:-/tmp}/titan_torch_cases.XXXXXX")
+if timeout 300 "${GPU_CHECK_PYTHON:-python3}" tests/reference/make_torch_cuda_cases.py "$torch_cases" \
+  >"$torch_cases/log" 2>&1; then
+  tail -1 "$torch_cases/log"
+else
+  tail -25 "$torch_cases/log"
+  echo "gpu_check: make_torch_cuda_cases.py failed (above): the PyTorch comparisons it did not write are skipped"
+fi
+export TITAN_TORCH_CUDA_CASES="$torch_cases"
+
 log "CUDA op tests"
 "$tests" --gtest_brief=1 --gtest_output="xml:$out/cuda_tests.xml" 2>&1 | tee "$out/cuda_tests.log" | tail -60
 tests_status=${PIPESTATUS[0]}

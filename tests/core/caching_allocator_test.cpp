@@ -104,7 +104,9 @@ TEST(CachingAllocator, BlocksAreNotReusedAcrossStreams) {
   EXPECT_EQ(f.device.segment_allocations, 2);
   f.allocator.deallocate(b, 3 * kMiB);
   f.stream = 1;
-  EXPECT_EQ(f.allocator.allocate(3 * kMiB), a);
+  void* again = f.allocator.allocate(3 * kMiB);
+  EXPECT_EQ(again, a);
+  f.allocator.deallocate(again, 3 * kMiB);
 }
 
 TEST(CachingAllocator, OutOfMemoryReleasesTheCacheAndRetriesOnce) {
@@ -122,7 +124,9 @@ TEST(CachingAllocator, OutOfMemoryReleasesTheCacheAndRetriesOnce) {
   testing::expect_error([&] { f.allocator.allocate(30 * kMiB); }, {"out of device memory"});
   EXPECT_EQ(f.allocator.stats().alloc_retries, 2);
   f.allocator.deallocate(b, 50 * kMiB);
-  EXPECT_NE(f.allocator.allocate(30 * kMiB), nullptr);
+  void* c = f.allocator.allocate(30 * kMiB);
+  EXPECT_NE(c, nullptr);
+  f.allocator.deallocate(c, 30 * kMiB);
 }
 
 TEST(CachingAllocator, StatisticsTrackLiveReservedAndPeaks) {
@@ -159,12 +163,11 @@ TEST(CachingAllocator, PrivatePoolBlocksStayWithTheirPool) {
   EXPECT_EQ(after, eager);
   void* more = f.allocator.allocate(3 * kMiB);
   EXPECT_NE(more, recorded);
-  testing::expect_error(
-      [&] {
-        f.allocator.begin_private_pool(9);
-        f.allocator.begin_private_pool(11);
-      },
-      {"already active"});
+  f.allocator.deallocate(after, 3 * kMiB);
+  f.allocator.deallocate(more, 3 * kMiB);
+  f.allocator.begin_private_pool(9);
+  testing::expect_error([&] { f.allocator.begin_private_pool(11); }, {"already active"});
+  f.allocator.end_private_pool();
 }
 
 TEST(CachingAllocator, FreeingAForeignPointerIsAnError) {

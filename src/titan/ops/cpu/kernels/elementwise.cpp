@@ -57,7 +57,10 @@ void scale_kernel(const Tensor& out, const Tensor& a, float factor) {
 
 // The factor is read from tensor memory, as the CUDA kernel reads it from the device.
 void scale_by_kernel(const Tensor& out, const Tensor& x, const Tensor& factors, int64_t index) {
-  scale_kernel(out, x, factors.data<float>()[index]);
+  const float factor = factors.data<float>()[index];
+  // Clipping under the limit scales every gradient by 1 in place: nothing to do.
+  if (factor == 1.0f && out.data_ptr() == x.data_ptr()) return;
+  scale_kernel(out, x, factor);
 }
 
 void clip_scalars_kernel(const Tensor& out, const Tensor& sum_squares, double max_norm) {

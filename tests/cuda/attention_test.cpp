@@ -1,7 +1,9 @@
 // CUDA flash attention (forward and backward) against the CPU kernel on the
 // same inputs, for every mask kind, GQA, decoding, ragged lengths and the head
 // dims the kernels are compiled for; plus run-to-run determinism of the
-// backward and the head-dim limit.
+// backward and the head-dim limit. bf16 with D = 64 or 128 runs the
+// tensor-core kernels (attention_tensor_core_*.cu), everything else the
+// scalar ones.
 //
 // Tolerances. Both backends compute in f32 from the same inputs; they differ
 // in summation order (oneDNN's blocked GEMMs over 128-row tiles against
@@ -11,11 +13,24 @@
 //  - f32 outputs use tolerance_for(f32) (2e-5 of the scale, 1e-4 relative),
 //    where a single wrongly masked key in a row of a few hundred moves the
 //    output by ~1e-3 of its scale.
-//  - bf16 outputs are those f32 values rounded once. Two f32 values a hair
-//    apart can round to neighbouring bf16 values, 1 ulp = at most 2^-7
-//    relative apart: rtol 1e-2 covers that, atol 1e-4 of the scale covers
-//    the f32 noise near zero where ulps are tiny.
-//  - lse is f32 in both dtypes: f32 tolerance, and -inf in the same places.
+//  - bf16 outputs of the scalar kernels are those f32 values rounded once.
+//    Two f32 values a hair apart can round to neighbouring bf16 values, 1 ulp
+//    = at most 2^-7 relative apart: rtol 1e-2 covers that, atol 1e-4 of the
+//    scale covers the f32 noise near zero where ulps are tiny.
+//  - The tensor-core kernels also round their product operands to bf16, as
+//    FlashAttention does: P before O += P V and dV += P^T dO, dS before
+//    dK += dS^T Q and dQ += dS K (and dS is formed from the rounded P). Each
+//    rounding moves an element by at most 2^-8 relative, independently per
+//    key, so an output element moves by about 2^-8 / sqrt(3) * |V| *
+//    sqrt(sum_j p_j^2): largest for rows that spread over few keys, where it
+//    approaches 2^-8 of the scale; an element near zero gets none of the
+//    relative slack. Emulated against float64 on these shapes (all masks,
+//    D = 64 and 128, sharp and flat softmaxes) the worst element needed an
+//    atol of 2.7e-3 of the scale next to rtol 1e-2; atol 6e-3 leaves twice
+//    that, still well under the ~1e-2 of the scale that one wrongly masked
+//    key among a few dozen would cost.
+//  - lse is f32 in both dtypes (the row sums use the unrounded P): f32
+//    tolerance, and -inf in the same places.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,17 +48,21 @@
 namespace titan::testing {
 namespace {
 
-Tolerance tolerance(DType dtype, const Tensor& expected) {
+// Whether the CUDA kernels take the tensor-core path (attention_tensor_cores()).
+bool tensor_cores(DType dtype, int64_t dim) { return dtype == DType::bf16 && (dim == 64 || dim == 128); }
+
+Tolerance tolerance(DType dtype, int64_t dim, const Tensor& expected) {
   if (dtype == DType::f32) return tolerance_for(DType::f32, expected);
-  return {1e-4 * std::max(max_abs(expected), 1e-30), 1e-2};
+  const double scale = std::max(max_abs(expected), 1e-30);
+  return {(tensor_cores(dtype, dim) ? 6e-3 : 1e-4) * scale, 1e-2};
 }
 
-void expect_close(const Tensor& cuda_result, const Tensor& cpu_result, DType dtype, const char* what) {
+void expect_close(const Tensor& cuda_result, const Tensor& cpu_result, DType dtype, int64_t dim, const char* what) {
   SCOPED_TRACE(what);
   ASSERT_TRUE(cuda_result.device().is_cuda());
   const Tensor actual = on_cpu(cuda_result);
   EXPECT_EQ(actual.dtype(), cpu_result.dtype());
-  const Tolerance tol = tolerance(dtype, cpu_result);
+  const Tolerance tol = tolerance(dtype, dim, cpu_result);
   EXPECT_TRUE(all_close(actual, cpu_result, tol.atol, tol.rtol));
 }
 
@@ -82,6 +101,9 @@ struct Case {
   bool causal;
   int64_t window;
   Documents documents;
+  // q is uniform in [-q_range, q_range]: 30 makes scores of spread ~10, so
+  // row maxima jump during the key loop (the forward's rescaling paths).
+  double q_range = 1.0;
 };
 
 // Packed: documents of 54 tokens from a different offset per batch row, so
@@ -106,7 +128,7 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c, DType dtype) {
   Inputs in;
-  in.q = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 11);
+  in.q = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 11, -c.q_range, c.q_range);
   in.k = random_cpu({c.batch, c.k_len, c.kv_heads, c.dim}, dtype, 12);
   in.v = random_cpu({c.batch, c.k_len, c.kv_heads, c.dim}, dtype, 13);
   in.grad_out = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 14);
@@ -133,7 +155,7 @@ TEST_P(CudaAttentionTest, MatchesCpu) {
   const ops::AttentionOutput expected = ops::flash_attention(in.q, in.k, in.v, in.mask, in.scale);
   const ops::AttentionOutput actual =
       ops::flash_attention(on_cuda(in.q), on_cuda(in.k), on_cuda(in.v), cuda_mask, in.scale);
-  expect_close(actual.out, expected.out, dtype, "out");
+  expect_close(actual.out, expected.out, dtype, c.dim, "out");
   expect_lse_close(actual.lse, expected.lse);
 
   // Both backwards get the CPU forward's out and lse, so they differ only by
@@ -143,9 +165,9 @@ TEST_P(CudaAttentionTest, MatchesCpu) {
   const ops::AttentionGrads cuda =
       ops::flash_attention_backward(on_cuda(in.grad_out), on_cuda(in.q), on_cuda(in.k), on_cuda(in.v),
                                     on_cuda(expected.out), on_cuda(expected.lse), cuda_mask, in.scale);
-  expect_close(cuda.grad_q, cpu.grad_q, dtype, "grad_q");
-  expect_close(cuda.grad_k, cpu.grad_k, dtype, "grad_k");
-  expect_close(cuda.grad_v, cpu.grad_v, dtype, "grad_v");
+  expect_close(cuda.grad_q, cpu.grad_q, dtype, c.dim, "grad_q");
+  expect_close(cuda.grad_k, cpu.grad_k, dtype, c.dim, "grad_k");
+  expect_close(cuda.grad_v, cpu.grad_v, dtype, c.dim, "grad_v");
 }
 
 void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
@@ -154,6 +176,8 @@ void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 // shorter than a tile, so wholly visible, partial and skipped tiles all occur.
 // D = 16, 32, 64 run the kernels compiled for D <= 64, D = 96 and 128 those for
 // D <= 128; D = 5 (odd) checks columns past D and an even shared-memory stride.
+// In bf16, D = 64 and 128 run the tensor-core kernels: the cases from
+// "window_d128" on give those every mask kind as well.
 // No case has a query row without a visible key: every query sees the key at
 // its own position under every mask of ops/attention.h (see LseMinusInf).
 const Case kCases[] = {
@@ -173,6 +197,19 @@ const Case kCases[] = {
     {"head96", 1, 100, 100, 2, 2, 96, true, 0, Documents::none},
     {"head5", 1, 70, 70, 2, 1, 5, true, 0, Documents::none},
     {"long", 1, 1030, 1030, 2, 1, 64, true, 0, Documents::none},
+    {"window_d128", 1, 300, 300, 2, 1, 128, true, 40, Documents::none},
+    {"window_not_causal_d64", 1, 200, 200, 2, 2, 64, false, 40, Documents::none},
+    {"documents_i64_d64", 2, 300, 300, 4, 2, 64, true, 0, Documents::packed_i64},
+    {"documents_not_causal_d128", 2, 150, 150, 2, 1, 128, false, 0, Documents::packed_i32},
+    {"documents_unsorted_d64", 1, 150, 150, 2, 1, 64, true, 0, Documents::unsorted},
+    {"shorter_queries_d128", 1, 70, 200, 2, 1, 128, true, 150, Documents::packed_i64},
+    {"decode_d128", 1, 3, 200, 4, 1, 128, true, 0, Documents::none},
+    {"sharp_d64", 1, 200, 200, 2, 1, 64, true, 0, Documents::none, 30.0},
+    {"sharp_not_causal_d128", 1, 130, 130, 2, 1, 128, false, 0, Documents::none, 30.0},
+    // Sk - Sq = 62 and a window of 125 put the mask boundary one element inside
+    // a tile's corner: an off-by-one in a whole-tile visibility test shows.
+    {"corner_causal_d128", 1, 140, 202, 2, 1, 128, true, 0, Documents::none},
+    {"corner_window_not_causal_d64", 1, 150, 212, 2, 1, 64, false, 125, Documents::none},
 };
 
 INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionTest,
@@ -212,25 +249,28 @@ TEST_P(CudaAttentionDTypeTest, BackwardIsDeterministic) {
 TEST_P(CudaAttentionDTypeTest, LseMinusInfRowsGetNoGradient) {
   TITAN_REQUIRE_CUDA();
   const DType dtype = GetParam();
-  const Case c{"rows", 1, 70, 70, 2, 1, 16, true, 0, Documents::none};
-  const Inputs in = make_inputs(c, dtype);
-  const ops::AttentionOutput forward = ops::flash_attention(in.q, in.k, in.v, in.mask, in.scale);
-  float* lse = forward.lse.data<float>();  // [B, Hq, Sq]
-  for (const int64_t row : {int64_t{0}, int64_t{3}, int64_t{64}, int64_t{70 + 69}}) {
-    lse[row] = -std::numeric_limits<float>::infinity();
-  }
-  const ops::AttentionGrads cpu =
-      ops::flash_attention_backward(in.grad_out, in.q, in.k, in.v, forward.out, forward.lse, in.mask, in.scale);
-  const ops::AttentionGrads cuda =
-      ops::flash_attention_backward(on_cuda(in.grad_out), on_cuda(in.q), on_cuda(in.k), on_cuda(in.v),
-                                    on_cuda(forward.out), on_cuda(forward.lse), mask_on_cuda(in.mask), in.scale);
-  expect_close(cuda.grad_q, cpu.grad_q, dtype, "grad_q");
-  expect_close(cuda.grad_k, cpu.grad_k, dtype, "grad_k");
-  expect_close(cuda.grad_v, cpu.grad_v, dtype, "grad_v");
-  const std::vector<float> grad_q = on_cpu(cuda.grad_q).to_floats();  // [B, Sq, Hq, D]
-  for (int64_t d = 0; d < c.dim; ++d) {
-    EXPECT_EQ(grad_q[static_cast<size_t>((3 * c.heads + 0) * c.dim + d)], 0.0f) << "query 3, head 0, d " << d;
-    EXPECT_EQ(grad_q[static_cast<size_t>((69 * c.heads + 1) * c.dim + d)], 0.0f) << "query 69, head 1, d " << d;
+  for (const int64_t dim : {16, 64}) {  // in bf16: the scalar kernels, then the tensor-core ones
+    SCOPED_TRACE("D = " + std::to_string(dim));
+    const Case c{"rows", 1, 70, 70, 2, 1, dim, true, 0, Documents::none};
+    const Inputs in = make_inputs(c, dtype);
+    const ops::AttentionOutput forward = ops::flash_attention(in.q, in.k, in.v, in.mask, in.scale);
+    float* lse = forward.lse.data<float>();  // [B, Hq, Sq]
+    for (const int64_t row : {int64_t{0}, int64_t{3}, int64_t{64}, int64_t{70 + 69}}) {
+      lse[row] = -std::numeric_limits<float>::infinity();
+    }
+    const ops::AttentionGrads cpu =
+        ops::flash_attention_backward(in.grad_out, in.q, in.k, in.v, forward.out, forward.lse, in.mask, in.scale);
+    const ops::AttentionGrads cuda =
+        ops::flash_attention_backward(on_cuda(in.grad_out), on_cuda(in.q), on_cuda(in.k), on_cuda(in.v),
+                                      on_cuda(forward.out), on_cuda(forward.lse), mask_on_cuda(in.mask), in.scale);
+    expect_close(cuda.grad_q, cpu.grad_q, dtype, dim, "grad_q");
+    expect_close(cuda.grad_k, cpu.grad_k, dtype, dim, "grad_k");
+    expect_close(cuda.grad_v, cpu.grad_v, dtype, dim, "grad_v");
+    const std::vector<float> grad_q = on_cpu(cuda.grad_q).to_floats();  // [B, Sq, Hq, D]
+    for (int64_t d = 0; d < c.dim; ++d) {
+      EXPECT_EQ(grad_q[static_cast<size_t>((3 * c.heads + 0) * c.dim + d)], 0.0f) << "query 3, head 0, d " << d;
+      EXPECT_EQ(grad_q[static_cast<size_t>((69 * c.heads + 1) * c.dim + d)], 0.0f) << "query 69, head 1, d " << d;
+    }
   }
 }
 

@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int kMaxD>
 cudaError_t launch_backward(const AttentionProblem& p, const void* grad_out, const void* q, const void* k,
                             const void* v, const void* out, const float* lse, float* delta, void* grad_q, void* grad_k,
-                            void* grad_v, cudaStream_t stream) {
+                            void* grad_v, bool tensor_cores, cudaStream_t stream) {
   const T* q_data = static_cast<const T*>(q);
   const T* k_data = static_cast<const T*>(k);
   const T* v_data = static_cast<const T*>(v);
@@ -252,6 +252,9 @@ cudaError_t launch_backward(const AttentionProblem& p, const void* grad_out, con
     const auto blocks = static_cast<unsigned>((query_rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock);
     delta_kernel<T><<<blocks, kThreads, 0, stream>>>(p, grad_out_data, static_cast<const T*>(out), delta);
     if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
+  }
+  if (tensor_cores) {
+    return launch_attention_gradients_tensor_core(p, grad_out, q, k, v, lse, delta, grad_q, grad_k, grad_v, stream);
   }
 
   // Every key gets its dK and dV written, zeros included when no query sees it.
@@ -287,9 +290,10 @@ cudaError_t launch_backward(const AttentionProblem& p, const void* grad_out, con
 cudaError_t launch_attention_backward(AttentionElement element, const AttentionProblem& problem, const void* grad_out,
                                       const void* q, const void* k, const void* v, const void* out, const float* lse,
                                       float* delta, void* grad_q, void* grad_k, void* grad_v, cudaStream_t stream) {
+  const bool tensor_cores = attention_tensor_cores(element, problem, {grad_out, q, k, v, grad_q, grad_k, grad_v});
   return attention::dispatch(element, problem.dim, [&](auto type, auto max_dim) {
-    return attention::launch_backward<decltype(type), decltype(max_dim)::value>(problem, grad_out, q, k, v, out, lse,
-                                                                                delta, grad_q, grad_k, grad_v, stream);
+    return attention::launch_backward<decltype(type), decltype(max_dim)::value>(
+        problem, grad_out, q, k, v, out, lse, delta, grad_q, grad_k, grad_v, tensor_cores, stream);
   });
 }
 

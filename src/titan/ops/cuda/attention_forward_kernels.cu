@@ -141,6 +141,9 @@ cudaError_t launch_forward(const AttentionProblem& p, const void* q, const void*
 cudaError_t launch_attention_forward(AttentionElement element, const AttentionProblem& problem, const void* q,
                                      const void* k, const void* v, void* out, float* lse, cudaStream_t stream) {
   if (problem.batch * problem.heads == 0 || problem.q_len == 0) return cudaSuccess;
+  if (attention_tensor_cores(element, problem, {q, k, v, out})) {
+    return launch_attention_forward_tensor_core(problem, q, k, v, out, lse, stream);
+  }
   return attention::dispatch(element, problem.dim, [&](auto type, auto max_dim) {
     return attention::launch_forward<decltype(type), decltype(max_dim)::value>(problem, q, k, v, out, lse, stream);
   });

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace titan::ops::cuda {
 
@@ -36,5 +37,17 @@ cudaError_t launch_attention_forward(AttentionElement element, const AttentionPr
 cudaError_t launch_attention_backward(AttentionElement element, const AttentionProblem& problem, const void* grad_out,
                                       const void* q, const void* k, const void* v, const void* out, const float* lse,
                                       float* delta, void* grad_q, void* grad_k, void* grad_v, cudaStream_t stream);
+
+// The tensor-core kernels (attention_tensor_core_*.cu), which the two
+// launchers above pick by themselves: whether a problem qualifies (bf16, D = 64
+// or 128, every tensor 16-byte aligned, an sm_80+ device), and the launchers.
+// The gradient launcher expects `delta` already computed.
+bool attention_tensor_cores(AttentionElement element, const AttentionProblem& problem,
+                            std::initializer_list<const void*> tensors);
+cudaError_t launch_attention_forward_tensor_core(const AttentionProblem& problem, const void* q, const void* k,
+                                                 const void* v, void* out, float* lse, cudaStream_t stream);
+cudaError_t launch_attention_gradients_tensor_core(const AttentionProblem& problem, const void* grad_out, const void* q,
+                                                   const void* k, const void* v, const float* lse, const float* delta,
+                                                   void* grad_q, void* grad_k, void* grad_v, cudaStream_t stream);
 
 }  // namespace titan::ops::cuda

@@ -12,8 +12,9 @@
 // threads of one row are one half warp, so row reductions are 4 shuffles.
 //
 // The products are scalar f32 FMAs from shared memory, accumulating in
-// registers. A tensor-core (mma.sync / wgmma) version is the obvious next
-// step for speed; this one is meant to be simple and clearly right.
+// registers: simple and clearly right, and the path for f32 and for head dims
+// other than 64 and 128. bf16 with D = 64 or 128 (the common models) runs the
+// tensor-core kernels of attention_tensor_core.cuh instead.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -11,13 +11,14 @@
 
 #include "bench/peer_process.h"
 #include "bench/timing.h"
-#include "bench/train_bench.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/attention.h"
 #include "titan/ops/copy.h"
 #include "titan/ops/gemm.h"
 #include "titan/ops/random.h"
 #include "titan/train/device_peak.h"
+#include "titan/train/random_batches.h"
+#include "titan/train/trainer.h"
 
 namespace titan::bench {
 namespace {
@@ -121,7 +122,7 @@ TrainResult titan_train(const models::DecoderConfig& model, const GpuBenchOption
   config.metrics.log_freq = 1000000;
   config.training.graph_capture = graph_capture;
   config.job.dump_folder = graph_capture ? "/tmp/titan_bench_gpu_graph" : "/tmp/titan_bench_gpu";
-  train::Trainer trainer(config, random_token_batches(o.batch, o.seq_len, model.vocab_size));
+  train::Trainer trainer(config, train::random_token_batches(o.batch, o.seq_len, model.vocab_size, 1));
   std::vector<train::StepMetrics> timed;
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     train::StepMetrics m = trainer.train_step();

@@ -11,8 +11,8 @@
 
 #include "bench/peer_process.h"
 #include "titan/models/model_spec.h"
-#include "titan/ops/random.h"
 #include "titan/train/device_peak.h"
+#include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
 
 namespace titan::bench {
@@ -28,7 +28,7 @@ double titan_median_step(const TrainBenchOptions& o, const std::string& dtype) {
   config.metrics.peak_tflops = 1.0;
   config.metrics.log_freq = 1000000;
   config.job.dump_folder = "/tmp/titan_bench_train";
-  train::Trainer trainer(config, random_token_batches(o.batch, o.seq_len, o.vocab));
+  train::Trainer trainer(config, train::random_token_batches(o.batch, o.seq_len, o.vocab, 1));
   std::vector<double> seconds;
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     const double s = trainer.train_step().step_seconds;
@@ -51,21 +51,6 @@ double peer_median_step(const TrainBenchOptions& o, const std::string& dtype) {
 }
 
 }  // namespace
-
-train::BatchSource random_token_batches(int64_t batch_size, int64_t seq_len, int64_t vocab) {
-  auto generator = std::make_shared<Generator>(1);
-  return [=] {
-    Tensor values = Tensor::empty({batch_size, seq_len + 1});
-    ops::uniform_(values, 0.0, static_cast<double>(vocab), *generator);
-    std::vector<int64_t> ids;
-    for (float v : values.to_floats()) ids.push_back(static_cast<int64_t>(v));
-    const Tensor all = Tensor::from_vector(ids, {batch_size, seq_len + 1});
-    data::Batch batch;
-    batch.input_ids = all.narrow(1, 0, seq_len).contiguous();
-    batch.labels = all.narrow(1, 1, seq_len).contiguous();
-    return batch;
-  };
-}
 
 int run_train_bench(const TrainBenchOptions& o) {
   const models::DecoderConfig config = models::model_config("llama3", "debugmodel", o.vocab);

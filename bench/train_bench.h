@@ -4,8 +4,6 @@
 
 #include <string>
 
-#include "titan/train/trainer.h"
-
 namespace titan::bench {
 
 struct TrainBenchOptions {
@@ -19,9 +17,5 @@ struct TrainBenchOptions {
 };
 
 int run_train_bench(const TrainBenchOptions& options);
-
-// Random token batches [batch, seq_len] (labels shifted by one): throughput
-// does not depend on what the tokens say. Shared with the GPU suite.
-train::BatchSource random_token_batches(int64_t batch, int64_t seq_len, int64_t vocab);
 
 }  // namespace titan::bench

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda_test_support.h"
+#include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
 
 namespace titan::testing {
@@ -23,22 +24,6 @@ train::JobConfig small_job(const std::string& name, const std::string& device) {
   return config;
 }
 
-// The same random tokens for every run (host tensors: the trainer moves them).
-train::BatchSource random_batches(uint64_t seed) {
-  auto generator = std::make_shared<Generator>(seed);
-  return [=] {
-    Tensor values = Tensor::empty({4, 129});
-    ops::uniform_(values, 0.0, 300.0, *generator);
-    std::vector<int64_t> ids;
-    for (float v : values.to_floats()) ids.push_back(static_cast<int64_t>(v));
-    const Tensor all = Tensor::from_vector(ids, {4, 129});
-    data::Batch batch;
-    batch.input_ids = all.narrow(1, 0, 128).contiguous();
-    batch.labels = all.narrow(1, 1, 128).contiguous();
-    return batch;
-  };
-}
-
 struct RunResult {
   std::vector<double> losses;
   std::vector<float> weights;
@@ -46,7 +31,8 @@ struct RunResult {
 };
 
 RunResult run(const train::JobConfig& config) {
-  train::Trainer trainer(config, random_batches(11));
+  // The same random tokens for every run (host tensors: the trainer moves them).
+  train::Trainer trainer(config, train::random_token_batches(4, 128, 300, 11));
   RunResult r;
   for (int64_t step = 0; step < config.training.steps; ++step) {
     const train::StepMetrics m = trainer.train_step();

@@ -11,6 +11,7 @@
 #include "titan/data/data_prepare.h"
 #include "titan/ops/random.h"
 #include "titan/train/model_export.h"
+#include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
 
 namespace titan {
@@ -35,18 +36,7 @@ train::JobConfig small_job(const std::string& name) {
 
 // Random batches from a fixed seed: `rows` sequences per call.
 train::BatchSource random_batches(int64_t rows, int64_t seq, uint64_t seed) {
-  auto generator = std::make_shared<Generator>(seed);
-  return [=] {
-    Tensor values = Tensor::empty({rows, seq + 1});
-    ops::uniform_(values, 0.0, 300.0, *generator);
-    std::vector<int64_t> ids;
-    for (float v : values.to_floats()) ids.push_back(static_cast<int64_t>(v));
-    const Tensor all = Tensor::from_vector(ids, {rows, seq + 1});
-    data::Batch batch;
-    batch.input_ids = all.narrow(1, 0, seq).contiguous();
-    batch.labels = all.narrow(1, 1, seq).contiguous();
-    return batch;
-  };
+  return train::random_token_batches(rows, seq, 300, seed);
 }
 
 // Splits each batch of `source` into `parts` micro-batches, in order.

@@ -25,13 +25,6 @@ namespace {
 
 const Device kCuda = Device::cuda();
 
-// Where the peer script lives: the source tree this was built from, unless
-// TITAN_BENCH_DIR says the tree was copied elsewhere (a GPU machine's copy).
-std::string bench_dir() {
-  const char* moved = std::getenv("TITAN_BENCH_DIR");
-  return moved != nullptr && *moved != '\0' ? moved : TITAN_BENCH_DIR;
-}
-
 Tensor random_on_gpu(const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, DType::f32, kCuda);
   Generator generator(3);
@@ -155,9 +148,9 @@ int run_gpu_bench(const GpuBenchOptions& o) {
   if (o.peer) {
     const auto& a = model.block.attention;
     const std::string command = fmt::format(
-        "{} {}/gpu_train_peer.py --dim {} --layers {} --heads {} --kv-heads {} --hidden {} --vocab {} --seq {} "
+        "{} {} --dim {} --layers {} --heads {} --kv-heads {} --hidden {} --vocab {} --seq {} "
         "--batch {} --steps {} --warmup {} --rope-theta {} --tie {}",
-        o.python, bench_dir(), model.dim(), model.n_layers, a.n_heads, a.kv_heads(),
+        o.python, shared_file("bench/gpu_train_peer.py"), model.dim(), model.n_layers, a.n_heads, a.kv_heads(),
         model.block.feed_forward.hidden_dim, model.vocab_size, o.seq_len, o.batch, o.steps, o.warmup, model.rope_theta,
         model.tie_embeddings ? 1 : 0);
     if (auto peer = run_peer(command, "bench gpu")) peer_tps = (*peer)["tokens_per_second"].get<double>();

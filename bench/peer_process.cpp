@@ -2,7 +2,11 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+
+#include "titan/core/error.h"
+#include "titan/core/share_dir.h"
 
 namespace titan::bench {
 
@@ -19,6 +23,14 @@ std::optional<nlohmann::json> run_peer(const std::string& command, const char* w
   }
   std::fprintf(stderr, "%s: the peer failed (%s):\n%s\n", what, command.c_str(), output.c_str());
   return std::nullopt;
+}
+
+std::string shared_file(const std::string& relative) {
+  const auto share = share_dir();
+  std::error_code error;
+  TITAN_CHECK(share && std::filesystem::exists(*share / relative, error), "{} is not installed{}: {}", relative,
+              share ? " in " + share->string() : std::string(), share_dir_help());
+  return (*share / relative).string();
 }
 
 }  // namespace titan::bench

@@ -12,4 +12,9 @@ namespace titan::bench {
 // stderr, prefixed by `what`) when it failed or printed none.
 std::optional<nlohmann::json> run_peer(const std::string& command, const char* what);
 
+// A file the benchmarks ship under share/titan (a peer script such as
+// "bench/train_peer.py", a job config): its path, or a titan::Error saying where
+// titan looked.
+std::string shared_file(const std::string& relative);
+
 }  // namespace titan::bench

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/peer_process.h"
 #include "titan/core/error.h"
 
 namespace titan::bench {
@@ -34,12 +35,12 @@ Row measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned threads = std::max(1u, cores / static_cast<unsigned>(ranks));
   const std::string train = fmt::format(
-      "{} train --config {}/../configs/llama3_debug.toml --job.dump_folder {} --training.dataset_path {} "
+      "{} train --config {} --job.dump_folder {} --training.dataset_path {} "
       "--model.tokenizer_path {}/tokenizer.json --training.steps {} --training.seq_len {} "
       "--training.local_batch_size {} --validation.enable false --metrics.log_freq 1 --metrics.peak_tflops 1 "
       "--parallelism.data_parallel_shard_degree {}",
-      self_path(), TITAN_BENCH_DIR, folder.string(), data.string(), data.string(), o.warmup + o.steps, o.seq_len,
-      o.local_batch, ranks);
+      self_path(), shared_file("configs/llama3_debug.toml"), folder.string(), data.string(), data.string(),
+      o.warmup + o.steps, o.seq_len, o.local_batch, ranks);
   const std::string command = ranks == 1
                                   ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
                                   : fmt::format(

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench/peer_process.h"
 #include "bench/timing.h"
 #include "titan/core/error.h"
 #include "titan/data/bpe_trainer.h"
@@ -77,14 +78,20 @@ struct PeerResult {
 
 PeerResult run_peer(const std::string& encoding, const fs::path& text_file, int repeats) {
   PeerResult result;
-  const fs::path script = fs::path(TITAN_BENCH_DIR) / "tokenizer_peer.cjs";
-  const auto peers = data::find_tokenizer_peers_dir();
-  if (!peers) {
-    result.error = "tests/peers/node_modules not found (run scripts/setup.sh)";
+  // The peer is npm's tiktoken, which scripts/setup.sh installs in the source
+  // tree's tests/peers (a development tool, not part of an installed titan).
+  const char* env = std::getenv("TITAN_TOKENIZER_PEERS");
+  const fs::path peers =
+      env != nullptr && *env != '\0' ? fs::path(env) : fs::path(TITAN_BENCH_DIR) / ".." / "tests" / "peers";
+  std::error_code error;
+  if (!fs::is_directory(peers / "node_modules" / "tiktoken", error)) {
+    result.error =
+        peers.string() + "/node_modules/tiktoken not found (run scripts/setup.sh, or set TITAN_TOKENIZER_PEERS)";
     return result;
   }
-  const std::string command = "TITAN_TOKENIZER_PEERS='" + peers->string() + "' node '" + script.string() + "' " +
-                              encoding + " '" + text_file.string() + "' " + std::to_string(repeats) + " 2>&1";
+  const std::string script = shared_file("bench/tokenizer_peer.cjs");
+  const std::string command = "TITAN_TOKENIZER_PEERS='" + peers.string() + "' node '" + script + "' " + encoding +
+                              " '" + text_file.string() + "' " + std::to_string(repeats) + " 2>&1";
   std::string output;
   if (FILE* pipe = ::popen(command.c_str(), "r")) {
     char buffer[4096];

@@ -11,6 +11,7 @@
 
 #include "bench/peer_process.h"
 #include "titan/models/model_spec.h"
+#include "titan/ops/cpu/isa.h"
 #include "titan/train/device_peak.h"
 #include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
@@ -38,14 +39,29 @@ double titan_median_step(const TrainBenchOptions& o, const std::string& dtype) {
   return seconds[seconds.size() / 2];
 }
 
+// When titan runs a lower kernel set than the CPU has (TITAN_CPU_ISA, which
+// also caps oneDNN), the peer is held to the same ISA, so both sides run what
+// such a CPU would: PyTorch's own kernels (ATEN_CPU_CAPABILITY), OpenBLAS
+// (OPENBLAS_CORETYPE), and no oneDNN bf16 matmul (the peer's --no-mkldnn:
+// PyTorch enables it only on AVX-512 CPUs, and a capped oneDNN would refuse it).
+std::string peer_isa_environment() {
+  using ops::cpu::CpuIsa;
+  const CpuIsa isa = ops::cpu::selected_cpu_isa();
+  if (isa == CpuIsa::avx512 || !ops::cpu::cpu_supports(CpuIsa::avx512)) return "";
+  if (isa == CpuIsa::avx2) return "OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ";
+  return "OPENBLAS_CORETYPE=Nehalem ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 ";
+}
+
 // Runs the PyTorch peer; returns its median step seconds, or a negative value if it could not run.
 double peer_median_step(const TrainBenchOptions& o, const std::string& dtype) {
   const auto& a = models::model_config("llama3", "debugmodel", o.vocab);
+  const std::string environment = peer_isa_environment();
   const std::string command = fmt::format(
-      "/usr/bin/python3 {}/train_peer.py --dim {} --layers {} --heads {} --hidden {} --vocab {} --seq {} --batch {} "
+      "{}/usr/bin/python3 {}{} --dim {} --layers {} --heads {} --hidden {} --vocab {} --seq {} --batch {} "
       "--steps {} --warmup {} --dtype {} --threads {}",
-      TITAN_BENCH_DIR, a.dim(), a.n_layers, a.block.attention.n_heads, a.block.feed_forward.hidden_dim, o.vocab,
-      o.seq_len, o.batch, o.steps, o.warmup, dtype, omp_get_max_threads());
+      environment, shared_file("bench/train_peer.py"), environment.empty() ? "" : " --no-mkldnn", a.dim(), a.n_layers,
+      a.block.attention.n_heads, a.block.feed_forward.hidden_dim, o.vocab, o.seq_len, o.batch, o.steps, o.warmup, dtype,
+      omp_get_max_threads());
   const std::optional<nlohmann::json> result = run_peer(command, "train bench");
   return result && result->contains("median_step_seconds") ? (*result)["median_step_seconds"].get<double>() : -1.0;
 }
@@ -57,10 +73,14 @@ int run_train_bench(const TrainBenchOptions& o) {
   const double tokens = static_cast<double>(o.batch * o.seq_len);
   const double flops = models::training_flops_per_token(config, o.seq_len) * tokens;
   std::printf(
-      "titan bench train: llama3 debugmodel, vocab %lld, seq %lld x batch %lld, %d threads, median of %d "
-      "steps after %d warm-up\n\n",
+      "titan bench train: llama3 debugmodel, vocab %lld, seq %lld x batch %lld, %d threads, CPU kernels %s, median "
+      "of %d steps after %d warm-up\n",
       static_cast<long long>(o.vocab), static_cast<long long>(o.seq_len), static_cast<long long>(o.batch),
-      omp_get_max_threads(), o.steps, o.warmup);
+      omp_get_max_threads(), ops::cpu::selected_isa(), o.steps, o.warmup);
+  const std::string environment = peer_isa_environment();
+  if (!environment.empty())
+    std::printf("the PyTorch peer is held to the same ISA: %s--no-mkldnn\n", environment.c_str());
+  std::printf("\n");
   std::printf("%-6s %14s %14s %8s %12s %12s %14s\n", "dtype", "titan tok/s", "torch tok/s", "ratio", "titan TF/s",
               "GEMM peak", "of GEMM peak");
   nlohmann::json results = nlohmann::json::array();

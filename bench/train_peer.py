@@ -73,8 +73,11 @@ def main():
     for name in ["dim", "layers", "heads", "hidden", "vocab", "seq", "batch", "steps", "warmup", "threads"]:
         p.add_argument("--" + name, type=int, required=True)
     p.add_argument("--dtype", choices=["f32", "bf16"], required=True)
+    p.add_argument("--no-mkldnn", action="store_true",
+                   help="run as on a CPU without AVX-512, where PyTorch does not use oneDNN for bf16 matmuls")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    torch.backends.mkldnn.enabled = not a.no_mkldnn
     torch.manual_seed(0)
     model = Model(a.vocab, a.dim, a.layers, a.heads, a.hidden)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)

@@ -27,12 +27,12 @@ capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 
 arch=$capability
 [ "$capability" = 90 ] && arch=90a  # Hopper-only instructions need the 'a' target
 
-if [ -x gpu_bundle/titan ]; then
+if [ -x gpu_bundle/bin/titan ]; then
   # Built elsewhere by scripts/gpu_bundle.sh (this machine lacks the build dependencies).
   log "using gpu_bundle/ (prebuilt for sm_90a)"
   export LD_LIBRARY_PATH="$root/gpu_bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-  titan=gpu_bundle/titan
-  tests=gpu_bundle/titan_cuda_tests
+  titan=gpu_bundle/bin/titan
+  tests=gpu_bundle/bin/titan_cuda_tests
 else
   log "configure (sm_$arch)"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA_ARCHITECTURES="$arch" \
@@ -42,15 +42,14 @@ else
     exit 1
   }
   log "build"
-  ninja -C "$build" titan_cli titan_cuda_tests >"$out/build.log" 2>&1 || {
+  ninja -C "$build" titan_cli titan_cuda_tests titan_share_data >"$out/build.log" 2>&1 || {
     grep -E "error|FAILED" -A3 "$out/build.log" | head -60
     exit 1
   }
   titan=$build/bin/titan
   tests=$build/bin/titan_cuda_tests
 fi
-# The bench finds its PyTorch peer here, wherever the tree was copied to.
-export TITAN_BENCH_DIR="$root/bench"
+# The bench finds its PyTorch peer in share/titan beside the binary.
 
 # PyTorch's own kernels on this GPU, for tests/cuda/torch_cuda_test.cpp (which
 # skips the cases missing here, saying so). Written outside $out: only a few

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libdnnl-dev                       # oneDNN: CPU GEMM
+  libdnnl-dev ocl-icd-opencl-dev    # oneDNN: CPU GEMM (its CMake package requires OpenCL)
   libopenmpi-dev openmpi-bin        # collectives on the CPU backend
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libpcre2-dev libzstd-dev

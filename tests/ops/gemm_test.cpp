@@ -2,6 +2,8 @@
 // passed row-major and as transposed (column-major) views.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "support/reference.h"
 #include "titan/ops/gemm.h"
 
@@ -47,6 +49,42 @@ TEST(Gemm, AlphaBetaAccumulate) {
   const Tensor want = Tensor::from_floats(scaled, expected.shape());
   const auto tol = testing::tolerance_for(DType::f32, want);
   EXPECT_TRUE(testing::all_close(c, want, tol.atol, tol.rtol));
+}
+
+// Integer-valued operands small enough that every product and sum is exact in
+// f32, so any correct GEMM gives the same bits whatever its summation order.
+Tensor small_integers(const Shape& shape, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> value(-3, 3);
+  std::vector<float> values(static_cast<size_t>(shape[0] * shape[1]));
+  for (float& v : values) v = static_cast<float>(value(random));
+  return Tensor::from_floats(values, shape);
+}
+
+// bf16 operands large enough that a CPU without oneDNN bf16 matmul (AVX2 and
+// older: the ops.avx2 and ops.baseline runs) streams the larger one through
+// several f32 panels: rows of A when A is the larger, columns of B (a transposed
+// weight view) when B is, with beta accumulating into C. The result must be
+// exactly the f32 product, which spot entries recomputed here by plain dot
+// products confirm.
+TEST(Gemm, LargeBf16OperandsEqualTheExactProduct) {
+  for (const auto& [m, k, n] : {std::array<int64_t, 3>{1536, 4096, 768}, std::array<int64_t, 3>{512, 4096, 2048}}) {
+    const Tensor a = small_integers({m, k}, 1), weight = small_integers({n, k}, 2);
+    const Tensor c_init = small_integers({m, n}, 3);
+    Tensor c16 = c_init.clone(), c32 = c_init.clone();
+    ops::gemm(a.to(DType::bf16), weight.to(DType::bf16).transpose(0, 1), c16, 0.5f, 2.0f);
+    ops::gemm(a, weight.transpose(0, 1), c32, 0.5f, 2.0f);
+    const std::vector<float> got = c16.to_floats(), want = c32.to_floats();
+    ASSERT_EQ(got, want) << m << "x" << k << "x" << n;
+    const std::vector<float> av = a.to_floats(), wv = weight.to_floats(), cv = c_init.to_floats();
+    for (int64_t i : {int64_t{0}, m / 2 + 1, m - 1}) {
+      for (int64_t j : {int64_t{0}, n / 2 + 3, n - 1}) {
+        double dot = 0;
+        for (int64_t p = 0; p < k; ++p) dot += double{av[i * k + p]} * double{wv[j * k + p]};
+        EXPECT_EQ(got[i * n + j], static_cast<float>(0.5 * dot + 2.0 * cv[i * n + j])) << i << "," << j;
+      }
+    }
+  }
 }
 
 TEST(Gemm, EmptyInnerDimension) {

@@ -1,22 +1,17 @@
 #include "titan/data/tokenizer_loader.h"
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 
 #include "titan/core/error.h"
+#include "titan/core/share_dir.h"
 #include "titan/data/base64.h"
 #include "titan/data/byte_level_alphabet.h"
 #include "titan/data/file_io.h"
 #include "titan/data/hf_tokenizer_json.h"
 #include "titan/data/tiktoken_ranks.h"
-
-#ifndef TITAN_SOURCE_DIR
-#define TITAN_SOURCE_DIR ""
-#endif
 
 namespace titan::data {
 namespace {
@@ -203,16 +198,6 @@ Tokenizer load_llama3_js(const std::filesystem::path& file) {
   return Tokenizer(std::move(config));
 }
 
-bool has_node_modules(const std::filesystem::path& dir) {
-  std::error_code error;
-  return std::filesystem::is_directory(dir / "node_modules", error);
-}
-
-std::string peers_help() {
-  return "the built-in tokenizers read their data from the npm packages in tests/peers (run scripts/setup.sh, or "
-         "set TITAN_TOKENIZER_PEERS to a folder holding their node_modules)";
-}
-
 }  // namespace
 
 const std::vector<std::string>& builtin_tokenizer_names() {
@@ -224,47 +209,32 @@ const std::vector<std::string>& builtin_tokenizer_names() {
   return names;
 }
 
-std::optional<std::filesystem::path> find_tokenizer_peers_dir() {
-  if (const char* env = std::getenv("TITAN_TOKENIZER_PEERS"); env != nullptr && *env != '\0') {
-    if (has_node_modules(env)) return std::filesystem::path(env);
-    return std::nullopt;
-  }
-  std::error_code error;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    for (std::filesystem::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-         dir = dir.parent_path()) {
-      if (has_node_modules(dir / "tests" / "peers")) return dir / "tests" / "peers";
-    }
-  }
-  const std::filesystem::path source_dir = std::filesystem::path(TITAN_SOURCE_DIR) / "tests" / "peers";
-  if (std::string_view(TITAN_SOURCE_DIR).size() > 0 && has_node_modules(source_dir)) return source_dir;
-  return std::nullopt;
+std::optional<std::filesystem::path> builtin_tokenizer_file(std::string_view name) {
+  const KnownEncoding* known = find_encoding(name);
+  const auto share = share_dir();
+  if (known == nullptr || !share) return std::nullopt;
+  // llama3 keeps llama3-tokenizer-js's data file; the others tiktoken's npm encoder JSON.
+  return *share / "tokenizers" / (std::string(name) + (name == "llama3" ? ".js" : ".json"));
 }
 
 Tokenizer load_builtin_tokenizer(std::string_view name) {
   const KnownEncoding* known = find_encoding(name);
   TITAN_CHECK(known != nullptr, "unknown built-in tokenizer '{}' (known: {})", name,
               fmt::join(builtin_tokenizer_names(), ", "));
-  const auto peers = find_tokenizer_peers_dir();
-  TITAN_CHECK(peers.has_value(), "built-in tokenizer '{}' is not installed: {}", name, peers_help());
-  if (name == "llama3") {
-    const auto file = *peers / "node_modules" / "llama3-tokenizer-js" / "src" / "data-converted.js";
-    TITAN_CHECK(std::filesystem::exists(file), "built-in tokenizer 'llama3': {} is missing: {}", file.string(),
-                peers_help());
-    return load_llama3_js(file);
-  }
-  const auto file = *peers / "node_modules" / "tiktoken" / "encoders" / (std::string(name) + ".json");
-  TITAN_CHECK(std::filesystem::exists(file), "built-in tokenizer '{}': {} is missing: {}", name, file.string(),
-              peers_help());
+  const auto file = builtin_tokenizer_file(name);
+  std::error_code error;
+  TITAN_CHECK(file.has_value() && std::filesystem::exists(*file, error),
+              "built-in tokenizer '{}' is not installed{}: {}", name,
+              file ? fmt::format(" ({} is missing)", file->string()) : std::string(), share_dir_help());
+  if (name == "llama3") return load_llama3_js(*file);
   json root;
   try {
-    root = json::parse(read_file(file, "tokenizer"));
+    root = json::parse(read_file(*file, "tokenizer"));
   } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", file.string(), e.what());
+    fail("{}: not valid JSON: {}", file->string(), e.what());
   }
-  TITAN_CHECK(root.is_object(), "{}: expected a JSON object", file.string());
-  return load_tiktoken_npm_json(root, file.string(), std::string(name), known);
+  TITAN_CHECK(root.is_object(), "{}: expected a JSON object", file->string());
+  return load_tiktoken_npm_json(root, file->string(), std::string(name), known);
 }
 
 Tokenizer load_tiktoken_file(const std::filesystem::path& path) {

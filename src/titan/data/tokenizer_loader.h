@@ -1,6 +1,7 @@
 // Loading a tokenizer from what a user names: a tokenizer.json, a tiktoken
 // rank file (or Meta's Llama 3 tokenizer.model, which is one), or a built-in
-// name whose data the setup script installs (the npm packages in tests/peers).
+// name whose data is installed under share/titan/tokenizers (copied at build
+// time from the npm packages scripts/setup.sh installs).
 #pragma once
 
 #include <filesystem>
@@ -17,10 +18,9 @@ namespace titan::data {
 // cl100k_base, o200k_base, p50k_base, r50k_base, llama3.
 const std::vector<std::string>& builtin_tokenizer_names();
 
-// The folder holding the tokenizer peers' node_modules: $TITAN_TOKENIZER_PEERS,
-// else tests/peers found above the running executable, else in the source tree
-// this binary was built from. nullopt when none has node_modules.
-std::optional<std::filesystem::path> find_tokenizer_peers_dir();
+// Where a built-in tokenizer's data file is (or would be) installed; nullopt
+// for an unknown name or when titan has no share folder.
+std::optional<std::filesystem::path> builtin_tokenizer_file(std::string_view name);
 
 Tokenizer load_builtin_tokenizer(std::string_view name);
 // A tiktoken rank file: the split pattern and special tokens come from the

@@ -19,6 +19,7 @@
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
 #include "titan/ops/copy.h"
+#include "titan/ops/cpu/isa.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/grad_clip.h"
 #include "titan/ops/reduction.h"
@@ -162,15 +163,17 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
                                             config_.metrics.progress);
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
-      "%.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of parameters and "
+      "%s, %.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of parameters and "
       "optimizer "
       "state on rank 0\n",
       config_.model.name.c_str(), config_.model.flavor.c_str(),
       static_cast<long long>(models::parameter_count(model_config)), static_cast<long long>(vocab),
       static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
-      static_cast<long long>(accumulation_), dtype_name(compute_dtype), peak_tflops_, world.size(),
-      static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard),
-      static_cast<long long>(mesh_->dims().tp), static_cast<long long>(state_bytes));
+      static_cast<long long>(accumulation_), dtype_name(compute_dtype),
+      device.is_cpu() ? fmt::format("CPU kernels {}", ops::cpu::selected_isa()).c_str() : device.str().c_str(),
+      peak_tflops_, world.size(), static_cast<long long>(mesh_->dims().dp_replicate),
+      static_cast<long long>(mesh_->dims().dp_shard), static_cast<long long>(mesh_->dims().tp),
+      static_cast<long long>(state_bytes));
 }
 
 Trainer::~Trainer() = default;

@@ -2,6 +2,12 @@
 // (shapes, strides, dtypes, alpha, beta) and cached: training repeats the same
 // few dozen shapes every step, and creating a primitive costs far more than a
 // small multiply. Transposed operands are passed as strides, never copied.
+//
+// Debian's oneDNN 2.6 has a bf16 matmul only on AVX-512 CPUs. Elsewhere bf16
+// operands are widened to f32 and multiplied by the f32 primitive: widening is
+// exact (every bf16 is an f32) and oneDNN's bf16 matmul also accumulates the
+// same products in f32, so results differ only in summation order. The larger
+// operand is widened a panel at a time, so it never needs a whole f32 copy.
 #include <dnnl.hpp>
 
 #include <memory>
@@ -11,6 +17,7 @@
 
 #include "titan/ops/checks.h"
 #include "titan/ops/copy.h"
+#include "titan/ops/cpu/gemm.h"
 #include "titan/ops/gemm.h"
 
 namespace titan::ops::cpu {
@@ -83,7 +90,35 @@ std::shared_ptr<CachedMatmul> get_matmul(const Layout3& a, const Layout3& b, con
   return entry;
 }
 
+void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta);
+
+// C = alpha A B + beta C with bf16 A and B: the smaller operand is widened
+// whole, the larger streamed through f32 panels of rows of A (or columns of
+// B) holding at most kGemmWidenPanelElements, but never fewer than 64 lines, so
+// that each oneDNN call stays a GEMM worth packing its other operand for.
+void gemm_widened(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  const bool stream_a = a.numel() >= b.numel();
+  const Tensor whole = (stream_a ? b : a).to(DType::f32);
+  const int64_t extent = stream_a ? c.size(-2) : c.size(-1);
+  const int64_t per_line = (stream_a ? a.numel() : b.numel()) / extent;
+  const int64_t lines = std::min(extent, std::max<int64_t>(64, kGemmWidenPanelElements / per_line));
+  for (int64_t start = 0; start < extent; start += lines) {
+    const int64_t length = std::min(lines, extent - start);
+    if (stream_a) {
+      gemm_kernel(a.narrow(a.dim() - 2, start, length).to(DType::f32), whole, c.narrow(c.dim() - 2, start, length),
+                  alpha, beta);
+    } else {
+      gemm_kernel(whole, b.narrow(b.dim() - 1, start, length).to(DType::f32), c.narrow(c.dim() - 1, start, length),
+                  alpha, beta);
+    }
+  }
+}
+
 void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  if (a.dtype() == DType::bf16 && gemm_widens_bf16()) {
+    gemm_widened(a, b, c, alpha, beta);
+    return;
+  }
   if (a.dtype() == DType::f32 && c.dtype() == DType::bf16) {
     // oneDNN has no f32 x f32 -> bf16 matmul: accumulate in f32, round once.
     Tensor staged = beta != 0.0f ? c.to(DType::f32).contiguous() : Tensor::empty(c.shape(), DType::f32);
@@ -109,6 +144,19 @@ void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& c, float alpha,
 }
 
 }  // namespace
+
+bool gemm_widens_bf16() {
+  static const bool widens = [] {
+    const Layout3 square{{1, 16, 16}, {256, 16, 1}};
+    try {
+      get_matmul(square, square, square, DType::bf16, DType::f32, 1.0f, 0.0f);
+      return false;
+    } catch (const dnnl::error&) {
+      return true;
+    }
+  }();
+  return widens;
+}
 
 void register_gemm() { gemm_kernels.set_kernel(DeviceType::cpu, gemm_kernel); }
 

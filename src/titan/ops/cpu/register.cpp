@@ -1,6 +1,10 @@
 // Chooses the CPU kernel set for this machine and registers it: AVX-512 when
-// CPUID reports it, the portable build otherwise. TITAN_CPU_ISA=baseline or
-// =avx512 overrides the choice (tests run both sets).
+// CPUID reports it, else AVX2+FMA (x86-64-v3), else the portable build.
+// TITAN_CPU_ISA=baseline|avx2|avx512 forces a set (the tests run every set the
+// CPU has) and caps oneDNN's ISA to match, so an AVX-512 machine told
+// TITAN_CPU_ISA=avx2 runs what an AVX2-only machine would, GEMM included.
+#include <oneapi/dnnl/dnnl.h>
+
 #include <cstdlib>
 #include <string_view>
 
@@ -14,43 +18,99 @@ namespace titan::ops::cpu {
 namespace baseline {
 TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
+namespace avx2 {
+TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
+}
 namespace avx512 {
 TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
 #undef TITAN_DECLARE_REGISTER
 
-void register_gemm();  // oneDNN picks its own ISA
+void register_gemm();  // oneDNN picks its own ISA (capped below when a set is forced)
 
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+namespace {
+
+constexpr CpuIsa kAllIsas[] = {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512};
+
+CpuIsa best_supported_isa() {
+  if (cpu_supports(CpuIsa::avx512)) return CpuIsa::avx512;
+  if (cpu_supports(CpuIsa::avx2)) return CpuIsa::avx2;
+  return CpuIsa::baseline;
 }
 
-const char* selected_isa() {
-  static const char* isa = [] {
+// oneDNN reads its cap once, at its first primitive; kernels register before
+// any op runs, so this call always comes first.
+void cap_onednn(CpuIsa isa) {
+  const dnnl_cpu_isa_t cap = isa == CpuIsa::avx2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41;
+  TITAN_CHECK(dnnl_set_max_cpu_isa(cap) == dnnl_success,
+              "TITAN_CPU_ISA={}: oneDNN was already in use, so its ISA could not be capped to match",
+              cpu_isa_name(isa));
+}
+
+}  // namespace
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::baseline:
+      return "baseline";
+    case CpuIsa::avx2:
+      return "avx2";
+    case CpuIsa::avx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool cpu_supports(CpuIsa isa) {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
+                    __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case CpuIsa::baseline:
+      return true;
+    case CpuIsa::avx2:
+      return avx2;
+    case CpuIsa::avx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+CpuIsa selected_cpu_isa() {
+  static const CpuIsa isa = [] {
     const char* forced = std::getenv("TITAN_CPU_ISA");
-    if (forced != nullptr && *forced != '\0') {
-      const std::string_view name(forced);
-      TITAN_CHECK(name == "baseline" || name == "avx512", "TITAN_CPU_ISA='{}': expected baseline or avx512", name);
-      TITAN_CHECK(name == "baseline" || cpu_has_avx512(), "TITAN_CPU_ISA=avx512 but this CPU lacks AVX-512");
-      return name == "avx512" ? "avx512" : "baseline";
+    if (forced == nullptr || *forced == '\0') return best_supported_isa();
+    for (CpuIsa candidate : kAllIsas) {
+      if (std::string_view(forced) != cpu_isa_name(candidate)) continue;
+      TITAN_CHECK(cpu_supports(candidate), "TITAN_CPU_ISA={} but this CPU lacks it (it supports up to {})", forced,
+                  cpu_isa_name(best_supported_isa()));
+      if (candidate != CpuIsa::avx512) cap_onednn(candidate);
+      return candidate;
     }
-    return cpu_has_avx512() ? "avx512" : "baseline";
+    fail("TITAN_CPU_ISA='{}': expected baseline, avx2 or avx512", forced);
   }();
   return isa;
 }
 
 void register_kernels() {
-#define TITAN_CALL_AVX512(name) avx512::register_##name();
 #define TITAN_CALL_BASELINE(name) baseline::register_##name();
-  if (std::string_view(selected_isa()) == "avx512") {
-    TITAN_CPU_KERNEL_FILES(TITAN_CALL_AVX512)
-  } else {
-    TITAN_CPU_KERNEL_FILES(TITAN_CALL_BASELINE)
+#define TITAN_CALL_AVX2(name) avx2::register_##name();
+#define TITAN_CALL_AVX512(name) avx512::register_##name();
+  switch (selected_cpu_isa()) {
+    case CpuIsa::baseline:
+      TITAN_CPU_KERNEL_FILES(TITAN_CALL_BASELINE)
+      break;
+    case CpuIsa::avx2:
+      TITAN_CPU_KERNEL_FILES(TITAN_CALL_AVX2)
+      break;
+    case CpuIsa::avx512:
+      TITAN_CPU_KERNEL_FILES(TITAN_CALL_AVX512)
+      break;
   }
-#undef TITAN_CALL_AVX512
 #undef TITAN_CALL_BASELINE
+#undef TITAN_CALL_AVX2
+#undef TITAN_CALL_AVX512
   register_gemm();
 }
 

@@ -1,7 +1,7 @@
 // Shared helpers for the CPU kernels: element loads/stores that convert
 // bf16 <-> f32, a vectorisable exp, and a parallel loop. Kernel files include
 // this and are compiled once per ISA (see src/titan/CMakeLists.txt), so plain
-// loops here become AVX-512 code in one copy and portable code in the other.
+// loops here become AVX-512, AVX2+FMA or portable code, one copy each.
 #pragma once
 
 #include <omp.h>
@@ -19,11 +19,15 @@
 #endif
 
 // Everything below (and the rest of the including file, which must include
-// this header last) is compiled for AVX-512 in the avx512 copy. Functions
-// defined in headers above stay baseline code, so no shared symbol is ever
+// this header last) is compiled for the copy's ISA. Functions defined in
+// headers above stay baseline code, so no shared symbol is ever AVX2- or
 // AVX-512-only. tests/lint/kernel_includes.sh checks the include order.
 #if defined(TITAN_ISA_AVX512)
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,fma,f16c,bmi,bmi2,lzcnt,popcnt,prefer-vector-width=512")
+#pragma GCC target( \
+    "avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,prefer-vector-width=512")
+#elif defined(TITAN_ISA_AVX2)
+// x86-64-v3: what every AVX2 CPU since Haswell and Zen 1 has.
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe")
 #endif
 
 namespace titan::ops::cpu::TITAN_ISA {

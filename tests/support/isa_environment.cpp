@@ -1,6 +1,5 @@
 // Selects the CPU kernel set under test from TITAN_CPU_ISA_TEST (set by CTest:
-// each op test runs once per set). The AVX-512 run is skipped, visibly, on
-// CPUs without AVX-512.
+// each op test runs once per set). A set this CPU lacks is skipped, visibly.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,13 +9,18 @@
 
 namespace {
 
+using titan::ops::cpu::CpuIsa;
+
 class IsaEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
     const char* requested = std::getenv("TITAN_CPU_ISA_TEST");
     if (requested == nullptr) return;  // run directly: the machine's default set
-    if (std::string(requested) == "avx512" && !titan::ops::cpu::cpu_has_avx512()) {
-      GTEST_SKIP() << "this CPU has no AVX-512; the AVX-512 kernels cannot run here";
+    for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512}) {
+      if (std::string(requested) != titan::ops::cpu::cpu_isa_name(isa)) continue;
+      if (!titan::ops::cpu::cpu_supports(isa)) {
+        GTEST_SKIP() << "this CPU has no " << requested << "; those kernels cannot run here";
+      }
     }
     setenv("TITAN_CPU_ISA", requested, 1);
   }

@@ -84,7 +84,7 @@ int run_train_bench(const TrainBenchOptions& o) {
   std::printf("%-6s %14s %14s %8s %12s %12s %14s\n", "dtype", "titan tok/s", "torch tok/s", "ratio", "titan TF/s",
               "GEMM peak", "of GEMM peak");
   nlohmann::json results = nlohmann::json::array();
-  for (const std::string dtype : {"f32", "bf16"}) {
+  for (const std::string& dtype : o.dtypes) {
     const double peak = train::measured_cpu_gemm_tflops(parse_dtype(dtype));
     const double titan_step = titan_median_step(o, dtype);
     const double peer_step = o.peer ? peer_median_step(o, dtype) : -1.0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace titan::bench {
 
@@ -13,6 +14,7 @@ struct TrainBenchOptions {
   int64_t batch = 8;
   int64_t vocab = 2048;
   bool peer = true;  // run the PyTorch peer
+  std::vector<std::string> dtypes = {"f32", "bf16"};
   std::string json_path;
 };
 

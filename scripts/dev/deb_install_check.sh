@@ -40,5 +40,8 @@ chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LAN
   titan train --config /usr/share/titan/configs/llama3_debug.toml --training.steps $steps --validation.freq 10 \
     --checkpoint.interval 10 --metrics.log_freq 5
   ls outputs/llama3_debug/checkpoint
+  # What an AVX2-only CPU runs (kernels and oneDNN capped), bf16 included.
+  TITAN_CPU_ISA=avx2 titan train --config /usr/share/titan/configs/llama3_debug.toml --training.steps 3 \
+    --job.dump_folder outputs/avx2 --validation.enable false
 "
 echo "deb_install_check: ok"

@@ -36,6 +36,8 @@ Subcommand make_bench_subcommand() {
     app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run");
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
     app->add_option("--steps", train->steps, "train suite: timed steps")->check(CLI::PositiveNumber);
+    app->add_option("--dtypes", train->dtypes, "train suite: training dtypes (default f32 bf16)")
+        ->check(CLI::IsMember({"f32", "bf16"}));
     app->add_flag("!--no-peer", train->peer, "train and gpu suites: skip the PyTorch peer");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
     app->add_option("--seq", gpu->seq_len, "gpu suite: sequence length (default 4096)")->check(CLI::PositiveNumber);

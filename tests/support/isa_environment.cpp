@@ -1,8 +1,11 @@
 // Selects the CPU kernel set under test from TITAN_CPU_ISA_TEST (set by CTest:
-// each op test runs once per set). A set this CPU lacks is skipped, visibly.
+// each op and trainer test runs once per set). A set this CPU lacks is
+// skipped, visibly. Each set gets its own temporary folder, because CTest runs
+// the same test under two sets at once and both would use the same paths.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "titan/ops/cpu/isa.h"
@@ -23,6 +26,9 @@ class IsaEnvironment : public ::testing::Environment {
       }
     }
     setenv("TITAN_CPU_ISA", requested, 1);
+    const std::filesystem::path temp = std::filesystem::path(::testing::TempDir()) / ("titan_" + std::string(requested));
+    std::filesystem::create_directories(temp);
+    setenv("TEST_TMPDIR", (temp.string() + "/").c_str(), 1);  // where ::testing::TempDir() points from now on
   }
 };
 

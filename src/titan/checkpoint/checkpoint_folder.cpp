@@ -18,6 +18,13 @@ namespace fs = std::filesystem;
 std::string step_folder_name(int64_t step) { return fmt::format("step-{:06}", step); }
 std::string staging_folder_name(int64_t step) { return step_folder_name(step) + ".partial"; }
 
+std::optional<int64_t> step_of_folder_name(const std::string& name) {
+  static const std::regex step_name(R"(step-([0-9]{1,18}))");
+  std::smatch match;
+  if (!std::regex_match(name, match, step_name)) return std::nullopt;
+  return std::stoll(match[1]);
+}
+
 bool is_complete_checkpoint(const std::string& folder) {
   return fs::is_regular_file(fs::path(folder) / kCompleteMarker);
 }

@@ -16,6 +16,8 @@ inline constexpr const char* kMetadataFile = "metadata.json";
 
 std::string step_folder_name(int64_t step);     // "step-000100"
 std::string staging_folder_name(int64_t step);  // "step-000100.partial"
+// The step a folder's name says ("step-000100" -> 100); nullopt for any other name.
+std::optional<int64_t> step_of_folder_name(const std::string& name);
 
 struct CheckpointScan {
   std::vector<int64_t> complete;        // steps with the marker, ascending

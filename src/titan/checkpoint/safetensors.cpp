@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -72,14 +74,20 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data section starts 8-byte aligned
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-  TITAN_CHECK(file != nullptr, "cannot create '{}'", path);
+  FILE* file = std::fopen(path.c_str(), "wb");
+  TITAN_CHECK(file != nullptr, "cannot create '{}': {}", path, std::strerror(errno));
   char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  bool ok = std::fwrite(length, 1, 8, file.get()) == 8;
-  ok = ok && std::fwrite(text.data(), 1, text.size(), file.get()) == text.size();
-  for (const Tensor& t : host) ok = ok && std::fwrite(t.data_ptr(), 1, t.nbytes(), file.get()) == t.nbytes();
-  TITAN_CHECK(ok, "write_safetensors: failed writing '{}'", path);
+  bool ok = std::fwrite(length, 1, 8, file) == 8;
+  ok = ok && std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  for (const Tensor& t : host) ok = ok && std::fwrite(t.data_ptr(), 1, t.nbytes(), file) == t.nbytes();
+  ok = std::fflush(file) == 0 && ok;  // a full disk often shows only when the buffer goes out
+  const int write_errno = errno;
+  ok = std::fclose(file) == 0 && ok;
+  if (!ok) {
+    std::remove(path.c_str());  // never leave a truncated file that looks like a model
+    fail("write_safetensors: writing '{}' failed: {}", path, std::strerror(write_errno != 0 ? write_errno : errno));
+  }
 }
 
 }  // namespace titan::checkpoint

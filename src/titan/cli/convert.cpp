@@ -2,6 +2,7 @@
 // weights between titan's model export and Hugging Face folders. OUT is
 // written under a temporary name and renamed into place, so a failed
 // conversion leaves nothing behind and never touches an existing folder.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -77,7 +78,22 @@ Subcommand make_convert_subcommand() {
                 args->from[0]);
     namespace fs = std::filesystem;
     TITAN_CHECK(fs::is_directory(source), "--from {}: '{}' is not a folder", args->from[0], source);
-    TITAN_CHECK(!fs::exists(output) || !fs::equivalent(source, output), "--to {} is the source folder", output);
+    // --force replaces OUT whole: OUT must be neither the source, nor a folder
+    // holding it, nor inside it (a folder of the source it would write into).
+    const auto resolved = [](const std::string& folder) {
+      fs::path path = fs::weakly_canonical(folder);
+      return path.has_filename() ? path : path.parent_path();  // "out/" names the folder "out"
+    };
+    const fs::path source_path = resolved(source), output_path = resolved(output);
+    const auto within = [](const fs::path& inner, const fs::path& outer) {
+      const auto [outer_end, inner_it] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+      return outer_end == outer.end();
+    };
+    TITAN_CHECK(!within(source_path, output_path),
+                "--to {}: {} the source folder {}; replacing it would delete the source", output,
+                source_path == output_path ? "is" : "contains", source);
+    TITAN_CHECK(!within(output_path, source_path), "--to {} is inside the source folder {}: write it elsewhere", output,
+                source);
     TITAN_CHECK(args->force || !fs::exists(output), "'{}' exists (pass --force to replace it)", output);
     train::ConvertOptions options;
     if (args->dtype != "auto") {

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
@@ -38,6 +40,14 @@ int main(int argc, char** argv) {
     return app.exit(error);
   } catch (const titan::Error& error) {
     std::fprintf(stderr, "titan: error: %s\n", error.what());
+    return end_job(1);
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A path the user gave (or its permissions, or a full disk), not a bug in titan.
+    std::fprintf(stderr, "titan: error: %s\n", error.what());
+    return end_job(1);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(
+        stderr, "titan: error: out of memory (an allocation failed); `titan estimate-memory` shows what a job needs\n");
     return end_job(1);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "titan: internal error: %s\n", error.what());

@@ -89,7 +89,7 @@ DataLoader::DataLoader(DataLoaderConfig config) : config_(std::move(config)) {
   TITAN_CHECK(!train_documents_.empty(), "data loader: no training documents left after the validation split");
   stream_ = std::make_unique<PackedStream>(corpus_, train_documents_, stream_options(config_, *corpus_, true));
   consumed_cursor_ = stream_->cursor();
-  start_prefetch();
+  produce_step_ = consumed_step_;
 }
 
 DataLoader::~DataLoader() { stop_prefetch(); }
@@ -103,9 +103,11 @@ DataLoader::Produced DataLoader::produce(PackedStream& stream, int64_t step) con
   return produced;
 }
 
+// The thread starts with the first batch asked for, not with the loader: a
+// job that is refused before training (its memory check, say) never builds one.
 void DataLoader::start_prefetch() {
+  if (config_.prefetch == 0 || worker_.joinable()) return;
   produce_step_ = consumed_step_;
-  if (config_.prefetch == 0) return;
   stop_ = false;
   worker_ = std::thread([this] { prefetch_loop(); });
 }
@@ -147,6 +149,7 @@ Batch DataLoader::next_batch() {
   if (config_.prefetch == 0) {
     produced = produce(*stream_, produce_step_++);
   } else {
+    start_prefetch();
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return !queue_.empty() || error_ != nullptr; });
     if (queue_.empty()) std::rethrow_exception(error_);
@@ -202,7 +205,7 @@ void DataLoader::load_state_dict(const nlohmann::json& state) {
   stream_->set_cursor(cursor);
   consumed_cursor_ = cursor;
   consumed_step_ = step;
-  start_prefetch();
+  produce_step_ = step;
 }
 
 ValidationIterator DataLoader::validation() const {

@@ -7,6 +7,7 @@
 #include "titan/core/error.h"
 #include "titan/data/file_io.h"
 #include "titan/data/hf_tokenizer_json.h"
+#include "titan/data/token_corpus.h"
 #include "titan/data/token_shard.h"
 #include "titan/data/tokenizer_loader.h"
 
@@ -23,6 +24,43 @@ std::optional<uint32_t> choose_special(const Tokenizer& tokenizer, const std::st
   if (text.empty()) return fallback;
   if (text == "none") return std::nullopt;
   return tokenizer.special_token_id(text);  // an unknown name is an error naming the tokenizer
+}
+
+// Prepare replaces its output folder whole, so it refuses one holding anything
+// it did not write: the user's own files (or its inputs) would go with it.
+void check_replaceable(const fs::path& output) {
+  std::error_code error;
+  if (!fs::exists(output, error)) return;
+  TITAN_CHECK(fs::is_directory(output, error), "data prepare: output '{}' exists and is not a folder", output.string());
+  std::string manifest_tokenizer;
+  if (fs::exists(output / ShardManifest::kFileName, error)) {
+    try {
+      manifest_tokenizer = fs::path(read_shard_manifest(output / ShardManifest::kFileName).tokenizer).filename();
+    } catch (const Error&) {
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(output)) {
+    const std::string name = entry.path().filename().string();
+    const bool shard = name.rfind("shard_", 0) == 0 && entry.path().extension() == ".tshard";
+    const bool ours = shard || name == ShardManifest::kFileName || name == "tokenizer.json" ||
+                      (!manifest_tokenizer.empty() && name == manifest_tokenizer);
+    TITAN_CHECK(ours,
+                "data prepare: output '{}' holds '{}', which a prepared dataset does not: prepare replaces the whole "
+                "folder, so choose a new or empty one",
+                output.string(), name);
+  }
+}
+
+// The finished staging folder takes the output's name in one rename (the old
+// dataset, if any, moves aside first and is removed after), so a reader never
+// sees a half-written dataset and a killed prepare leaves the old one intact.
+void publish(const fs::path& staging, const fs::path& output) {
+  const fs::path replaced = output.string() + ".replaced";
+  fs::remove_all(replaced);
+  std::error_code error;
+  if (fs::exists(output, error)) fs::rename(output, replaced);
+  fs::rename(staging, output);
+  fs::remove_all(replaced);
 }
 
 }  // namespace
@@ -58,15 +96,15 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
   for (const auto& document : documents) corpus_bytes += document.size();
   log(fmt::format("read {} documents ({:.1f} MB) from {} files", documents.size(), corpus_bytes / 1e6, files.size()));
 
-  const fs::path output(options.output);
-  fs::create_directories(output);
-  // A previous run's files go first, so a failure never leaves a manifest
-  // pointing at shards of another tokenizer.
-  fs::remove(output / ShardManifest::kFileName);
-  for (const auto& entry : fs::directory_iterator(output)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("shard_", 0) == 0 && entry.path().extension() == ".tshard") fs::remove(entry.path());
-  }
+  fs::path output = fs::path(options.output).lexically_normal();
+  if (!output.has_filename()) output = output.parent_path();  // "data/fortunes/"
+  TITAN_CHECK(!output.empty() && output.filename() != "." && output.filename() != "..",
+              "data prepare: output '{}' must name a folder", options.output);
+  check_replaceable(output);
+  // Everything is written into a sibling staging folder and published at the end.
+  const fs::path staging = output.string() + ".partial";
+  fs::remove_all(staging);  // left by an interrupted prepare
+  fs::create_directories(staging);
 
   PrepareResult result;
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -78,7 +116,7 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
     std::vector<std::string_view> views(documents.begin(), documents.end());
     BpeTrainingStats stats;
     tokenizer = std::make_shared<const Tokenizer>(train_bpe(views, trainer, &stats));
-    write_file_atomic(output / "tokenizer.json", hf_tokenizer_json(*tokenizer));
+    write_file_atomic(staging / "tokenizer.json", hf_tokenizer_json(*tokenizer));
     result.training = stats;
     result.manifest.tokenizer = "tokenizer.json";
     log(fmt::format("trained a tokenizer: {} merges, vocabulary {} ({:.2f} s) -> {}", stats.merges,
@@ -88,16 +126,15 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
     tokenizer = load_tokenizer(options.tokenizer);
     if (fs::exists(options.tokenizer)) {
       // Keep the dataset self-contained: copy the tokenizer file beside the shards.
-      const fs::path copy = output / fs::path(options.tokenizer).filename();
-      if (!fs::exists(copy) || !fs::equivalent(copy, options.tokenizer)) {
-        fs::copy_file(options.tokenizer, copy, fs::copy_options::overwrite_existing);
-      }
+      const fs::path copy = staging / fs::path(options.tokenizer).filename();
+      fs::copy_file(options.tokenizer, copy, fs::copy_options::overwrite_existing);
       result.manifest.tokenizer = copy.filename().string();
     } else {
       result.manifest.tokenizer = options.tokenizer;  // a built-in name
     }
   }
   result.manifest.vocab_size = tokenizer->vocab_size();
+  result.manifest.tokenizer_fingerprint = tokenizer->fingerprint();
   result.manifest.bos = choose_special(*tokenizer, options.bos_token, tokenizer->bos_id());
   result.manifest.eos = choose_special(*tokenizer, options.eos_token, tokenizer->eos_id());
 
@@ -108,7 +145,7 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
     const std::string name = fmt::format("shard_{:05d}.tshard", result.manifest.shards.size());
     result.manifest.documents += writer.num_documents();
     result.manifest.tokens += writer.num_tokens();
-    writer.write(output / name);
+    writer.write(staging / name);
     result.manifest.shards.push_back(name);
   };
   constexpr size_t kBlock = 4096;
@@ -124,8 +161,9 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
     }
   }
   if (writer.num_documents() > 0) flush();
+  write_shard_manifest(staging / ShardManifest::kFileName, result.manifest);
+  publish(staging, output);
   result.manifest_path = output / ShardManifest::kFileName;
-  write_shard_manifest(result.manifest_path, result.manifest);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log(fmt::format("wrote {} tokens in {} documents to {} shard(s) in {} ({:.2f} s)", result.manifest.tokens,
                   result.manifest.documents, result.manifest.shards.size(), output.string(), result.seconds));

@@ -35,7 +35,13 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
     TITAN_CHECK(out.good(), "cannot write {}: {}", temporary.string(), std::strerror(errno));
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
-    TITAN_CHECK(out.good(), "cannot write {} (disk full?)", temporary.string());
+    if (!out.good()) {
+      const int write_errno = errno;
+      out.close();
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      fail("cannot write {}: {}", temporary.string(), std::strerror(write_errno));
+    }
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 
 #include "titan/core/error.h"
 #include "titan/data/file_io.h"
@@ -22,6 +23,15 @@ std::optional<uint32_t> optional_id(const json& root, const char* key, const std
   TITAN_CHECK(it->is_number_unsigned() && it->get<uint64_t>() < (1u << 24), "{}: \"{}\" must be a token id", source,
               key);
   return static_cast<uint32_t>(it->get<uint64_t>());
+}
+
+bool holds_token_shards(const fs::path& folder) {
+  std::error_code error;
+  if (!fs::is_directory(folder, error)) return false;
+  for (const auto& entry : fs::recursive_directory_iterator(folder, error)) {
+    if (entry.path().extension() == ".tshard") return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -48,6 +58,14 @@ ShardManifest read_shard_manifest(const fs::path& path) {
   manifest.bos = optional_id(root, "bos_id", source);
   manifest.eos = optional_id(root, "eos_id", source);
   manifest.tokenizer = root.value("tokenizer", std::string());
+  if (const auto fingerprint = root.find("tokenizer_fingerprint"); fingerprint != root.end()) {
+    const std::string text = fingerprint->is_string() ? fingerprint->get<std::string>() : std::string();
+    uint64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+    TITAN_CHECK(text.size() == 16 && error == std::errc() && end == text.data() + text.size(),
+                "{}: \"tokenizer_fingerprint\" must be 16 hexadecimal digits", source);
+    manifest.tokenizer_fingerprint = value;
+  }
   const auto shards = root.find("shards");
   TITAN_CHECK(shards != root.end() && shards->is_array(), "{}: \"shards\" must be an array", source);
   for (size_t i = 0; i < shards->size(); ++i) {
@@ -70,6 +88,8 @@ void write_shard_manifest(const fs::path& path, const ShardManifest& manifest) {
   root["version"] = 1;
   root["tokenizer"] = manifest.tokenizer;
   root["vocab_size"] = manifest.vocab_size;
+  if (manifest.tokenizer_fingerprint)
+    root["tokenizer_fingerprint"] = fmt::format("{:016x}", *manifest.tokenizer_fingerprint);
   root["bos_id"] = manifest.bos ? nlohmann::ordered_json(*manifest.bos) : nlohmann::ordered_json(nullptr);
   root["eos_id"] = manifest.eos ? nlohmann::ordered_json(*manifest.eos) : nlohmann::ordered_json(nullptr);
   root["documents"] = manifest.documents;
@@ -125,6 +145,13 @@ TokenCorpus::TokenCorpus(const std::vector<std::string>& paths, const Options& o
         TITAN_CHECK(tokenizer->vocab_size() <= manifest.vocab_size,
                     "{}: shards were made with a vocabulary of {}, but tokenizer {} has {}", manifest_path.string(),
                     manifest.vocab_size, tokenizer->name(), tokenizer->vocab_size());
+        // Equal sizes are not enough: the ids must mean the same tokens.
+        TITAN_CHECK(!manifest.tokenizer_fingerprint || *manifest.tokenizer_fingerprint == tokenizer->fingerprint(),
+                    "{}: the shards were made with tokenizer '{}' (fingerprint {:016x}), but this job uses {} "
+                    "(fingerprint {:016x}): the ids would mean other tokens. Use the dataset's tokenizer, or prepare "
+                    "the data again with this one",
+                    manifest_path.string(), manifest.tokenizer, *manifest.tokenizer_fingerprint, tokenizer->name(),
+                    tokenizer->fingerprint());
       }
       set_vocabulary(manifest.vocab_size, manifest.bos, manifest.eos, manifest_path.string());
       for (const auto& shard : manifest.shards)
@@ -137,6 +164,12 @@ TokenCorpus::TokenCorpus(const std::vector<std::string>& paths, const Options& o
       add_shard(path, options.verify_checksums);
       set_vocabulary(parts_.back().shard->header().vocab_size, tokenizer->bos_id(), tokenizer->eos_id(), input);
     } else {
+      // A folder of shards without its manifest is what an interrupted
+      // `titan data prepare` of an older titan leaves: never text to train on.
+      TITAN_CHECK(!holds_token_shards(path),
+                  "{}: holds token shards (*.tshard) but no {}: an interrupted `titan data prepare`? Prepare it again "
+                  "(or name the shards' manifest.json)",
+                  input, ShardManifest::kFileName);
       raw_inputs.push_back(input);
     }
   }

@@ -22,6 +22,9 @@ struct ShardManifest {
   static constexpr const char* kFileName = "manifest.json";
   std::string tokenizer;  // "tokenizer.json" (beside the manifest), a path, or a built-in name
   uint32_t vocab_size = 0;
+  // Tokenizer::fingerprint() of the tokenizer that made the shards (manifests
+  // written before it was recorded have none).
+  std::optional<uint64_t> tokenizer_fingerprint;
   std::optional<uint32_t> bos, eos;
   std::vector<std::string> shards;  // file names relative to the manifest's folder
   uint64_t documents = 0, tokens = 0;

@@ -128,6 +128,21 @@ uint32_t Tokenizer::special_token_id(std::string_view text) const {
        specials_.empty() ? std::string("none") : known);
 }
 
+uint64_t Tokenizer::fingerprint() const {
+  uint64_t h = hash_bytes("titan tokenizer", 15, vocab_size_);
+  for (uint32_t id = 0; id < vocab_size_; ++id) {
+    const bool used = special_of_id_[id] >= 0 || model_.has(id);  // ids may have holes (reserved, unused)
+    const std::string_view bytes = used ? token_bytes(id) : std::string_view();
+    h = hash_bytes(bytes.data(), bytes.size(), h ^ used);
+  }
+  for (const SpecialToken& special : specials_) {
+    h = hash_bytes(special.text.data(), special.text.size(), h ^ (uint64_t{special.id} << 1 | special.special));
+  }
+  for (const std::string& pattern : pattern_texts_) h = hash_bytes(pattern.data(), pattern.size(), h);
+  const uint64_t ends[2] = {bos_ ? *bos_ + 1ull : 0ull, eos_ ? *eos_ + 1ull : 0ull};
+  return hash_bytes(ends, sizeof(ends), h ^ static_cast<uint64_t>(add_prefix_space_));
+}
+
 std::string_view Tokenizer::token_bytes(uint32_t id) const {
   TITAN_CHECK(id < vocab_size_, "token id {} is outside the vocabulary of {} ({} ids)", id, name_, vocab_size_);
   if (special_of_id_[id] >= 0) return specials_[static_cast<size_t>(special_of_id_[id])].text;

@@ -80,6 +80,10 @@ class Tokenizer {
   std::string decode(std::span<const uint32_t> ids) const;
   // Bytes of one id (a special token's text for specials).
   std::string_view token_bytes(uint32_t id) const;
+  // A 64-bit digest of everything that decides the ids (every token's bytes,
+  // the special tokens, the split patterns, BOS/EOS): equal fingerprints mean
+  // the same ids for the same text. Token shards record it.
+  uint64_t fingerprint() const;
 
   struct Scratch;  // per-thread encoder state, pooled
 

@@ -40,6 +40,7 @@ World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);
   group_ = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, "world", timeout_seconds);
 }

@@ -21,6 +21,7 @@ class World {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }  // ranks on this host (they share its memory)
   bool launched() const { return launched_; }
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
   double timeout_seconds() const { return timeout_seconds_; }
@@ -30,7 +31,7 @@ class World {
 
  private:
   explicit World(double timeout_seconds);
-  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool launched_ = false;
   double timeout_seconds_;
   std::shared_ptr<ProcessGroup> group_;

@@ -113,7 +113,12 @@ double Checkpointer::save(int64_t step, const std::vector<StateTensor>& tensors,
   written_ = false;
   writer_error_ = nullptr;
   if (!async) {
-    write_rank_files(step, tensors, rank_state);
+    try {
+      write_rank_files(step, tensors, rank_state);
+    } catch (...) {
+      discard_pending();
+      throw;
+    }
     written_ = true;
     wait();
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -170,10 +175,28 @@ bool Checkpointer::end_of_step(bool stop_requested) {
 void Checkpointer::wait() {
   if (!pending_) return;
   if (writer_.joinable()) writer_.join();
-  if (writer_error_) std::rethrow_exception(writer_error_);
+  if (writer_error_) {
+    discard_pending();
+    std::rethrow_exception(writer_error_);
+  }
   max_over_world(mesh_, {0.0f});  // every rank's files are written and fsynced
+  if (rank_ == 0) {
+    try {
+      publish();
+    } catch (...) {
+      discard_pending();
+      throw;
+    }
+  }
   pending_ = false;
-  if (rank_ == 0) publish();
+}
+
+// A save that failed (a full disk, say) leaves no staging folder behind: the
+// job ends with the error, and the checkpoints before it are what a rerun resumes from.
+void Checkpointer::discard_pending() {
+  pending_ = false;
+  std::error_code ignored;
+  fs::remove_all(fs::path(root_) / checkpoint::staging_folder_name(pending_step_), ignored);
 }
 
 void Checkpointer::publish() {
@@ -234,6 +257,18 @@ Checkpointer::Loaded Checkpointer::load(const std::string& folder, const std::ve
   TITAN_CHECK(fs::is_regular_file(metadata_path), "checkpoint '{}': missing {}", folder, checkpoint::kMetadataFile);
   const checkpoint::CheckpointMetadata metadata =
       checkpoint::parse_checkpoint_metadata(read_text(metadata_path), metadata_path.string());
+  // The step is in the folder's name, in metadata.json and in the train state:
+  // a hand-edited one would silently replay or skip steps, so they must agree.
+  fs::path named = fs::path(folder);
+  if (!named.has_filename()) named = named.parent_path();
+  if (const auto step = checkpoint::step_of_folder_name(named.filename().string())) {
+    TITAN_CHECK(metadata.step == *step, "{}: \"step\" is {} but the folder is named for step {}",
+                metadata_path.string(), metadata.step, *step);
+    const json* train_state = metadata.state.contains("train_state") ? &metadata.state["train_state"] : nullptr;
+    TITAN_CHECK(train_state == nullptr || !train_state->contains("step") || (*train_state)["step"] == *step,
+                "{}: train_state.step is {} but the folder is named for step {}", metadata_path.string(),
+                train_state != nullptr && train_state->contains("step") ? (*train_state)["step"].dump() : "", *step);
+  }
   Loaded loaded;
   loaded.state = metadata.state;
   TITAN_CHECK(metadata.state.contains("contents") && metadata.state["contents"].is_array(),

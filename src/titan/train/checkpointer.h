@@ -70,6 +70,8 @@ class Checkpointer {
  private:
   void write_rank_files(int64_t step, const std::vector<StateTensor>& tensors, const nlohmann::json& rank_state);
   void publish();
+  // Forgets the save in flight and removes its staging folder (after a failure).
+  void discard_pending();
   // Copies what this rank writes into snapshot_ (reusing its buffers when the state has the same layout).
   void take_snapshot(const std::vector<StateTensor>& tensors);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -354,6 +355,12 @@ void validate(const JobConfig& c) {
   positive(c.training.seq_len, "training.seq_len");
   positive(c.training.steps, "training.steps");
   positive(c.metrics.log_freq, "metrics.log_freq");
+  // Beyond 2^31 tokens a micro-batch's tensors alone would take 64 GiB per int64 field: a typo, not a job.
+  TITAN_CHECK(c.training.seq_len <= (int64_t{1} << 31) / c.training.local_batch_size,
+              "training.local_batch_size x training.seq_len = {} x {} tokens per micro-batch is more than 2^31",
+              c.training.local_batch_size, c.training.seq_len);
+  TITAN_CHECK(c.model.vocab_size >= 0, "model.vocab_size must be >= 0 (0: the tokenizer's), got {}",
+              c.model.vocab_size);
   TITAN_CHECK(c.lr_scheduler.warmup_steps >= 0, "lr_scheduler.warmup_steps must be >= 0");
   TITAN_CHECK(c.lr_scheduler.decay_ratio <= 1.0, "lr_scheduler.decay_ratio must be <= 1");
   TITAN_CHECK(c.lr_scheduler.min_lr_factor >= 0.0 && c.lr_scheduler.min_lr_factor <= 1.0,
@@ -363,7 +370,17 @@ void validate(const JobConfig& c) {
               "lr_scheduler.decay_type '{}' is not one of linear, sqrt, cosine{}", c.lr_scheduler.decay_type,
               suggestion(c.lr_scheduler.decay_type, decays));
   TITAN_CHECK(c.optimizer.name == "AdamW", "optimizer.name '{}': only AdamW is implemented", c.optimizer.name);
-  TITAN_CHECK(c.optimizer.lr > 0.0, "optimizer.lr must be > 0");
+  TITAN_CHECK(c.optimizer.lr > 0.0 && std::isfinite(c.optimizer.lr), "optimizer.lr must be finite and > 0, got {}",
+              c.optimizer.lr);
+  TITAN_CHECK(c.optimizer.beta1 >= 0.0 && c.optimizer.beta1 < 1.0, "optimizer.beta1 must be in [0, 1), got {}",
+              c.optimizer.beta1);
+  TITAN_CHECK(c.optimizer.beta2 >= 0.0 && c.optimizer.beta2 < 1.0, "optimizer.beta2 must be in [0, 1), got {}",
+              c.optimizer.beta2);
+  TITAN_CHECK(c.optimizer.eps >= 0.0 && std::isfinite(c.optimizer.eps), "optimizer.eps must be finite and >= 0, got {}",
+              c.optimizer.eps);
+  TITAN_CHECK(c.optimizer.weight_decay >= 0.0 && std::isfinite(c.optimizer.weight_decay),
+              "optimizer.weight_decay must be finite and >= 0, got {}", c.optimizer.weight_decay);
+  TITAN_CHECK(!std::isnan(c.training.max_norm), "training.max_norm must be a number (<= 0: no clipping), got nan");
   TITAN_CHECK(c.optimizer.state_dtype == "f32" || c.optimizer.state_dtype == "bf16",
               "optimizer.state_dtype must be f32 or bf16, got '{}'", c.optimizer.state_dtype);
   TITAN_CHECK(c.training.mixed_precision_param == "f32" || c.training.mixed_precision_param == "bf16",

@@ -94,6 +94,7 @@ struct TrainingSection {
   bool deterministic = false;
   bool graph_capture = false;
   std::string device = "cpu";
+  bool memory_check = true;
   void visit(ConfigVisitor& v) {
     v.field("dataset", dataset, "dataset name (for logs)");
     v.field("dataset_path", dataset_path, "prepared shards folder (titan data prepare), text file or JSONL");
@@ -111,6 +112,8 @@ struct TrainingSection {
     v.field("graph_capture", graph_capture,
             "CUDA: after warm-up, record the whole step into a CUDA graph once and replay it every step");
     v.field("device", device, "cpu or cuda");
+    v.field("memory_check", memory_check,
+            "before allocating, refuse a job whose estimated memory per rank exceeds the device's (host RAM / GPU)");
   }
 };
 
@@ -185,10 +188,14 @@ struct MetricsSection {
   int64_t log_freq = 1;
   double peak_tflops = 0.0;
   bool progress = true;
+  bool stop_on_write_error = false;
   void visit(ConfigVisitor& v) {
     v.field("log_freq", log_freq, "print and record metrics every N steps");
     v.field("peak_tflops", peak_tflops, "device peak for MFU (0 = table for GPUs, measured GEMM peak on CPU)");
     v.field("progress", progress, "show elapsed time and ETA on the metrics line");
+    v.field("stop_on_write_error", stop_on_write_error,
+            "when metrics.jsonl cannot be written (a full disk): stop the job with the error, instead of warning "
+            "once and keeping the metrics on the console");
   }
 };
 

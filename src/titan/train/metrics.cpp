@@ -1,8 +1,11 @@
 #include "titan/train/metrics.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "titan/core/allocator.h"
@@ -10,10 +13,43 @@
 
 namespace titan::train {
 
-MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool progress) : progress_(progress) {
+MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool progress, bool stop_on_write_error)
+    : jsonl_path_(jsonl_path), progress_(progress), stop_on_write_error_(stop_on_write_error) {
   if (jsonl_path.empty()) return;
-  jsonl_.open(jsonl_path, std::ios::app);
-  TITAN_CHECK(jsonl_.good(), "cannot open metrics file '{}'", jsonl_path);
+  jsonl_fd_ = ::open(jsonl_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  TITAN_CHECK(jsonl_fd_ >= 0, "cannot open metrics file '{}': {}", jsonl_path, std::strerror(errno));
+}
+
+MetricsLogger::~MetricsLogger() {
+  if (jsonl_fd_ >= 0) ::close(jsonl_fd_);
+}
+
+void MetricsLogger::append_record(const std::string& line) {
+  const off_t size_before = ::lseek(jsonl_fd_, 0, SEEK_END);
+  size_t done = 0;
+  int error = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(jsonl_fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (error == 0) return;
+  // Half a record would make the file unreadable as JSON lines: cut it off (nothing more to do if that fails too).
+  if (size_before >= 0 && done > 0) {
+    [[maybe_unused]] const int cut = ::ftruncate(jsonl_fd_, size_before);
+  }
+  TITAN_CHECK(!stop_on_write_error_, "cannot write metrics to '{}': {} (metrics.stop_on_write_error is set)",
+              jsonl_path_, std::strerror(error));
+  if (warned_) return;
+  warned_ = true;
+  std::fprintf(stderr,
+               "titan: warning: cannot write metrics to '%s': %s. Training goes on with metrics on the console only "
+               "(records that cannot be written are dropped; metrics.stop_on_write_error = true stops instead)\n",
+               jsonl_path_.c_str(), std::strerror(error));
 }
 
 namespace {
@@ -48,7 +84,7 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
 void MetricsLogger::log(const StepMetrics& m) {
   std::printf("%s\n", format_line(m, progress_).c_str());
   std::fflush(stdout);
-  if (!jsonl_.is_open()) return;
+  if (jsonl_fd_ < 0) return;
   nlohmann::json record{{"step", m.step},
                         {"loss", m.loss},
                         {"grad_norm", m.grad_norm},
@@ -70,8 +106,7 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"comm_exposed_seconds", m.comm_exposed_seconds},
                         {"checkpoint_stall_seconds", m.checkpoint_stall_seconds}};
   if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
-  jsonl_ << record.dump() << "\n";
-  jsonl_.flush();
+  append_record(record.dump() + "\n");
 }
 
 double device_memory_gib(Device device) {

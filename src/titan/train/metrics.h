@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 
@@ -42,15 +41,27 @@ struct StepMetrics {
 
 // Prints one line per logged step and appends the same fields as one JSON
 // object per line to `jsonl_path` (when non-empty).
+// The console line and metrics.jsonl. A line that cannot be written (a full
+// disk) is cut back off the file, so the file never holds half a record; the
+// first failure is a warning naming the file and the reason, or, with
+// stop_on_write_error, an error that ends the job.
 class MetricsLogger {
  public:
-  MetricsLogger(const std::string& jsonl_path, bool progress);
+  MetricsLogger(const std::string& jsonl_path, bool progress, bool stop_on_write_error = false);
+  ~MetricsLogger();
+  MetricsLogger(const MetricsLogger&) = delete;
+  MetricsLogger& operator=(const MetricsLogger&) = delete;
   void log(const StepMetrics& metrics);
   static std::string format_line(const StepMetrics& metrics, bool progress);
 
  private:
-  std::ofstream jsonl_;
+  void append_record(const std::string& line);
+
+  std::string jsonl_path_;
+  int jsonl_fd_ = -1;
   bool progress_;
+  bool stop_on_write_error_;
+  bool warned_ = false;
 };
 
 // Total memory of the device tensors live on (host RAM for the CPU).

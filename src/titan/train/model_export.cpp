@@ -1,8 +1,8 @@
 #include "titan/train/model_export.h"
 
 #include <filesystem>
-#include <fstream>
 
+#include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/train/config_loader.h"
@@ -27,10 +27,7 @@ void write_export_files(const fs::path& staging, const JobConfig& config, const 
   bring(saved.model.hf_config, "config.json");
   checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors,
                                 {{"format", "titan"}, {"model", config.model.name}, {"flavor", config.model.flavor}});
-  std::ofstream toml(staging / "job.toml");
-  toml << config_to_toml(saved);
-  toml.close();
-  TITAN_CHECK(toml.good(), "failed writing {}", (staging / "job.toml").string());
+  checkpoint::write_file_durably((staging / "job.toml").string(), config_to_toml(saved));
 }
 
 // The job config as the export records it: the vocabulary the model was built with.

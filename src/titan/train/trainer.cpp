@@ -26,6 +26,7 @@
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
 #include "titan/train/job_model_config.h"
+#include "titan/train/memory_check.h"
 #include "titan/train/preemption.h"
 
 namespace titan::train {
@@ -78,6 +79,13 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   }
   mesh_ = std::make_unique<distributed::DeviceMesh>(dims, root);
   rank_ = world.rank();
+  if (rank_ == 0) {
+    dump_folder_lock_ = std::make_unique<DumpFolderLock>(config_.job.dump_folder);
+    if (!dump_folder_lock_->previous_holder().empty()) {
+      std::printf("titan: job.dump_folder %s was last locked by a job that has ended (%s); taking it over\n",
+                  config_.job.dump_folder.c_str(), dump_folder_lock_->previous_holder().c_str());
+    }
+  }
 
   int64_t tokenizer_vocab = 0;
   if (!batches_) {
@@ -106,6 +114,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const int64_t vocab = model_config.vocab_size;
   TITAN_CHECK(vocab >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids", vocab,
               tokenizer_vocab);
+  check_job_fits_memory(config_, model_config, mesh_->dims(), device);
   model_ = model_config.build(device);
   generator_ = Generator(static_cast<uint64_t>(config_.training.seed));
   model_->init_weights(generator_);
@@ -131,8 +140,15 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       config_.optimizer.beta1,        config_.optimizer.beta2,           config_.optimizer.eps,
       config_.optimizer.weight_decay, config_.optimizer.no_weight_decay, parse_dtype(config_.optimizer.state_dtype)};
   optimizer_ = std::make_unique<optim::AdamW>(std::move(named), options);
-  schedule_ = {config_.lr_scheduler.warmup_steps, config_.training.steps, config_.lr_scheduler.decay_ratio,
-               config_.lr_scheduler.decay_type, config_.lr_scheduler.min_lr_factor};
+  // As TorchTitan does: a warmup longer than the run is cut to the run, and said so.
+  const int64_t warmup = std::min(config_.lr_scheduler.warmup_steps, config_.training.steps);
+  if (warmup < config_.lr_scheduler.warmup_steps && rank_ == 0) {
+    std::printf("titan: warning: lr_scheduler.warmup_steps %lld exceeds training.steps %lld: warming up over %lld\n",
+                static_cast<long long>(config_.lr_scheduler.warmup_steps),
+                static_cast<long long>(config_.training.steps), static_cast<long long>(warmup));
+  }
+  schedule_ = {warmup, config_.training.steps, config_.lr_scheduler.decay_ratio, config_.lr_scheduler.decay_type,
+               config_.lr_scheduler.min_lr_factor};
 
   const int64_t local = config_.training.local_batch_size * mesh_->size("dp");
   const int64_t global = config_.training.global_batch_size > 0 ? config_.training.global_batch_size : local;
@@ -158,9 +174,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   int64_t state_bytes = 0;
   for (const Tensor& parameter : model_->parameters()) state_bytes += static_cast<int64_t>(parameter.nbytes());
   for (const auto& [name, moment] : optimizer_->state_tensors()) state_bytes += static_cast<int64_t>(moment.nbytes());
-  std::filesystem::create_directories(config_.job.dump_folder);
   logger_ = std::make_unique<MetricsLogger>((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(),
-                                            config_.metrics.progress);
+                                            config_.metrics.progress, config_.metrics.stop_on_write_error);
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
       "%s, %.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of parameters and "

@@ -19,6 +19,7 @@
 #include "titan/optim/adamw.h"
 #include "titan/optim/lr_schedule.h"
 #include "titan/train/checkpointer.h"
+#include "titan/train/dump_folder_lock.h"
 #include "titan/train/job_config.h"
 #include "titan/train/metrics.h"
 
@@ -87,6 +88,8 @@ class Trainer {
   void finish();
 
   JobConfig config_;
+  // Rank 0 holds it for the whole job (declared first: released last).
+  std::unique_ptr<DumpFolderLock> dump_folder_lock_;
   Device device_;
   std::unique_ptr<distributed::DeviceMesh> mesh_;
   std::shared_ptr<distributed::Fsdp> fsdp_;

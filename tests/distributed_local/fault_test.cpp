@@ -97,11 +97,19 @@ TEST(Faults, StalledCollectiveAbortsEveryRankAfterTheTimeout) {
   EXPECT_LT(job.seconds, kTimeout + 25.0) << job.output;
   // The waiting ranks name themselves, the collective, the group and the timeout...
   const auto reports = lines_with(job.output, {"titan: rank ",
-                                               ": all_reduce(sum) of [4] f32 on group 'world' did not "
-                                               "complete within 2 s (comm.timeout_seconds): a peer "
-                                               "rank died or stalled; aborting every rank"});
+                                               ": all_reduce(sum) of [4] f32 (collective #2 on group 'world') did "
+                                               "not complete within 2 s (comm.timeout_seconds): a peer rank died or "
+                                               "stalled; aborting every rank"});
   EXPECT_FALSE(reports.empty()) << job.output;
   for (const auto& line : reports) EXPECT_NE(rank_after(line, "titan: rank "), 1) << line;
+  // ...and the rank that never reached the collective (asked through the
+  // stall census, whose thread answers while the rank's training thread sleeps):
+  EXPECT_FALSE(lines_with(job.output, {"rank 1 has NOT reached it: it issued 1 collectives on 'world'",
+                                       "it is the one that stalled"})
+                   .empty())
+      << job.output;
+  EXPECT_TRUE(lines_with(job.output, {"rank 0 has NOT reached it"}).empty()) << job.output;
+  EXPECT_TRUE(lines_with(job.output, {"rank 2 has NOT reached it"}).empty()) << job.output;
   // ...and take every rank down with them: mpirun exits with the code given
   // to MPI_Abort. (Open MPI 4.1 sometimes loses its own "MPI_ABORT was invoked
   // on rank N" notice in a race, so it is checked only when it is there.)

@@ -22,6 +22,7 @@ namespace titan {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::file_text;
 using testing::metrics_column;
 using testing::read_all_tensors;
 
@@ -49,13 +50,6 @@ std::string run(const std::string& command) { return testing::run_ok(command, wo
 
 std::string step_folder(const std::string& name, int64_t step) {
   return (workdir() / name / "checkpoint" / checkpoint::step_folder_name(step)).string();
-}
-
-std::string file_text(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
 }
 
 // Losses and final weights bitwise equal.
@@ -113,13 +107,8 @@ TEST_F(Checkpoints, ResumeAfterStopAtAStepIsBitwiseExact) {
 TEST_F(Checkpoints, ResumeAfterExternalSigtermIsBitwiseExact) {
   fresh({"sigterm"});
   const fs::path log = workdir() / "sigterm.log";
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const std::string command = "exec " + kCli + job("sigterm") + " > " + log.string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t child = testing::start_command(kCli + job("sigterm"), log);
+  ASSERT_GT(child, 0);
   // Signal once a few steps are logged: the run is mid-training (20 steps take seconds).
   const fs::path metrics = workdir() / "sigterm" / "metrics.jsonl";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -127,8 +116,7 @@ TEST_F(Checkpoints, ResumeAfterExternalSigtermIsBitwiseExact) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   kill(child, SIGTERM);
-  int status = 0;
-  waitpid(child, &status, 0);
+  const int status = testing::wait_command(child);
   const std::string output = file_text(log);
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;

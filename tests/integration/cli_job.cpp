@@ -1,7 +1,10 @@
 #include "cli_job.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,6 +25,30 @@ int run_command(const std::string& command, const fs::path& log, std::string* ou
   return status;
 }
 
+pid_t start_command(const std::string& command, const fs::path& log) {
+  const pid_t child = fork();
+  if (child == 0) {
+    const std::string line = "exec " + command + " > '" + log.string() + "' 2>&1";
+    execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
+}
+
+int wait_command(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
 std::string run_ok(const std::string& command, const fs::path& log) {
   std::string output;
   const int status = run_command(command, log, &output);
@@ -35,6 +62,26 @@ void prepare_test_corpus(const fs::path& folder, const fs::path& log) {
                      "--format fortune --train-tokenizer 512 --output {}",
                      TITAN_CLI_PATH, folder.string()),
          log);
+}
+
+fs::path write_tiny_llama_config(const fs::path& folder) {
+  const fs::path path = folder / "config.json";
+  fs::create_directories(folder);
+  std::ofstream(path) << R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+  "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "max_position_embeddings": 256, "tie_word_embeddings": false})";
+  return path;
+}
+
+std::string tiny_train_command(const fs::path& data, const fs::path& config_json, const fs::path& dump,
+                               const std::string& extra) {
+  return fmt::format(
+      "{} train --config {}/configs/llama3_debug.toml --model.hf_config {} --job.dump_folder {} "
+      "--training.dataset_path {} --model.tokenizer_path {}/tokenizer.json --training.seq_len 128 "
+      "--training.local_batch_size 4 --lr_scheduler.warmup_steps 2 --metrics.peak_tflops 1 --metrics.progress false "
+      "{}",
+      TITAN_CLI_PATH, TITAN_SOURCE_DIR, config_json.string(), dump.string(), data.string(), data.string(), extra);
 }
 
 std::vector<double> metrics_column(const fs::path& jsonl, const char* field) {

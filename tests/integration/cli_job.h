@@ -2,6 +2,8 @@
 // under mpirun) as real processes and read back what the jobs wrote.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -14,10 +16,23 @@ namespace titan::testing {
 // Runs a shell command with stdout and stderr in `log`; returns the exit
 // status and puts the output in `output`.
 int run_command(const std::string& command, const std::filesystem::path& log, std::string* output = nullptr);
+// Starts a shell command in the background (output in `log`); returns its pid.
+pid_t start_command(const std::string& command, const std::filesystem::path& log);
+// Waits for a command start_command started; returns its wait status.
+int wait_command(pid_t pid);
+// A file's whole content ("" when it cannot be read).
+std::string file_text(const std::filesystem::path& path);
 // Runs a command that must succeed (a GoogleTest failure shows its output otherwise); returns its output.
 std::string run_ok(const std::string& command, const std::filesystem::path& log);
 // `titan data prepare` of two small fortune files with a 512-token BPE into `folder` (once).
 void prepare_test_corpus(const std::filesystem::path& folder, const std::filesystem::path& log);
+// A two-layer Llama (dim 256, vocab 512) whose steps take milliseconds and
+// whose checkpoints a few MB: config.json written into `folder` once; its path.
+std::filesystem::path write_tiny_llama_config(const std::filesystem::path& folder);
+// `titan train` (CLI path included) of that model on the corpus prepare_test_corpus
+// wrote into `data`, seq 128 x batch 4, dumping into `dump`; `extra` goes last.
+std::string tiny_train_command(const std::filesystem::path& data, const std::filesystem::path& config_json,
+                               const std::filesystem::path& dump, const std::string& extra = "");
 // One field of every record of a metrics.jsonl.
 std::vector<double> metrics_column(const std::filesystem::path& jsonl, const char* field);
 // Every tensor of a safetensors file (empty when there is none).

@@ -26,7 +26,8 @@ class IsaEnvironment : public ::testing::Environment {
       }
     }
     setenv("TITAN_CPU_ISA", requested, 1);
-    const std::filesystem::path temp = std::filesystem::path(::testing::TempDir()) / ("titan_" + std::string(requested));
+    const std::filesystem::path temp =
+        std::filesystem::path(::testing::TempDir()) / ("titan_" + std::string(requested));
     std::filesystem::create_directories(temp);
     setenv("TEST_TMPDIR", (temp.string() + "/").c_str(), 1);  // where ::testing::TempDir() points from now on
   }

@@ -2,6 +2,7 @@
 // and the errors a user gets for mistakes (file, line, key, suggestion).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 
@@ -110,6 +111,33 @@ TEST(Config, OverridesParseAndValidate) {
   config.training.local_batch_size = 0;
   EXPECT_NE(error_of([&] { train::validate(config); }).find("training.local_batch_size"), std::string::npos);
   EXPECT_EQ(error_of([] { train::validate(train::JobConfig{}); }), "");
+}
+
+// Values that would train to NaN, or mean nothing, are refused naming the key
+// (they were accepted once: beta2 = 1 and lr = inf trained to NaN and exported a NaN model).
+TEST(Config, ValuesThatCannotTrainAreErrorsNamingTheKey) {
+  const double nan = std::nan(""), inf = INFINITY;
+  const std::vector<std::pair<std::function<void(train::JobConfig&)>, std::string>> cases = {
+      {[](train::JobConfig& c) { c.optimizer.eps = -1e-8; }, "optimizer.eps"},
+      {[&](train::JobConfig& c) { c.optimizer.eps = nan; }, "optimizer.eps"},
+      {[&](train::JobConfig& c) { c.training.max_norm = nan; }, "training.max_norm"},
+      {[](train::JobConfig& c) { c.model.vocab_size = -5; }, "model.vocab_size"},
+      {[](train::JobConfig& c) { c.optimizer.beta2 = 1.0; }, "optimizer.beta2"},
+      {[](train::JobConfig& c) { c.optimizer.beta1 = -0.1; }, "optimizer.beta1"},
+      {[&](train::JobConfig& c) { c.optimizer.lr = inf; }, "optimizer.lr"},
+      {[&](train::JobConfig& c) { c.optimizer.lr = nan; }, "optimizer.lr"},
+      {[&](train::JobConfig& c) { c.optimizer.weight_decay = nan; }, "optimizer.weight_decay"},
+      {[](train::JobConfig& c) { c.training.seq_len = int64_t{1} << 40; }, "tokens per micro-batch"},
+  };
+  for (const auto& [edit, key] : cases) {
+    train::JobConfig config;
+    edit(config);
+    EXPECT_NE(error_of([&] { train::validate(config); }).find(key), std::string::npos) << key;
+  }
+  // No clipping (max_norm <= 0, or inf) stays allowed.
+  train::JobConfig config;
+  config.training.max_norm = inf;
+  EXPECT_EQ(error_of([&] { train::validate(config); }), "");
 }
 
 // Graph capture records CUDA work: on the CPU, with the host-counted plain

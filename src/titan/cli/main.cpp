@@ -10,6 +10,7 @@
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
 #include "titan/distributed/world.h"
+#include "titan/train/preemption.h"
 
 namespace {
 
@@ -26,6 +27,9 @@ int end_job(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread exists, so that every thread titan, OpenMP, oneDNN and
+  // MPI start later inherits the blocked SIGTERM/SIGINT (train/preemption.h).
+  titan::train::install_signal_thread();
   CLI::App app{"titan: pre-train Llama- and Qwen-style language models natively"};
   app.require_subcommand(1);
   app.set_version_flag("--version", TITAN_VERSION);

@@ -11,7 +11,10 @@ void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, rounded);
-  if (ptr == nullptr) fail("out of host memory allocating {} bytes", nbytes);
+  if (ptr == nullptr) {
+    fail("out of host memory allocating {} bytes ({} live); `titan estimate-memory` shows what a job needs", nbytes,
+         live_.load(std::memory_order_relaxed));
+  }
   allocations_.fetch_add(1, std::memory_order_relaxed);
   const int64_t live =
       live_.fetch_add(static_cast<int64_t>(nbytes), std::memory_order_relaxed) + static_cast<int64_t>(nbytes);

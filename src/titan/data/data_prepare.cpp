@@ -1,6 +1,8 @@
 #include "titan/data/data_prepare.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <stdio.h>
 
 #include <chrono>
 
@@ -51,14 +53,25 @@ void check_replaceable(const fs::path& output) {
   }
 }
 
-// The finished staging folder takes the output's name in one rename (the old
-// dataset, if any, moves aside first and is removed after), so a reader never
-// sees a half-written dataset and a killed prepare leaves the old one intact.
+// The finished staging folder takes the output's name in one step: a rename,
+// or, over an existing dataset, an atomic exchange of the two folders (the old
+// one then goes), so a reader never sees a half-written dataset and a prepare
+// killed at any moment leaves the old one whole.
 void publish(const fs::path& staging, const fs::path& output) {
+  std::error_code error;
+  if (!fs::exists(output, error)) {
+    fs::rename(staging, output);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, output.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(staging);  // now the old dataset
+    return;
+  }
+  // A file system without RENAME_EXCHANGE: move the old one aside first (a
+  // kill between the two renames leaves it under ".replaced").
   const fs::path replaced = output.string() + ".replaced";
   fs::remove_all(replaced);
-  std::error_code error;
-  if (fs::exists(output, error)) fs::rename(output, replaced);
+  fs::rename(output, replaced);
   fs::rename(staging, output);
   fs::remove_all(replaced);
 }

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <vector>
 
+#include "titan/distributed/stall_census.h"
 #include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
 
@@ -69,8 +71,8 @@ void check_cpu(const Tensor& tensor, const char* what) {
 
 class MpiProcessGroup::Task final : public Work {
  public:
-  Task(MpiProcessGroup* group, std::string what, std::function<void()> body)
-      : group_(group), what_(std::move(what)), body_(std::move(body)) {}
+  Task(MpiProcessGroup* group, std::string what, uint64_t sequence, std::function<void()> body)
+      : group_(group), what_(std::move(what)), sequence_(sequence), body_(std::move(body)) {}
 
   // Runs the collective; finish() then releases waiters. Two steps so the
   // worker counts a collective in the stats before anyone waiting on it returns.
@@ -97,7 +99,7 @@ class MpiProcessGroup::Task final : public Work {
     std::unique_lock<std::mutex> lock(mutex_);
     const bool finished = done_changed_.wait_for(lock, std::chrono::duration<double>(group_->timeout_seconds()),
                                                  [this] { return done_; });
-    if (!finished) group_->abort_stalled(what_);
+    if (!finished) group_->abort_stalled(what_, sequence_);
     lock.unlock();
     group_->add_exposed(std::chrono::duration<double>(Clock::now() - start).count());
     if (error_) std::rethrow_exception(error_);
@@ -113,6 +115,7 @@ class MpiProcessGroup::Task final : public Work {
  private:
   MpiProcessGroup* group_;
   std::string what_;
+  uint64_t sequence_;  // 1-based number of this collective on the group
   std::function<void()> body_;
   std::mutex mutex_;
   std::condition_variable done_changed_;
@@ -124,9 +127,17 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, double timeout
     : ProcessGroup(comm_rank(comm), comm_size(comm), std::move(name)),
       comm_(comm),
       timeout_seconds_(timeout_seconds),
-      worker_([this] { run_worker(); }) {}
+      worker_([this] { run_worker(); }) {
+  if (StallCensus* census = stall_census()) {
+    census->add_group(this->name(), [this] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return GroupProgress{issued_, last_issued_};
+    });
+  }
+}
 
 MpiProcessGroup::~MpiProcessGroup() {
+  if (StallCensus* census = stall_census()) census->remove_group(name());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -158,20 +169,37 @@ void MpiProcessGroup::run_worker() {
 }
 
 std::shared_ptr<Work> MpiProcessGroup::enqueue(std::string what, std::function<void()> body) {
-  auto task = std::make_shared<Task>(this, std::move(what), std::move(body));
+  std::shared_ptr<Task> task;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    last_issued_ = what;
+    task = std::make_shared<Task>(this, std::move(what), ++issued_, std::move(body));
     queue_.push_back(task);
   }
   ready_.notify_one();
   return task;
 }
 
-void MpiProcessGroup::abort_stalled(const std::string& what) const {
+void MpiProcessGroup::abort_stalled(const std::string& what, uint64_t sequence) const {
+  std::string peers;
+  if (StallCensus* census = stall_census()) {
+    // The group's other ranks, as world ranks (the census talks over the world).
+    MPI_Group group, world;
+    MPI_Comm_group(comm_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> members, world_ranks(static_cast<size_t>(size()));
+    for (int r = 0; r < size(); ++r) members.push_back(r);
+    MPI_Group_translate_ranks(group, size(), members.data(), world, world_ranks.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    world_ranks.erase(world_ranks.begin() + rank());
+    for (const std::string& line : census->ask(world_ranks, name(), sequence, 5.0)) peers += "\n  " + line;
+  }
   std::fprintf(stderr,
-               "titan: rank %d: %s on group '%s' did not complete within %.0f s (comm.timeout_seconds): a peer "
-               "rank died or stalled; aborting every rank\n",
-               world_rank(), what.c_str(), name().c_str(), timeout_seconds_);
+               "titan: rank %d: %s (collective #%llu on group '%s') did not complete within %.0f s "
+               "(comm.timeout_seconds): a peer rank died or stalled; aborting every rank%s\n",
+               world_rank(), what.c_str(), static_cast<unsigned long long>(sequence), name().c_str(), timeout_seconds_,
+               peers.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::abort();

@@ -35,8 +35,10 @@ class MpiProcessGroup final : public ProcessGroup {
   void reset_stats() override;
 
   double timeout_seconds() const { return timeout_seconds_; }
-  // Called by a Work whose wait() timed out: prints what stalled and aborts every rank.
-  [[noreturn]] void abort_stalled(const std::string& what) const;
+  // Called by a Work whose wait() timed out on the group's `sequence`-th
+  // collective: prints what stalled, which peers never reached it (asking
+  // them through the StallCensus) and aborts every rank.
+  [[noreturn]] void abort_stalled(const std::string& what, uint64_t sequence) const;
   void add_exposed(double seconds);
 
  private:
@@ -51,6 +53,8 @@ class MpiProcessGroup final : public ProcessGroup {
   std::deque<std::shared_ptr<Task>> queue_;
   bool stopping_ = false;
   CommStats stats_;
+  uint64_t issued_ = 0;      // collectives issued so far (under mutex_)
+  std::string last_issued_;  // the last one's description
   // Last: the thread starts once everything it uses is constructed.
   std::thread worker_;
 };

@@ -8,6 +8,7 @@
 #include "titan/distributed/local_process_group.h"
 #include "titan/distributed/mpi_process_group.h"
 #include "titan/distributed/nccl_process_group.h"
+#include "titan/distributed/stall_census.h"
 
 namespace titan::distributed {
 
@@ -42,11 +43,13 @@ World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);
+  census_ = std::make_unique<StallCensus>();
   group_ = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, "world", timeout_seconds);
 }
 
 World::~World() {
   group_.reset();
+  census_.reset();  // its thread talks MPI: it stops before MPI ends
   if (launched_) MPI_Finalize();
 }
 

@@ -11,6 +11,8 @@
 
 namespace titan::distributed {
 
+class StallCensus;
+
 class World {
  public:
   // The job's world, initialised on first use. Collectives on it time out
@@ -34,6 +36,7 @@ class World {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool launched_ = false;
   double timeout_seconds_;
+  std::unique_ptr<StallCensus> census_;  // under a launcher: names stalled ranks after a timeout
   std::shared_ptr<ProcessGroup> group_;
 };
 

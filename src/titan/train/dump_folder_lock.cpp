@@ -55,7 +55,8 @@ DumpFolderLock::DumpFolderLock(const std::string& dump_folder) {
     const std::string holder = read_all(fd_);
     ::close(fd_);
     fd_ = -1;
-    TITAN_CHECK(lock_errno != EWOULDBLOCK, "job.dump_folder '{}' is in use by another titan job ({}); two jobs on "
+    TITAN_CHECK(lock_errno != EWOULDBLOCK,
+                "job.dump_folder '{}' is in use by another titan job ({}); two jobs on "
                 "one folder would overwrite each other's checkpoints and metrics: wait for it, stop it, or give "
                 "this job its own --job.dump_folder",
                 dump_folder, holder.empty() ? "holder unknown" : holder);
@@ -63,8 +64,8 @@ DumpFolderLock::DumpFolderLock(const std::string& dump_folder) {
   }
   previous_holder_ = read_all(fd_);
   const std::string holder = this_holder() + "\n";
-  const bool written = ::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, holder.data(), holder.size(), 0) ==
-                                                       static_cast<ssize_t>(holder.size());
+  const bool written =
+      ::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, holder.data(), holder.size(), 0) == static_cast<ssize_t>(holder.size());
   TITAN_CHECK(written, "job.dump_folder '{}': cannot write its lock file {}: {}", dump_folder, path,
               std::strerror(errno));
 }

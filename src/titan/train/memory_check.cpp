@@ -68,12 +68,12 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(options.batch * options.seq_len);
   MemoryBudget budget;
   budget.needed_bytes = std::max(estimate.total(), full_model) + batches;
-  budget.breakdown =
-      fmt::format("parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, compute copies {:.2f}, activations {:.2f}, "
-                  "loss {:.2f}, batches {:.2f} GiB; the full f32 model built before sharding {:.2f} GiB",
-                  estimate.parameter_bytes / kGiB, estimate.gradient_bytes / kGiB, estimate.optimizer_bytes / kGiB,
-                  estimate.compute_copy_bytes / kGiB, estimate.activation_bytes / kGiB, estimate.loss_bytes / kGiB,
-                  batches / kGiB, full_model / kGiB);
+  budget.breakdown = fmt::format(
+      "parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, compute copies {:.2f}, activations {:.2f}, "
+      "loss {:.2f}, batches {:.2f} GiB; the full f32 model built before sharding {:.2f} GiB",
+      estimate.parameter_bytes / kGiB, estimate.gradient_bytes / kGiB, estimate.optimizer_bytes / kGiB,
+      estimate.compute_copy_bytes / kGiB, estimate.activation_bytes / kGiB, estimate.loss_bytes / kGiB, batches / kGiB,
+      full_model / kGiB);
   if (device.is_cpu()) {
     const int ranks = std::max(1, distributed::World::instance().local_size());
     budget.available_bytes = host_available_bytes(budget.source) / ranks;

@@ -1,14 +1,30 @@
-// SIGTERM / SIGINT as a request to stop cleanly: the handler only sets a
-// flag; the trainer finishes its step, all ranks agree (a max all-reduce of
-// the flag each step), save a checkpoint and exit 0. The flag is process-wide
-// state because a signal handler can reach nothing else.
+// SIGTERM / SIGINT as a request to stop cleanly: the trainer finishes its
+// step, all ranks agree (a max all-reduce of the flag each step), save a
+// checkpoint and exit 0.
+//
+// The signals never interrupt a thread that computes. A handler runs on
+// whichever thread the kernel picks, wherever it is, and oneDNN 2.6's JIT
+// f32 GEMM (its AVX2 and AVX-512 kernels) does not survive that: a no-op
+// handler running on one of its threads mid-kernel corrupts the heap
+// ("corrupted size vs. prev_size", "free(): invalid pointer" a few steps
+// later; scripts/dev/onednn_signal_repro.cpp shows it without titan, and
+// tests/integration/signal_test.cpp through titan). So SIGTERM and SIGINT are
+// blocked in every thread and received by one thread that does nothing else
+// (sigwait); the flag it sets is process-wide state because the signal is.
 #pragma once
 
 namespace titan::train {
 
+// Blocks SIGTERM and SIGINT in the calling thread, and so in every thread it
+// starts afterwards, and starts the thread that receives them. main() calls
+// it first, before any other thread exists. Idempotent. Until a
+// PreemptionWatcher is created, a signal ends the process as by default; once
+// one has received a signal, later ones are absorbed until the process exits.
+void install_signal_thread();
+
 class PreemptionWatcher {
  public:
-  // Installs the handlers (restored by the destructor).
+  // Installs the signal thread if main() did not, and starts watching.
   PreemptionWatcher();
   ~PreemptionWatcher();
   PreemptionWatcher(const PreemptionWatcher&) = delete;
@@ -16,8 +32,9 @@ class PreemptionWatcher {
 
   // Whether a signal arrived; also true when the test hook
   // TITAN_TEST_SIGTERM_AT_STEP=N (on rank TITAN_TEST_SIGTERM_RANK, default 0)
-  // raised a real SIGTERM after step N.
+  // sent a real SIGTERM (to the signal thread) after step N.
   bool requested(long long step, int rank) const;
+  // The signal received while watching (0: none).
   static int signal_received();
 };
 

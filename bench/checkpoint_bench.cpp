@@ -7,10 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/json_report.h"
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/core/error.h"
 #include "titan/core/generator.h"
@@ -152,18 +152,14 @@ int run_checkpoint_bench(const CheckpointBenchOptions& options) {
   std::printf("%-34s %10.2f %10s   %.1f%% of the blocking save\n", "async save: later step stalls", stall, "",
               100.0 * stall / blocking);
   std::printf("%-34s %10.2f %10.2f\n", "async save: until published", async_total, gb / async_total);
-  if (!options.json_path.empty()) {
-    std::ofstream(options.json_path) << nlohmann::json{
-        {"gigabytes", gb},
-        {"raw_write_seconds", raw_write},
-        {"raw_read_seconds", raw_read},
-        {"blocking_save_seconds", blocking},
-        {"load_seconds", load},
-        {"async_first_stall_seconds", first_stall},
-        {"async_stall_seconds", stall},
-        {"async_total_seconds",
-         async_total}}.dump(1);
-  }
+  write_json_report(options.json_path, {{"gigabytes", gb},
+                                        {"raw_write_seconds", raw_write},
+                                        {"raw_read_seconds", raw_read},
+                                        {"blocking_save_seconds", blocking},
+                                        {"load_seconds", load},
+                                        {"async_first_stall_seconds", first_stall},
+                                        {"async_stall_seconds", stall},
+                                        {"async_total_seconds", async_total}});
   return 0;
 }
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/json_report.h"
 #include "bench/peer_process.h"
 #include "bench/timing.h"
 #include "titan/models/model_spec.h"
@@ -177,7 +177,7 @@ int run_gpu_bench(const GpuBenchOptions& o) {
                       {"titan_mfu_percent", titan.mfu},
                       {"torch_tokens_per_second", peer_tps},
                       {"ratio", peer_tps > 0 ? titan.tokens_per_second / peer_tps : 0.0}};
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << results.dump(2) << "\n";
+  write_json_report(o.json_path, results);
   return 0;
 }
 

@@ -6,11 +6,11 @@
 #include <omp.h>
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench/json_report.h"
 #include "bench/timing.h"
 #include "titan/core/allocator.h"
 #include "titan/core/generator.h"
@@ -155,7 +155,7 @@ int run_ops_bench(const OpsBenchOptions& options) {
     std::printf("\n");
   }
   if (!options.json_path.empty()) {
-    std::ofstream(options.json_path) << results.dump(2) << "\n";
+    write_json_report(options.json_path, results);
     std::printf("results written to %s\n", options.json_path.c_str());
   }
   return 0;

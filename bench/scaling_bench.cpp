@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/json_report.h"
 #include "bench/peer_process.h"
 #include "titan/core/error.h"
 
@@ -92,7 +93,7 @@ int run_scaling_bench(const ScalingBenchOptions& o) {
                     {"comm_share_of_step", r.comm_share},
                     {"exposed_share_of_comm", r.exposed_share}});
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << rows.dump(2) << "\n";
+  write_json_report(o.json_path, rows);
   return 0;
 }
 

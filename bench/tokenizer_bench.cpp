@@ -7,8 +7,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
+#include "bench/json_report.h"
 #include "bench/peer_process.h"
 #include "bench/timing.h"
 #include "titan/core/error.h"
@@ -174,9 +174,7 @@ int run_tokenizer_bench(const TokenizerBenchOptions& options) {
     report["train_megabytes"] = static_cast<double>(corpus.size()) / 1e6;
     report["train_seconds"] = seconds;
   }
-  if (!options.json_path.empty()) {
-    std::ofstream(options.json_path) << report.dump(2) << "\n";
-  }
+  write_json_report(options.json_path, report);
   return 0;
 }
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/json_report.h"
 #include "bench/peer_process.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/cpu/isa.h"
@@ -99,7 +99,7 @@ int run_train_bench(const TrainBenchOptions& o) {
                        {"titan_tflops", tflops},
                        {"gemm_peak_tflops", peak}});
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << results.dump(2) << "\n";
+  write_json_report(o.json_path, results);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_index.h"
 
 namespace titan::checkpoint {
@@ -21,13 +22,6 @@ std::string read_text_file(const fs::path& path) {
   std::ostringstream text;
   text << file.rdbuf();
   return text.str();
-}
-
-void write_text_file(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  TITAN_CHECK(file.good(), "failed writing '{}'", path.string());
 }
 
 // "out/" and "out" are the same folder; renames need its last component.
@@ -161,7 +155,7 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
   fs::remove_all(staging);
   fs::create_directories(staging);
   try {
-    write_text_file(staging / "config.json", models::hf_config_json(hf));
+    write_file_durably((staging / "config.json").string(), models::hf_config_json(hf));
     HfIndex index;
     index.total_size = total_bytes;
     for (size_t s = 0; s < shards.size(); ++s) {
@@ -178,7 +172,7 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
       // transformers refuses safetensors files without format = pt.
       write_safetensors((staging / file).string(), shard, {{"format", "pt"}});
     }
-    if (shards.size() > 1) write_text_file(staging / kHfIndexFile, hf_index_json(index));
+    if (shards.size() > 1) write_file_durably((staging / kHfIndexFile).string(), hf_index_json(index));
     for (const auto& [name, source] : options.extra_files) fs::copy_file(source, staging / name);
     replace_folder(staging.string(), target.string());
   } catch (...) {

@@ -73,7 +73,7 @@ double median(std::vector<double> values) {
 int run_checkpoint_bench(const CheckpointBenchOptions& options) {
   // A 32k vocabulary (Llama 2's) instead of 128k keeps the state near 2 GB at 2 layers.
   models::DecoderConfig config = models::model_config("llama3", "1B", 32000);
-  config.n_layers = options.layers;
+  config.layers.resize(static_cast<size_t>(options.layers));
   auto model = config.build(Device::cpu());
   Generator generator(1);
   model->init_weights(generator);

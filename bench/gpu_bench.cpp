@@ -56,8 +56,9 @@ nlohmann::json gemm_section(const models::DecoderConfig& config, int64_t tokens,
   const double peak = gemm_tflops(8192, 8192, 8192, repeats);
   std::printf("GEMM (bf16, f32 accumulate): cuBLASLt 8192^3 peak %.1f TFLOP/s\n", peak);
   std::printf("  %-28s %8s %8s %8s %10s %8s\n", "shape", "M", "N", "K", "TFLOP/s", "of peak");
-  const int64_t dim = config.dim(), head = config.block.attention.head_size();
-  const int64_t kv = config.block.attention.kv_heads() * head, hidden = config.block.feed_forward.hidden_dim;
+  const int64_t dim = config.dim(), head = config.layers.front().attention.head_size();
+  const int64_t kv = config.layers.front().attention.kv_heads() * head,
+                hidden = config.layers.front().feed_forward.hidden_dim;
   const struct {
     const char* name;
     int64_t n, k;
@@ -77,8 +78,8 @@ nlohmann::json gemm_section(const models::DecoderConfig& config, int64_t tokens,
 }
 
 nlohmann::json attention_section(const models::DecoderConfig& config, const GpuBenchOptions& o) {
-  const int64_t hq = config.block.attention.n_heads, hkv = config.block.attention.kv_heads();
-  const int64_t d = config.block.attention.head_size(), b = o.batch, s = o.seq_len;
+  const int64_t hq = config.layers.front().attention.n_heads, hkv = config.layers.front().attention.kv_heads();
+  const int64_t d = config.layers.front().attention.head_size(), b = o.batch, s = o.seq_len;
   const Tensor q = random_on_gpu({b, s, hq, d}, DType::bf16), k = random_on_gpu({b, s, hkv, d}, DType::bf16),
                v = random_on_gpu({b, s, hkv, d}, DType::bf16), grad_out = random_on_gpu({b, s, hq, d}, DType::bf16);
   const ops::AttentionMask mask;  // causal
@@ -146,13 +147,13 @@ int run_gpu_bench(const GpuBenchOptions& o) {
   const TrainResult titan = titan_train(model, o, /*graph_capture=*/true);
   double peer_tps = 0.0;
   if (o.peer) {
-    const auto& a = model.block.attention;
+    const auto& a = model.layers.front().attention;
     const std::string command = fmt::format(
         "{} {} --dim {} --layers {} --heads {} --kv-heads {} --hidden {} --vocab {} --seq {} "
         "--batch {} --steps {} --warmup {} --rope-theta {} --tie {}",
-        o.python, shared_file("bench/gpu_train_peer.py"), model.dim(), model.n_layers, a.n_heads, a.kv_heads(),
-        model.block.feed_forward.hidden_dim, model.vocab_size, o.seq_len, o.batch, o.steps, o.warmup, model.rope_theta,
-        model.tie_embeddings ? 1 : 0);
+        o.python, shared_file("bench/gpu_train_peer.py"), model.dim(), model.n_layers(), a.n_heads, a.kv_heads(),
+        model.layers.front().feed_forward.hidden_dim, model.vocab_size, o.seq_len, o.batch, o.steps, o.warmup,
+        model.rope_theta, model.tie_embeddings ? 1 : 0);
     if (auto peer = run_peer(command, "bench gpu")) peer_tps = (*peer)["tokens_per_second"].get<double>();
   }
   std::printf("\ntraining (median of %d steps after %d warm-up):\n", o.steps, o.warmup);

@@ -59,9 +59,9 @@ double peer_median_step(const TrainBenchOptions& o, const std::string& dtype) {
   const std::string command = fmt::format(
       "{}/usr/bin/python3 {}{} --dim {} --layers {} --heads {} --hidden {} --vocab {} --seq {} --batch {} "
       "--steps {} --warmup {} --dtype {} --threads {}",
-      environment, shared_file("bench/train_peer.py"), environment.empty() ? "" : " --no-mkldnn", a.dim(), a.n_layers,
-      a.block.attention.n_heads, a.block.feed_forward.hidden_dim, o.vocab, o.seq_len, o.batch, o.steps, o.warmup, dtype,
-      omp_get_max_threads());
+      environment, shared_file("bench/train_peer.py"), environment.empty() ? "" : " --no-mkldnn", a.dim(), a.n_layers(),
+      a.layers.front().attention.n_heads, a.layers.front().feed_forward.hidden_dim, o.vocab, o.seq_len, o.batch,
+      o.steps, o.warmup, dtype, omp_get_max_threads());
   const std::optional<nlohmann::json> result = run_peer(command, "train bench");
   return result && result->contains("median_step_seconds") ? (*result)["median_step_seconds"].get<double>() : -1.0;
 }

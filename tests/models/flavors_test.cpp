@@ -27,13 +27,13 @@ TEST(Flavors, Llama3MatchesPublishedCounts) {
   }
   // The debugmodel: dim 256, 6 layers, 16 heads, FFN 768, theta 500000.
   const models::DecoderConfig debug = models::model_config("llama3", "debugmodel", 2048);
-  EXPECT_EQ(debug.block.feed_forward.hidden_dim, 768);
-  EXPECT_EQ(debug.n_layers, 6);
-  EXPECT_EQ(debug.block.attention.n_heads, 16);
+  EXPECT_EQ(debug.layers.front().feed_forward.hidden_dim, 768);
+  EXPECT_EQ(debug.n_layers(), 6);
+  EXPECT_EQ(debug.layers.front().attention.n_heads, 16);
   EXPECT_EQ(debug.rope_theta, 500000.0);
-  EXPECT_EQ(models::model_config("llama3", "8B").block.feed_forward.hidden_dim, 14336);
-  EXPECT_EQ(models::model_config("llama3", "70B").block.feed_forward.hidden_dim, 28672);
-  EXPECT_EQ(models::model_config("llama3", "405B").block.feed_forward.hidden_dim, 53248);
+  EXPECT_EQ(models::model_config("llama3", "8B").layers.front().feed_forward.hidden_dim, 14336);
+  EXPECT_EQ(models::model_config("llama3", "70B").layers.front().feed_forward.hidden_dim, 28672);
+  EXPECT_EQ(models::model_config("llama3", "405B").layers.front().feed_forward.hidden_dim, 53248);
 }
 
 // Qwen 3: the model cards give total and non-embedding counts to two or three

@@ -23,7 +23,7 @@ models::SamplingOptions sampling(double temperature, int64_t top_k = 0, double t
 
 std::shared_ptr<models::Decoder> small_model() {
   models::DecoderConfig config = models::model_config("qwen3", "debugmodel", 97);
-  config.n_layers = 2;
+  config.layers.resize(2);
   auto model = config.build();
   Generator generator(1);
   model->init_weights(generator);

@@ -95,15 +95,15 @@ TEST(HfAdapter, AbsentKeysTakeTransformersDefaults) {
   EXPECT_EQ(llama.architecture, "LlamaForCausalLM");
   const models::DecoderConfig config = models::decoder_config_from_hf(llama);
   EXPECT_EQ(config.dim(), 4096);
-  EXPECT_EQ(config.block.feed_forward.hidden_dim, 11008);
-  EXPECT_EQ(config.block.attention.kv_heads(), 32);
+  EXPECT_EQ(config.layers.front().feed_forward.hidden_dim, 11008);
+  EXPECT_EQ(config.layers.front().attention.kv_heads(), 32);
   EXPECT_EQ(config.vocab_size, 32000);
   EXPECT_EQ(config.max_seq_len, 2048);
   EXPECT_EQ(config.rope_theta, 10000.0);
   EXPECT_FALSE(config.tie_embeddings);
   const models::HfConfig qwen = models::parse_hf_config(R"({"architectures": ["Qwen3ForCausalLM"]})", "c.json");
-  EXPECT_EQ(models::decoder_config_from_hf(qwen).block.attention.head_size(), 128);
-  EXPECT_TRUE(models::decoder_config_from_hf(qwen).block.attention.qk_norm);
+  EXPECT_EQ(models::decoder_config_from_hf(qwen).layers.front().attention.head_size(), 128);
+  EXPECT_TRUE(models::decoder_config_from_hf(qwen).layers.front().attention.qk_norm);
 }
 
 void expect_error(const std::string& json, std::initializer_list<std::string> fragments) {
@@ -174,8 +174,8 @@ Tensor hf_script_permute(const Tensor& w, int64_t heads) {
 
 TEST(HfAdapter, QkPermutationIsTransformersConversion) {
   models::DecoderConfig config = models::model_config("llama3", "debugmodel");
-  config.block.attention.n_kv_heads = 4;
-  const auto& a = config.block.attention;
+  config.edit_layers([](nn::TransformerBlockConfig& layer) { layer.attention.n_kv_heads = 4; });
+  const auto& a = config.layers.front().attention;
   for (const auto& [name, heads] : std::vector<std::pair<std::string, int64_t>>{
            {"layers.1.attention.wq.weight", a.n_heads}, {"layers.1.attention.wk.weight", a.kv_heads()}}) {
     std::vector<float> values(static_cast<size_t>(heads * a.head_size() * a.dim));
@@ -197,7 +197,7 @@ TEST(HfAdapter, TitanModelsWithoutHfEquivalentAreRefused) {
   config.rope_scaling = {8.0, 1.0, 4.0, 8192};
   EXPECT_THROW(models::hf_config_from_decoder("qwen3", config, DType::f32), Error);
   config = models::model_config("llama3", "debugmodel");
-  config.block.attention.rope_style = ops::RopeStyle::half;
+  config.edit_layers([](nn::TransformerBlockConfig& layer) { layer.attention.rope_style = ops::RopeStyle::half; });
   EXPECT_THROW(models::hf_config_from_decoder("llama3", config, DType::f32), Error);
   EXPECT_THROW(models::hf_config_from_decoder("llama3", models::model_config("llama3", "debugmodel"), DType::i32),
                Error);

@@ -19,7 +19,7 @@ TEST(MemoryEstimate, ActivationModesKeepTheirNumberOfBlocks) {
     return estimate_memory(config, o).activation_bytes;
   };
   const double none = activations("none"), full = activations("full"), offload = activations("offload");
-  const double block = none / static_cast<double>(config.n_layers);
+  const double block = none / static_cast<double>(config.n_layers());
   // Offload keeps three blocks on the device: the last, one copying out, one coming back.
   EXPECT_DOUBLE_EQ(offload, 3.0 * block);
   // Full checkpointing keeps every block's input plus one recomputed block.

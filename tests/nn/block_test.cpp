@@ -57,7 +57,7 @@ TEST_P(BlockTest, MatchesReference) {
 
   Tensor x = ref.get("x", c.dtype);
   x.set_requires_grad(true);
-  const Tensor y = block->forward(x, inputs);
+  const Tensor y = block->forward(x, nn::BlockInputs{inputs, nullptr});
   autograd::backward({y}, {ref.get("grad_y", c.dtype)});
 
   // f32: elementwise within tolerance_for (see tests/support/reference.h).

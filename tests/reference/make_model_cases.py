@@ -1,8 +1,8 @@
-"""Writes the whole-model reference cases: the llama3 and qwen3 debug models
-(tests/reference/model.py) with random weights, their logits, loss and every
-parameter gradient in float64, and a 20-step float32 training run (AdamW,
-warmup then linear decay, gradient clipping) with its per-step losses and
-final weights.
+"""Writes the whole-model reference cases: the llama3, qwen3 and qwen3_moe
+debug models (tests/reference/model.py) with random weights, their logits,
+loss (and for MoE the auxiliary loss) and every parameter gradient in float64,
+and a 20-step float32 training run (AdamW, warmup then linear decay, gradient
+clipping) with its per-step losses and final weights.
 
 Usage: make_model_cases.py OUTDIR
 """
@@ -23,6 +23,10 @@ def init_weights(decoder, generator):
         for name, p in decoder.named_parameters():
             if "norm" in name:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+            elif "router" in name:
+                # Wider than the other projections: the router's top-k margins then stay far above f32
+                # rounding, so titan and the reference pick the same experts throughout.
+                p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64) * 0.1)
             elif "tok_embeddings" in name:
                 p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64) * (0.0625 if decoder.tie else 1.0))
             else:
@@ -51,10 +55,12 @@ def parity_case(outdir, name):
     ids, labels = batch(generator)
     labels[0, :5] = -100  # ignored positions must not count
     logits = decoder(ids)
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
+    lm, aux = decoder.losses(ids, labels)
     params = dict(decoder.named_parameters())
-    grads = torch.autograd.grad(loss, list(params.values()))
-    tensors = {"input_ids": ids, "labels": labels, "logits": logits, "loss": loss.reshape(())}
+    grads = torch.autograd.grad(decoder.loss(ids, labels), list(params.values()))
+    tensors = {"input_ids": ids, "labels": labels, "logits": logits, "loss": lm.reshape(())}
+    if aux is not None:
+        tensors["aux_loss"] = aux.reshape(())
     for (pname, p), g in zip(params.items(), grads):
         tensors["param." + pname] = p
         tensors["grad." + pname] = g
@@ -79,7 +85,7 @@ def training_case(outdir, name, steps=20, lr=3e-3, warmup=4, max_norm=1.0, weigh
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=lr, betas=(0.9, 0.95), eps=1e-8)
-    losses, norms = [], []
+    losses, aux_losses, norms = [], [], []
     for step in range(1, steps + 1):
         ids, labels = batch(generator)
         tensors[f"input_ids.{step}"] = ids
@@ -87,12 +93,14 @@ def training_case(outdir, name, steps=20, lr=3e-3, warmup=4, max_norm=1.0, weigh
         for group in optimizer.param_groups:
             group["lr"] = lr * lr_factor(step, warmup, steps)
         optimizer.zero_grad()
-        loss = decoder.loss(ids, labels)
-        loss.backward()
+        lm, aux = decoder.losses(ids, labels)
+        (lm if aux is None else lm + decoder.aux_loss_coef * aux).backward()
         norms.append(float(torch.nn.utils.clip_grad_norm_(decoder.parameters(), max_norm)))
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(lm))
+        aux_losses.append(0.0 if aux is None else float(aux))
     tensors["losses"] = torch.tensor(losses, dtype=torch.float64)
+    tensors["aux_losses"] = torch.tensor(aux_losses, dtype=torch.float64)
     tensors["grad_norms"] = torch.tensor(norms, dtype=torch.float64)
     for n, p in decoder.named_parameters():
         tensors["final." + n] = p.detach().clone()
@@ -104,7 +112,7 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(1)
-    for name in ["llama3", "qwen3"]:
+    for name in ["llama3", "qwen3", "qwen3_moe"]:
         parity_case(outdir, name)
         training_case(outdir, name)
 

@@ -1,6 +1,8 @@
 """PyTorch reference of titan.cpp's decoder building blocks, written from the
-published Llama 3 / Qwen 3 definitions. Parameter names match titan's
-fully-qualified names so weights move between the two through safetensors."""
+published Llama 3 / Qwen 3 / Qwen 3 MoE definitions (the MoE block and its
+auxiliary loss as Hugging Face's modeling_qwen3_moe computes them). Parameter
+names match titan's fully-qualified names so weights move between the two
+through safetensors."""
 import torch
 
 import functional as ref
@@ -63,29 +65,99 @@ class FeedForward(torch.nn.Module):
         return self.w2(torch.nn.functional.silu(self.w1(x)) * self.w3(x))
 
 
+class Router(torch.nn.Module):
+    def __init__(self, dim, num_experts):
+        super().__init__()
+        self.gate = Linear(dim, num_experts)
+
+
+class Experts(torch.nn.Module):
+    """The experts' SwiGLU weights stacked along dim 0, as titan stores them."""
+
+    def __init__(self, dim, hidden_dim, num_experts):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.empty(num_experts, hidden_dim, dim, dtype=torch.float64))
+        self.w2 = torch.nn.Parameter(torch.empty(num_experts, dim, hidden_dim, dtype=torch.float64))
+        self.w3 = torch.nn.Parameter(torch.empty(num_experts, hidden_dim, dim, dtype=torch.float64))
+
+    def expert(self, e, x):
+        return (torch.nn.functional.silu(x @ self.w1[e].T) * (x @ self.w3[e].T)) @ self.w2[e].T
+
+
+class MoE(torch.nn.Module):
+    """Qwen3MoeSparseMoeBlock: softmax router in float32, top-k, optional
+    renormalisation, then a loop over experts adding each one's weighted
+    output into its tokens (index_add_)."""
+
+    def __init__(self, dim, hidden_dim, num_experts, top_k, norm_topk_prob):
+        super().__init__()
+        self.num_experts, self.top_k, self.norm_topk_prob = num_experts, top_k, norm_topk_prob
+        self.router = Router(dim, num_experts)
+        self.experts = Experts(dim, hidden_dim, num_experts)
+
+    def forward(self, x, router_logits_out):
+        b, s, d = x.shape
+        x = x.reshape(-1, d)
+        logits = self.router.gate(x)
+        router_logits_out.append(logits)
+        weights = torch.softmax(logits, dim=1, dtype=torch.float)
+        weights, selected = torch.topk(weights, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(x.dtype)
+        out = torch.zeros_like(x)
+        mask = torch.nn.functional.one_hot(selected, num_classes=self.num_experts).permute(2, 1, 0)
+        for e in range(self.num_experts):
+            slot, token = torch.where(mask[e])
+            if token.numel() == 0:
+                continue
+            out = out.index_add(0, token, self.experts.expert(e, x[token]) * weights[token, slot, None])
+        return out.reshape(b, s, d)
+
+
+def load_balancing_loss(router_logits, num_experts, top_k):
+    """Hugging Face's load_balancing_loss_func without an attention mask: over
+    every MoE layer's tokens at once."""
+    logits = torch.cat(router_logits, dim=0)
+    weights = torch.softmax(logits, dim=-1)
+    _, selected = torch.topk(weights, top_k, dim=-1)
+    mask = torch.nn.functional.one_hot(selected, num_experts)
+    tokens_per_expert = torch.mean(mask.to(weights.dtype), dim=0)
+    router_prob_per_expert = torch.mean(weights, dim=0)
+    return torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0)) * num_experts
+
+
 class TransformerBlock(torch.nn.Module):
-    def __init__(self, dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style):
+    def __init__(self, dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style, moe=None):
         super().__init__()
         self.attention = Attention(dim, n_heads, n_kv_heads, head_dim, qk_norm, norm_eps, rope_style)
-        self.feed_forward = FeedForward(dim, hidden_dim)
+        if moe is None:
+            self.feed_forward = FeedForward(dim, hidden_dim)
+        else:
+            self.moe = MoE(dim, **moe)
         self.attention_norm = RMSNorm(dim, norm_eps)
         self.ffn_norm = RMSNorm(dim, norm_eps)
 
-    def forward(self, x, positions, freqs, doc_ids=None, window=0):
+    def forward(self, x, positions, freqs, doc_ids=None, window=0, router_logits=None):
         h = x + self.attention(self.attention_norm(x), positions, freqs, doc_ids, window)
-        return h + self.feed_forward(self.ffn_norm(h))
+        normed = self.ffn_norm(h)
+        return h + (self.moe(normed, router_logits) if hasattr(self, "moe") else self.feed_forward(normed))
 
 
 class Decoder(torch.nn.Module):
     """Token embeddings, blocks, final norm, output projection (tied or not)."""
 
     def __init__(self, vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps,
-                 rope_style, rope_theta, rope_scaling, tie, dtype=torch.float64):
+                 rope_style, rope_theta, rope_scaling, tie, moe=None, mlp_only_layers=(), aux_loss_coef=0.0,
+                 dtype=torch.float64):
         super().__init__()
         self.tok_embeddings = torch.nn.Embedding(vocab, dim, dtype=dtype)
+        self.moe = moe
+        self.aux_loss_coef = aux_loss_coef
         self.layers = torch.nn.ModuleList(
-            TransformerBlock(dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style)
-            for _ in range(n_layers))
+            TransformerBlock(dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style,
+                             None if (moe is None or i in mlp_only_layers) else moe)
+            for i in range(n_layers))
         self.norm = RMSNorm(dim, norm_eps)
         self.tie = tie
         if not tie:
@@ -96,18 +168,28 @@ class Decoder(torch.nn.Module):
     def output_weight(self):
         return self.tok_embeddings.weight if self.tie else self.output.weight
 
-    def forward(self, ids, positions=None, doc_ids=None):
+    def forward(self, ids, positions=None, doc_ids=None, router_logits=None):
         if positions is None:
             positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
         h = self.tok_embeddings(ids)
         for layer in self.layers:
-            h = layer(h, positions, self.freqs, doc_ids)
+            h = layer(h, positions, self.freqs, doc_ids, router_logits=router_logits)
         return self.norm(h) @ self.output_weight().T
 
+    def losses(self, ids, labels, positions=None, doc_ids=None):
+        """(LM loss, auxiliary loss before its coefficient or None): Qwen3MoeForCausalLM's
+        loss is lm + router_aux_loss_coef * aux."""
+        router_logits = []
+        logits = self(ids, positions, doc_ids, router_logits)
+        lm = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                               ignore_index=-100)
+        if not router_logits or self.aux_loss_coef == 0:
+            return lm, None
+        return lm, load_balancing_loss(router_logits, self.moe["num_experts"], self.moe["top_k"])
+
     def loss(self, ids, labels, positions=None, doc_ids=None):
-        logits = self(ids, positions, doc_ids)
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                                 ignore_index=-100)
+        lm, aux = self.losses(ids, labels, positions, doc_ids)
+        return lm if aux is None else lm + self.aux_loss_coef * aux
 
 
 # The debug flavors, as titan's models/*/flavors.cpp define them.
@@ -116,6 +198,10 @@ FLAVORS = {
                    norm_eps=1e-5, rope_style="interleaved", rope_theta=500000.0, rope_scaling=None, tie=False),
     "qwen3": dict(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, head_dim=32, hidden_dim=768, qk_norm=True,
                   norm_eps=1e-6, rope_style="half", rope_theta=1000000.0, rope_scaling=None, tie=True),
+    "qwen3_moe": dict(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, head_dim=32, hidden_dim=768, qk_norm=True,
+                      norm_eps=1e-6, rope_style="half", rope_theta=1000000.0, rope_scaling=None, tie=False,
+                      moe=dict(hidden_dim=384, num_experts=8, top_k=2, norm_topk_prob=True),
+                      mlp_only_layers=(0,), aux_loss_coef=0.01),
 }
 
 

@@ -53,11 +53,11 @@ const std::vector<HfCase> kCases{
 // frequencies in all three regimes: kept, divided, smoothed.
 models::DecoderConfig small_config(const HfCase& c) {
   models::DecoderConfig config = models::model_config(c.model, "debugmodel", 256);
-  config.n_layers = 2;
+  config.layers.resize(2);
   config.tie_embeddings = c.tied;
   config.max_seq_len = 64;
   if (c.model == "llama3" && c.tied) {
-    config.block.attention.n_kv_heads = 4;
+    config.edit_layers([](nn::TransformerBlockConfig& layer) { layer.attention.n_kv_heads = 4; });
     config.rope_scaling = {8.0, 1.0, 4.0, 64};
   }
   return config;
@@ -158,7 +158,8 @@ TEST_P(HfInterop, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
     // The check can fail: without the q/k permutation (HF rotating titan's
     // interleaved rows as halves) the logits are far off.
     models::DecoderConfig unpermuted = config;
-    unpermuted.block.attention.rope_style = ops::RopeStyle::half;
+    unpermuted.edit_layers(
+        [](nn::TransformerBlockConfig& layer) { layer.attention.rope_style = ops::RopeStyle::half; });
     auto wrong = unpermuted.build();
     std::map<std::string, Tensor> weights;
     for (const auto& [name, tensor] : state) weights[name] = tensor;
@@ -347,7 +348,7 @@ TEST(HfConvert, LoadIntoAModelOfAnotherShapeListsTheDifferences) {
   checkpoint::write_hf_folder((dir / "hf").string(), c.model, config, named_state(*model, DType::f32),
                               {DType::f32, uint64_t{1} << 30, {}});
   models::DecoderConfig other = config;
-  other.n_layers = 3;
+  other.layers.resize(3, other.layers.front());
   other.rope_theta = 5.0;
   auto target = other.build();
   try {

@@ -1,7 +1,8 @@
-// 20 training steps of the llama3 and qwen3 debug models against the same
-// steps in PyTorch (same initial weights, same batches, AdamW with the same
-// groups, warmup + linear decay, clipping at 1.0), all in f32: the loss
-// curves agree within 1e-4 relative and the final weights closely.
+// 20 training steps of the llama3, qwen3 and qwen3_moe debug models against
+// the same steps in PyTorch (same initial weights, same batches, AdamW with
+// the same groups, warmup + linear decay, clipping at 1.0; for MoE the
+// auxiliary loss as Hugging Face adds it), all in f32: the loss curves (and
+// the auxiliary losses) agree within 1e-4 relative and the final weights closely.
 #include <gtest/gtest.h>
 
 #include "support/reference.h"
@@ -43,15 +44,19 @@ TEST_P(TrainingParityTest, TracksPyTorchLossCurve) {
     ++next;
     return batch;
   });
-  std::map<std::string, Tensor> initial;
+  std::map<std::string, Tensor> initial = trainer.model().state_dict();  // buffers (the expert bias) stay zero
   for (auto& [name, parameter] : trainer.model().named_parameters()) initial[name] = ref.get("init." + name);
   trainer.model().load_state_dict(initial);
 
   const std::vector<float> losses = ref.get("losses").to_floats(), norms = ref.get("grad_norms").to_floats();
+  const std::vector<float> aux_losses = ref.get("aux_losses").to_floats();
   for (int64_t step = 1; step <= steps; ++step) {
     const train::StepMetrics m = trainer.train_step();
     const double expected = losses[static_cast<size_t>(step - 1)];
     EXPECT_NEAR(m.loss, expected, 1e-4 * expected) << "step " << step;
+    const double aux = aux_losses[static_cast<size_t>(step - 1)];
+    EXPECT_EQ(m.aux_loss.has_value(), aux > 0) << "step " << step;
+    if (m.aux_loss) EXPECT_NEAR(*m.aux_loss, aux, 1e-4 * aux) << "step " << step;
     EXPECT_NEAR(m.grad_norm, norms[static_cast<size_t>(step - 1)], 1e-3 * norms[static_cast<size_t>(step - 1)])
         << "step " << step;
   }
@@ -61,7 +66,7 @@ TEST_P(TrainingParityTest, TracksPyTorchLossCurve) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TrainingParityTest, ::testing::Values("llama3", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Models, TrainingParityTest, ::testing::Values("llama3", "qwen3", "qwen3_moe"));
 
 }  // namespace
 }  // namespace titan

@@ -9,6 +9,7 @@
 
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_index.h"
+#include "titan/ops/copy.h"
 
 namespace titan::checkpoint {
 
@@ -87,6 +88,39 @@ const std::string& HfFolderReader::file_of(const std::string& name) const { retu
 const SafetensorsEntry& HfFolderReader::entry(const std::string& name) const { return shard_of(name).entry(name); }
 Tensor HfFolderReader::read(const std::string& name) const { return shard_of(name).read(name); }
 
+namespace {
+
+// One HF tensor checked against the shape titan expects, in titan layout, in `dtype` (nullopt: as stored).
+Tensor read_checked(const HfFolderReader& reader, const std::string& hf_name, const std::string& titan_name,
+                    const Shape& shape, const models::DecoderConfig& config, std::optional<DType> dtype) {
+  const std::string& architecture = reader.config().architecture;
+  TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
+              titan_name, architecture);
+  const SafetensorsEntry& entry = reader.entry(hf_name);
+  TITAN_CHECK(entry.shape == shape, "{}: tensor '{}' has shape {}, but config.json implies {}", reader.file_of(hf_name),
+              hf_name, shape_str(entry.shape), shape_str(shape));
+  TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
+              "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
+              dtype_name(entry.dtype));
+  Tensor tensor = models::from_hf_layout(titan_name, reader.read(hf_name), config);
+  return dtype ? tensor.to(*dtype) : tensor;
+}
+
+// Whether a titan buffer may be left out of an HF folder: the aux-loss-free
+// expert bias, which Qwen3MoeForCausalLM has no place for, only while it is zero.
+bool omitted_from_hf(const std::string& name, const Tensor& tensor) {
+  if (!name.ends_with("moe.expert_bias")) return false;
+  for (float value : tensor.to_floats()) {
+    TITAN_CHECK(value == 0.0f,
+                "'{}' is non-zero (aux-loss-free load balancing has moved it), and Hugging Face's model has no "
+                "place for it: exporting would change which experts the model picks",
+                name);
+  }
+  return true;
+}
+
+}  // namespace
+
 std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
                                               std::optional<DType> dtype) {
   const std::string& architecture = reader.config().architecture;
@@ -95,18 +129,29 @@ std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, cons
   std::map<std::string, Tensor> state;
   std::set<std::string> used;
   for (auto& [name, parameter] : expected->named_parameters()) {
+    const Shape& shape = parameter->data.shape();
+    if (!models::hf_expert_tensor_name(name, 0).empty()) {
+      // Stacked experts: one HF tensor per expert, each a slice along dim 0.
+      const Shape slice(shape.begin() + 1, shape.end());
+      std::vector<Tensor> experts;
+      for (int64_t e = 0; e < shape[0]; ++e) {
+        const std::string hf_name = models::hf_expert_tensor_name(name, e);
+        experts.push_back(read_checked(reader, hf_name, name, slice, config, dtype));
+        used.insert(hf_name);
+      }
+      Tensor stacked = Tensor::empty(shape, experts.front().dtype());
+      for (int64_t e = 0; e < shape[0]; ++e) ops::copy_(stacked.select(0, e), experts[static_cast<size_t>(e)]);
+      state[name] = stacked;
+      continue;
+    }
     const std::string hf_name = models::hf_tensor_name(name);
-    TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
-                name, architecture);
-    const SafetensorsEntry& entry = reader.entry(hf_name);
-    TITAN_CHECK(entry.shape == parameter->data.shape(), "{}: tensor '{}' has shape {}, but config.json implies {}",
-                reader.file_of(hf_name), hf_name, shape_str(entry.shape), shape_str(parameter->data.shape()));
-    TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
-                "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
-                dtype_name(entry.dtype));
-    Tensor tensor = models::from_hf_layout(name, reader.read(hf_name), config);
-    state[name] = dtype ? tensor.to(*dtype) : tensor;
+    state[name] = read_checked(reader, hf_name, name, shape, config, dtype);
     used.insert(hf_name);
+  }
+  // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
+  const std::map<std::string, Tensor> persistent = expected->state_dict();
+  for (auto& [name, buffer] : expected->named_buffers()) {
+    if (persistent.count(name)) state[name] = Tensor::zeros(buffer->shape(), buffer->dtype());
   }
   for (const std::string& name : reader.tensor_names()) {
     TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),
@@ -132,13 +177,30 @@ void replace_folder(const std::string& staging, const std::string& target) {
 void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
                      const NamedTensors& tensors, const HfWriteOptions& options) {
   const models::HfConfig hf = models::hf_config_from_decoder(model_name, config, options.dtype);
-  // Plan the shards from sizes alone, so only one shard's converted tensors are in memory at a time.
-  std::vector<std::vector<size_t>> shards;
-  uint64_t shard_bytes = 0, total_bytes = 0;
+  // Every HF tensor: (titan name, expert slice or -1). Plan the shards from
+  // sizes alone, so only one shard's converted tensors are in memory at a time.
+  struct HfTensor {
+    size_t source;
+    int64_t expert;
+    std::string name;
+  };
+  std::vector<HfTensor> planned;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, tensor] = tensors[i];
+    if (omitted_from_hf(name, tensor)) continue;
+    if (!models::hf_expert_tensor_name(name, 0).empty()) {
+      for (int64_t e = 0; e < tensor.size(0); ++e) planned.push_back({i, e, models::hf_expert_tensor_name(name, e)});
+      continue;
+    }
     TITAN_CHECK(!models::hf_tensor_name(name).empty(), "tensor '{}' has no Hugging Face name", name);
-    const uint64_t bytes = static_cast<uint64_t>(tensor.numel()) * dtype_size(options.dtype);
+    planned.push_back({i, -1, models::hf_tensor_name(name)});
+  }
+  std::vector<std::vector<size_t>> shards;
+  uint64_t shard_bytes = 0, total_bytes = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const Tensor& tensor = tensors[planned[i].source].second;
+    const int64_t numel = planned[i].expert >= 0 ? tensor.numel() / tensor.size(0) : tensor.numel();
+    const uint64_t bytes = static_cast<uint64_t>(numel) * dtype_size(options.dtype);
     if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes)) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -164,10 +226,11 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
                                    : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
       NamedTensors shard;
       for (size_t i : shards[s]) {
-        const auto& [name, tensor] = tensors[i];
-        const std::string hf_name = models::hf_tensor_name(name);
-        shard.emplace_back(hf_name, models::to_hf_layout(name, tensor, config).to(options.dtype));
-        index.weight_map[hf_name] = file;
+        const HfTensor& hf = planned[i];
+        const auto& [name, tensor] = tensors[hf.source];
+        const Tensor source = hf.expert >= 0 ? tensor.select(0, hf.expert) : tensor;
+        shard.emplace_back(hf.name, models::to_hf_layout(name, source, config).to(options.dtype));
+        index.weight_map[hf.name] = file;
       }
       // transformers refuses safetensors files without format = pt.
       write_safetensors((staging / file).string(), shard, {{"format", "pt"}});

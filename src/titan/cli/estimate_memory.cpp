@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "titan/cli/subcommands.h"
-#include "titan/models/memory_estimate.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::cli {
@@ -21,7 +20,7 @@ Subcommand make_estimate_memory_subcommand() {
   Subcommand subcommand;
   subcommand.add = [args](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand("estimate-memory", "estimate training memory per rank for a model flavor");
-    app->add_option("--model", args->model, "model family (llama3, qwen3)")->capture_default_str();
+    app->add_option("--model", args->model, "model family (llama3, qwen3, qwen3_moe)")->capture_default_str();
     app->add_option("--flavor", args->flavor, "flavor (debugmodel, 1B, 8B, 70B, ...)")->capture_default_str();
     app->add_option("--vocab-size", args->vocab, "vocabulary size (0 = the flavor's)");
     app->add_option("--batch", args->batch, "local batch size")->capture_default_str()->check(CLI::PositiveNumber);
@@ -36,6 +35,7 @@ Subcommand make_estimate_memory_subcommand() {
     return app;
   };
   subcommand.run = [args] {
+    const models::ModelSpec& spec = models::model_spec(args->model);
     const models::DecoderConfig config = models::model_config(args->model, args->flavor, args->vocab);
     models::MemoryEstimateOptions options{args->batch,
                                           args->seq,
@@ -49,7 +49,7 @@ Subcommand make_estimate_memory_subcommand() {
     std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld\n", args->model.c_str(), args->flavor.c_str(),
                 static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
                 static_cast<long long>(args->dp_shard));
-    std::printf("%s", models::format_memory_estimate(models::estimate_memory(config, options)).c_str());
+    std::printf("%s", models::format_memory_estimate(spec.memory_estimate(config, options)).c_str());
     return 0;
   };
   return subcommand;

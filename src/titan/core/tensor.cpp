@@ -254,6 +254,10 @@ NoHostReadsScope::NoHostReadsScope(const char* what) : previous_(no_host_reads) 
 
 NoHostReadsScope::~NoHostReadsScope() { no_host_reads = previous_; }
 
+AllowHostReadsScope::AllowHostReadsScope() : previous_(no_host_reads) { no_host_reads = nullptr; }
+
+AllowHostReadsScope::~AllowHostReadsScope() { no_host_reads = previous_; }
+
 void NoHostReadsScope::check_host_read(const Tensor& tensor) {
   TITAN_CHECK(no_host_reads == nullptr,
               "host read of a tensor ({} {} on {}) inside {}, which must run without host reads",

@@ -207,4 +207,19 @@ class NoHostReadsScope {
   const char* previous_;
 };
 
+// Lifts this thread's NoHostReadsScope while it lives, for the few paths that
+// cannot avoid a host read and say so where they use it (a step through them
+// cannot be recorded into a graph): the plain per-expert loop of a MoE layer,
+// expert parallelism's split sizes.
+class AllowHostReadsScope {
+ public:
+  AllowHostReadsScope();
+  ~AllowHostReadsScope();
+  AllowHostReadsScope(const AllowHostReadsScope&) = delete;
+  AllowHostReadsScope& operator=(const AllowHostReadsScope&) = delete;
+
+ private:
+  const char* previous_;
+};
+
 }  // namespace titan

@@ -8,19 +8,49 @@ namespace titan::models {
 
 std::shared_ptr<Decoder> DecoderConfig::build(Device device) const { return std::make_shared<Decoder>(*this, device); }
 
+namespace {
+
+int64_t first_moe_layer(const DecoderConfig& config) {
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    if (config.layers[static_cast<size_t>(i)].moe) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
 Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
-  TITAN_CHECK(config.vocab_size > 0 && config.n_layers > 0, "Decoder: vocab_size and n_layers must be positive");
+  TITAN_CHECK(config.vocab_size > 0 && config.n_layers() > 0, "Decoder: vocab_size and the layers must be positive");
+  const int64_t head = config.layers.front().attention.head_size();
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::AttentionConfig& a = config.layers[static_cast<size_t>(i)].attention;
+    TITAN_CHECK(a.dim == config.dim(), "Decoder: layer {} has dim {}, layer 0 has {}", i, a.dim, config.dim());
+    TITAN_CHECK(!a.rope || a.head_size() == head,
+                "Decoder: layer {} rotates heads of {} with a RoPE table for heads of {} (one table per model)", i,
+                a.head_size(), head);
+  }
   tok_embeddings =
       register_module("tok_embeddings", nn::EmbeddingConfig{config.vocab_size, config.dim()}.build(device));
-  layers = register_module("layers", std::make_shared<nn::ModuleList<nn::TransformerBlock>>());
-  for (int64_t i = 0; i < config.n_layers; ++i) layers->push_back(config.block.build(device));
-  norm = register_module("norm", nn::RMSNormConfig{config.dim(), config.block.norm_eps}.build(device));
+  layers = register_module("layers", std::make_shared<nn::ModuleDict<nn::TransformerBlock>>());
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    auto block = config.layers[static_cast<size_t>(i)].build(device);
+    if (block->moe) {
+      // One auxiliary loss spans every MoE layer (nn::MoEAuxLoss): they must agree on what it is.
+      const nn::MoEConfig& moe = block->moe->config;
+      const nn::MoEConfig& first = *config.layers[static_cast<size_t>(first_moe_layer(config))].moe;
+      TITAN_CHECK(moe.num_experts == first.num_experts && moe.aux_loss_coef == first.aux_loss_coef,
+                  "Decoder: layer {} has {} experts and aux_loss_coef {}, the first MoE layer {} and {}", i,
+                  moe.num_experts, moe.aux_loss_coef, first.num_experts, first.aux_loss_coef);
+      block->moe->aux_slot = moe_layers_++;
+    }
+    layers->insert(std::to_string(i), block);
+  }
+  norm = register_module("norm", nn::RMSNormConfig{config.dim(), config.layers.front().norm_eps}.build(device));
   if (!config.tie_embeddings) {
     output = register_module("output", nn::LinearConfig{config.dim(), config.vocab_size}.build(device));
   }
   loss_function = cross_entropy_loss(config.loss);
   // The table is data, not state: rebuilt from the config, never checkpointed.
-  const int64_t head = config.block.attention.head_size();
   if (device.is_meta()) {
     rope = {Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device),
             Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device)};
@@ -29,25 +59,37 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
   }
 }
 
-Tensor Decoder::hidden_states(const DecoderInputs& inputs) const {
+Tensor Decoder::hidden_states(const DecoderInputs& inputs) const { return hidden_states(inputs, nullptr); }
+
+std::shared_ptr<nn::MoEAuxLoss> Decoder::new_aux_loss() const {
+  for (const auto& layer : *layers) {
+    if (layer->moe && layer->moe->config.aux_loss_coef > 0) {
+      return std::make_shared<nn::MoEAuxLoss>(moe_layers_, layer->moe->config.num_experts,
+                                              layer->moe->config.aux_loss_coef);
+    }
+  }
+  return nullptr;
+}
+
+Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
   const Tensor& ids = inputs.input_ids;
   TITAN_CHECK(ids.dim() == 2, "Decoder: input_ids must be [batch, seq], got {}", shape_str(ids.shape()));
   TITAN_CHECK(ids.size(1) <= config.max_seq_len, "Decoder: sequence of {} exceeds max_seq_len {}", ids.size(1),
               config.max_seq_len);
-  nn::AttentionInputs attention{&rope, inputs.positions, {}};
-  attention.mask.causal = true;
-  attention.mask.document_ids = inputs.document_ids;
+  nn::BlockInputs block{{&rope, inputs.positions, {}}, aux};
+  block.attention.mask.causal = true;
+  block.attention.mask.document_ids = inputs.document_ids;
   Tensor h = tok_embeddings->forward(ids);
-  for (const auto& layer : *layers) h = layer->forward(h, attention);
+  for (const auto& layer : *layers) h = layer->forward(h, block);
   return norm->forward(h);
 }
 
 KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype) const {
   TITAN_CHECK(capacity <= config.max_seq_len, "KV cache of {} positions exceeds max_seq_len {}", capacity,
               config.max_seq_len);
-  const auto& a = config.block.attention;
   KVCache cache;
-  for (int64_t i = 0; i < config.n_layers; ++i) {
+  for (const nn::TransformerBlockConfig& layer : config.layers) {
+    const nn::AttentionConfig& a = layer.attention;
     cache.keys.push_back(Tensor::zeros({batch, capacity, a.kv_heads(), a.head_size()}, dtype, rope.cos.device()));
     cache.values.push_back(Tensor::zeros({batch, capacity, a.kv_heads(), a.head_size()}, dtype, rope.cos.device()));
   }
@@ -92,8 +134,19 @@ LossFunction cross_entropy_loss(const LossConfig& config) {
   };
 }
 
-Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels) const {
-  return loss_function(hidden_states(inputs), output_weight(), labels);
+Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels, LossParts* parts) const {
+  const std::shared_ptr<nn::MoEAuxLoss> aux = new_aux_loss();
+  Tensor lm = loss_function(hidden_states(inputs, aux), output_weight(), labels);
+  if (aux) {
+    // The loss's own gradient (1, or 1 / micro-batches) reaches the observer before
+    // any layer's backward runs, so the auxiliary gradient is scaled the same way.
+    lm = F::observe_gradient(lm, [aux](const Tensor& gradient) { aux->set_upstream_gradient(gradient); });
+  }
+  if (parts != nullptr) {
+    parts->lm = lm.detach();
+    parts->aux = aux ? aux->value() : Tensor();
+  }
+  return lm;
 }
 
 void Decoder::init_weights(Generator& generator) {

@@ -1,8 +1,10 @@
-// The decoder-only transformer that Llama 3 and Qwen 3 share: token
-// embeddings, a stack of pre-norm blocks, a final norm and an output
-// projection (tied to the embeddings in the small models). Families differ
-// only in the config they build (see models/llama3, models/qwen3).
-// Single-device code: no collectives, no device branches, no casts.
+// The decoder-only transformer every family builds: token embeddings, a
+// stack of pre-norm blocks, a final norm and an output projection (tied to
+// the embeddings in the small models). The config lists one block config per
+// layer, so layers may differ (dense or mixture-of-experts FFN, global or
+// sliding-window attention, RoPE or none); families differ only in the config
+// they build (models/<family>/). Single-device code: no collectives, no device
+// branches, no casts.
 #pragma once
 
 #include <functional>
@@ -12,7 +14,7 @@
 #include "titan/core/generator.h"
 #include "titan/nn/embedding.h"
 #include "titan/nn/linear.h"
-#include "titan/nn/module_list.h"
+#include "titan/nn/module_dict.h"
 #include "titan/nn/rms_norm.h"
 #include "titan/nn/transformer_block.h"
 #include "titan/ops/cross_entropy.h"
@@ -32,15 +34,25 @@ struct LossConfig {
 
 struct DecoderConfig {
   int64_t vocab_size = 0;
-  int64_t n_layers = 0;
-  nn::TransformerBlockConfig block;  // every layer's shape
+  // Layer i's block (its FQNs are "layers.i."); every layer has the same dim.
+  std::vector<nn::TransformerBlockConfig> layers;
   double rope_theta = 10000.0;
   ops::RopeScaling rope_scaling;
   int64_t max_seq_len = 2048;  // rows of the RoPE table
   bool tie_embeddings = false;
   LossConfig loss;
 
-  int64_t dim() const { return block.attention.dim; }
+  int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
+  int64_t dim() const { return layers.empty() ? 0 : layers.front().attention.dim; }
+  // Every layer `block` (the families whose layers are all alike).
+  void set_layers(int64_t count, const nn::TransformerBlockConfig& block) {
+    layers.assign(static_cast<size_t>(count), block);
+  }
+  // Applies `edit` to every layer's block config.
+  template <typename Edit>
+  void edit_layers(Edit&& edit) {
+    for (nn::TransformerBlockConfig& layer : layers) edit(layer);
+  }
   std::shared_ptr<Decoder> build(Device device = Device::cpu()) const;
 };
 
@@ -64,6 +76,12 @@ struct KVCache {
 using LossFunction = std::function<Tensor(const Tensor& hidden, const Tensor& weight, const Tensor& labels)>;
 LossFunction cross_entropy_loss(const LossConfig& config);
 
+// The parts of a training loss, for metrics.
+struct LossParts {
+  Tensor lm;   // 0-d f32: the mean next-token cross-entropy
+  Tensor aux;  // 0-d f32: the MoE auxiliary loss before its coefficient (undefined without one)
+};
+
 class Decoder : public nn::Module {
  public:
   Decoder(const DecoderConfig& config, Device device);
@@ -72,8 +90,11 @@ class Decoder : public nn::Module {
   Tensor hidden_states(const DecoderInputs& inputs) const;
   // Logits [B, S, vocab] (for generation and evaluation; training uses loss()).
   Tensor logits(const DecoderInputs& inputs) const;
-  // Mean cross-entropy of next-token labels [B, S] (ignore_index -100).
-  Tensor loss(const DecoderInputs& inputs, const Tensor& labels) const;
+  // Mean cross-entropy of next-token labels [B, S] (ignore_index -100). With
+  // MoE layers that have an auxiliary-loss coefficient, backward also gives
+  // their routers coef * d(aux) (nn::MoEAuxLoss); the returned value is the
+  // cross-entropy alone, and `parts` (optional) receives both.
+  Tensor loss(const DecoderInputs& inputs, const Tensor& labels, LossParts* parts = nullptr) const;
   // A cache for `batch` sequences of up to `capacity` positions, in the dtype forward computes in.
   KVCache make_cache(int64_t batch, int64_t capacity, DType dtype) const;
   // Logits [B, T, vocab] for T new tokens after the cache's `length` positions; appends them to the cache.
@@ -88,11 +109,17 @@ class Decoder : public nn::Module {
 
   const DecoderConfig config;
   std::shared_ptr<nn::Embedding> tok_embeddings;
-  std::shared_ptr<nn::ModuleList<nn::TransformerBlock>> layers;
+  std::shared_ptr<nn::ModuleDict<nn::TransformerBlock>> layers;  // keyed by layer id
   std::shared_ptr<nn::RMSNorm> norm;
   std::shared_ptr<nn::Linear> output;  // null when tied
   ops::RopeTable rope;
   LossFunction loss_function;
+
+ private:
+  Tensor hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
+  // A fresh auxiliary loss for one forward pass, or null when no layer has one.
+  std::shared_ptr<nn::MoEAuxLoss> new_aux_loss() const;
+  int64_t moe_layers_ = 0;
 };
 
 }  // namespace titan::models

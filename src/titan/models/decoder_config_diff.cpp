@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "titan/models/model_spec.h"
 
 namespace titan::models {
@@ -19,20 +21,57 @@ void compare(std::vector<std::string>& out, const char* field, const T& a, const
 
 }  // namespace
 
+namespace {
+
+// A difference in layer `layer` is named "field" when every layer differs the
+// same way (the usual case: one hyper-parameter changed), else "layer N field".
+void compare_layers(std::vector<std::string>& out, const DecoderConfig& a, const DecoderConfig& b) {
+  std::vector<std::vector<std::string>> per_layer;
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    std::vector<std::string> d;
+    const nn::TransformerBlockConfig &p = a.layers[i], &q = b.layers[i];
+    const auto &x = p.attention, &y = q.attention;
+    compare(d, "dim", x.dim, y.dim);
+    compare(d, "n_heads", x.n_heads, y.n_heads);
+    compare(d, "n_kv_heads", x.kv_heads(), y.kv_heads());
+    compare(d, "head_dim", x.head_size(), y.head_size());
+    compare(d, "qk_norm", x.qk_norm, y.qk_norm);
+    compare(d, "norm_eps", p.norm_eps, q.norm_eps);
+    if (x.qk_norm && y.qk_norm) compare(d, "q/k norm_eps", x.norm_eps, y.norm_eps);
+    compare(d, "rope_style", std::string(rope_style_name(x.rope_style)), std::string(rope_style_name(y.rope_style)));
+    compare(d, "rope", x.rope, y.rope);
+    compare(d, "sliding_window", x.sliding_window, y.sliding_window);
+    compare(d, "mixture of experts", p.moe.has_value(), q.moe.has_value());
+    if (!p.moe && !q.moe) compare(d, "ffn hidden_dim", p.feed_forward.hidden_dim, q.feed_forward.hidden_dim);
+    if (p.moe && q.moe) {
+      compare(d, "experts", p.moe->num_experts, q.moe->num_experts);
+      compare(d, "experts per token", p.moe->top_k, q.moe->top_k);
+      compare(d, "expert hidden_dim", p.moe->hidden_dim, q.moe->hidden_dim);
+      compare(d, "shared experts", p.moe->num_shared_experts, q.moe->num_shared_experts);
+      compare(d, "normalize_top_k", p.moe->normalize_top_k, q.moe->normalize_top_k);
+      compare(d, "router score", static_cast<int>(p.moe->score), static_cast<int>(q.moe->score));
+      compare(d, "route_scale", p.moe->route_scale, q.moe->route_scale);
+    }
+    per_layer.push_back(std::move(d));
+  }
+  const bool uniform =
+      std::all_of(per_layer.begin(), per_layer.end(), [&](const auto& d) { return d == per_layer.front(); });
+  if (uniform && !per_layer.empty()) {
+    for (const std::string& d : per_layer.front()) out.push_back(d);
+    return;
+  }
+  for (size_t i = 0; i < per_layer.size(); ++i) {
+    for (const std::string& d : per_layer[i]) out.push_back(fmt::format("layer {} {}", i, d));
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> decoder_config_differences(const DecoderConfig& a, const DecoderConfig& b) {
   std::vector<std::string> out;
-  const auto &x = a.block.attention, &y = b.block.attention;
   compare(out, "vocab_size", a.vocab_size, b.vocab_size);
-  compare(out, "n_layers", a.n_layers, b.n_layers);
-  compare(out, "dim", x.dim, y.dim);
-  compare(out, "n_heads", x.n_heads, y.n_heads);
-  compare(out, "n_kv_heads", x.kv_heads(), y.kv_heads());
-  compare(out, "head_dim", x.head_size(), y.head_size());
-  compare(out, "qk_norm", x.qk_norm, y.qk_norm);
-  compare(out, "ffn hidden_dim", a.block.feed_forward.hidden_dim, b.block.feed_forward.hidden_dim);
-  compare(out, "norm_eps", a.block.norm_eps, b.block.norm_eps);
-  if (x.qk_norm && y.qk_norm) compare(out, "q/k norm_eps", x.norm_eps, y.norm_eps);
-  compare(out, "rope_style", std::string(rope_style_name(x.rope_style)), std::string(rope_style_name(y.rope_style)));
+  compare(out, "n_layers", a.n_layers(), b.n_layers());
+  if (a.n_layers() == b.n_layers()) compare_layers(out, a, b);
   compare(out, "rope_theta", a.rope_theta, b.rope_theta);
   compare(out, "rope_scaling.factor", a.rope_scaling.factor, b.rope_scaling.factor);
   if (a.rope_scaling.factor > 0 && b.rope_scaling.factor > 0) {
@@ -42,7 +81,6 @@ std::vector<std::string> decoder_config_differences(const DecoderConfig& a, cons
             b.rope_scaling.original_max_position);
   }
   compare(out, "tie_embeddings", a.tie_embeddings, b.tie_embeddings);
-  compare(out, "sliding_window", x.sliding_window, y.sliding_window);
   return out;
 }
 

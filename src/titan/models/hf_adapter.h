@@ -5,7 +5,9 @@
 // defaults, RoPE pairing.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "titan/models/decoder.h"
 #include "titan/models/hf_config.h"
@@ -20,6 +22,12 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
 // one titan has).
 std::string hf_tensor_name(const std::string& titan_name);
 std::string titan_tensor_name(const std::string& hf_name);
+// A MoE layer's experts are one titan tensor per projection, stacked along dim
+// 0 ("layers.3.moe.experts.w1" [E, hidden, dim]), and one HF tensor per expert
+// ("model.layers.3.mlp.experts.5.gate_proj.weight"): the HF name of expert
+// e's slice ("" for a tensor that is not such a stack), and back.
+std::string hf_expert_tensor_name(const std::string& titan_name, int64_t expert);
+std::optional<std::pair<std::string, int64_t>> titan_expert_tensor(const std::string& hf_name);
 // Tensors HF checkpoints may hold that carry no weights titan needs (e.g. a
 // stored rotary_emb.inv_freq, or lm_head.weight next to tied embeddings).
 bool hf_tensor_ignored(const std::string& hf_name, const DecoderConfig& config);

@@ -10,6 +10,7 @@
 #include "titan/core/error.h"
 #include "titan/models/llama3/hf_adapter.h"
 #include "titan/models/qwen3/hf_adapter.h"
+#include "titan/models/qwen3_moe/hf_adapter.h"
 
 namespace titan::models {
 
@@ -55,6 +56,27 @@ class ConfigReader {
     value = v.get<double>();
     TITAN_CHECK(std::isfinite(value) && value > 0.0, "{}: '{}' must be a positive number, got {}", source_, key,
                 v.dump());
+  }
+
+  void get_non_negative(const char* key, double& value) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0.0,
+                "{}: '{}' must be a number >= 0, got {}", source_, key, v.dump());
+    value = v.get<double>();
+  }
+
+  // A list of layer indices, each in [0, layers).
+  void get_layers(const char* key, std::vector<int64_t>& value, int64_t layers) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_array(), "{}: '{}' must be a list of layer indices, got {}", source_, key, v.dump());
+    value.clear();
+    for (const Json& item : v) {
+      TITAN_CHECK(item.is_number_integer() && item.get<int64_t>() >= 0 && item.get<int64_t>() < layers,
+                  "{}: '{}' holds {}, which is not a layer index in [0, {})", source_, key, item.dump(), layers);
+      value.push_back(item.get<int64_t>());
+    }
   }
 
   void get(const char* key, bool& value) const {
@@ -106,10 +128,32 @@ void read_rope_scaling(const Json& json, const std::string& source, const HfFami
               s.low_freq_factor);
 }
 
+void read_mixture_of_experts(const ConfigReader& reader, const std::string& source, const HfFamily& family,
+                             HfConfig& config) {
+  reader.get_positive("num_experts", config.num_experts, kMaxDimension);
+  reader.get_positive("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
+  reader.get_positive("moe_intermediate_size", config.moe_intermediate_size, kMaxDimension);
+  reader.get("norm_topk_prob", config.norm_topk_prob);
+  reader.get_positive("decoder_sparse_step", config.decoder_sparse_step, kMaxLayers);
+  reader.get_layers("mlp_only_layers", config.mlp_only_layers, config.num_hidden_layers);
+  reader.get_non_negative("router_aux_loss_coef", config.router_aux_loss_coef);
+  reader.get("output_router_logits", config.output_router_logits);
+  TITAN_CHECK(config.num_experts_per_tok <= config.num_experts,
+              "{}: 'num_experts_per_tok' = {} exceeds 'num_experts' = {}", source, config.num_experts_per_tok,
+              config.num_experts);
+  // Qwen2-MoE's shared expert and gate have no place in a Qwen3-MoE layer.
+  int64_t shared = 0;
+  reader.get("shared_expert_intermediate_size", shared, 0, kMaxDimension);
+  TITAN_CHECK(shared == 0,
+              "{}: 'shared_expert_intermediate_size' = {} is not supported for {} (it has no shared "
+              "experts)",
+              source, shared, family.architecture);
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families{llama3::hf_family(), qwen3::hf_family()};
+  static const std::vector<HfFamily> families{llama3::hf_family(), qwen3::hf_family(), qwen3_moe::hf_family()};
   return families;
 }
 
@@ -209,6 +253,8 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
               source, activation);
   for (const char* key : {"attention_bias", "mlp_bias", "use_sliding_window"}) reader.require_off(key, *family);
 
+  if (family->mixture_of_experts) read_mixture_of_experts(reader, source, *family, config);
+
   const int64_t heads = config.num_attention_heads;
   const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
   TITAN_CHECK(heads % kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", source,
@@ -255,6 +301,16 @@ std::string hf_config_json(const HfConfig& config) {
     json["rope_scaling"] = nullptr;
   }
   json["tie_word_embeddings"] = config.tie_word_embeddings;
+  if (family.mixture_of_experts) {
+    json["num_experts"] = config.num_experts;
+    json["num_experts_per_tok"] = config.num_experts_per_tok;
+    json["moe_intermediate_size"] = config.moe_intermediate_size;
+    json["norm_topk_prob"] = config.norm_topk_prob;
+    json["decoder_sparse_step"] = config.decoder_sparse_step;
+    json["mlp_only_layers"] = config.mlp_only_layers;
+    json["router_aux_loss_coef"] = config.router_aux_loss_coef;
+    json["output_router_logits"] = config.output_router_logits;
+  }
   if (!config.torch_dtype.empty()) json["torch_dtype"] = config.torch_dtype;
   json["hidden_act"] = "silu";
   for (const std::string& key : family.disabled_features) json[key] = false;

@@ -1,4 +1,4 @@
-// config.json of a Hugging Face Llama / Qwen3 model: the keys titan reads,
+// config.json of a Hugging Face Llama / Qwen3 / Qwen3-MoE model: the keys titan reads,
 // the families it knows, and the parser and writer. Apart from the tensor code
 // (it needs only dtypes and JSON) so it can be fuzzed on its own.
 #pragma once
@@ -32,6 +32,16 @@ struct HfConfig {
   ops::RopeScaling rope_scaling;  // factor 0 = none (rope_scaling null or rope_type "default")
   bool tie_word_embeddings = false;
   std::string torch_dtype;  // "float32", "bfloat16", "float16" or "" when absent
+  // Mixture of experts (Qwen3MoeConfig's names; read for families that have them).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  double router_aux_loss_coef = 0.0;
+  // Hugging Face adds the auxiliary loss in training only when this is set.
+  bool output_router_logits = false;
 };
 
 // What a model family registers for HF interop.
@@ -44,6 +54,7 @@ struct HfFamily {
   ops::RopeStyle rope_style = ops::RopeStyle::half;
   bool qk_norm = false;
   bool llama3_rope_scaling = false;  // accepts rope_scaling {rope_type: "llama3"}
+  bool mixture_of_experts = false;   // reads the MoE keys (num_experts, ...)
   HfConfig defaults;                 // transformers' defaults for absent keys
   // Boolean keys its config class has for features titan's decoder lacks
   // (attention_bias, ...): written false, and refused when true on reading.

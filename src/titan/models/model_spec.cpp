@@ -4,29 +4,21 @@
 
 #include "titan/models/llama3/flavors.h"
 #include "titan/models/qwen3/flavors.h"
+#include "titan/models/qwen3_moe/flavors.h"
 
 namespace titan::models {
 
-int64_t parameter_count(const DecoderConfig& config) {
-  const auto& a = config.block.attention;
-  const int64_t head = a.head_size();
-  const int64_t attention = config.dim() * head * (2 * a.n_heads + 2 * a.kv_heads()) + (a.qk_norm ? 2 * head : 0);
-  const int64_t feed_forward = 3 * config.dim() * config.block.feed_forward.hidden_dim;
-  const int64_t per_layer = attention + feed_forward + 2 * config.dim();
-  const int64_t embeddings = config.vocab_size * config.dim();
-  return embeddings * (config.tie_embeddings ? 1 : 2) + config.n_layers * per_layer + config.dim();
-}
-
-double training_flops_per_token(const DecoderConfig& config, int64_t seq_len) {
-  const double non_embedding = static_cast<double>(parameter_count(config) - config.vocab_size * config.dim());
-  const auto& a = config.block.attention;
-  return 6.0 * non_embedding +
-         12.0 * static_cast<double>(config.n_layers * a.n_heads * a.head_size()) * static_cast<double>(seq_len);
+std::vector<std::string> decoder_module_fqns(const DecoderConfig& config) {
+  std::vector<std::string> fqns{"tok_embeddings"};
+  for (int64_t i = 0; i < config.n_layers(); ++i) fqns.push_back("layers." + std::to_string(i));
+  fqns.push_back("norm");
+  if (!config.tie_embeddings) fqns.push_back("output");
+  return fqns;
 }
 
 namespace {
 const std::vector<ModelSpec>& registry() {
-  static const std::vector<ModelSpec> specs{llama3::spec(), qwen3::spec()};
+  static const std::vector<ModelSpec> specs{llama3::spec(), qwen3::spec(), qwen3_moe::spec()};
   return specs;
 }
 }  // namespace

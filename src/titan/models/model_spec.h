@@ -1,5 +1,8 @@
-// What a model family registers: its named flavors, how a flavor becomes a
-// DecoderConfig, and its training FLOPs per token (for the MFU metric).
+// The model registry: what each family registers, and the only way the
+// trainer, `convert`, `generate` and `estimate-memory` reach a model. A new
+// family is a folder under models/ plus one line in model_spec.cpp (and, for
+// Hugging Face interop, one in hf_config.cpp's adapter list, which the config
+// parser's fuzzer compiles without any tensor code).
 #pragma once
 
 #include <functional>
@@ -8,37 +11,61 @@
 #include <vector>
 
 #include "titan/models/decoder.h"
+#include "titan/models/decoder_size.h"
+#include "titan/models/hf_config.h"
+#include "titan/models/memory_estimate.h"
+#include "titan/models/parallelize_decoder.h"
 
 namespace titan::models {
 
 struct ModelSpec {
   std::string name;
   std::vector<std::string> flavors;
-  // The config of `flavor` with the given vocabulary size (0 = the flavor's own).
+  // The config tree of `flavor` (one block config per layer) with the given
+  // vocabulary size (0 = the flavor's own).
   std::function<DecoderConfig(const std::string& flavor, int64_t vocab_size)> config;
+  // The single-device model of a config.
+  std::function<std::shared_ptr<Decoder>(const DecoderConfig& config, Device device)> build;
+  // Tensor, sequence and expert parallelism, activation checkpointing, FSDP
+  // or mixed precision, applied to a built model.
+  std::function<ParallelizedModel(Decoder& model, const distributed::DeviceMesh& mesh,
+                                  const ParallelizeOptions& options)>
+      parallelize;
+  // The model's top-level modules in forward order ("tok_embeddings",
+  // "layers.0", ..., "norm", "output"): the units a pipeline split hands to stages.
+  std::function<std::vector<std::string>(const DecoderConfig& config)> module_fqns;
+  // Forward + backward FLOPs per token (active parameters for MoE), for MFU.
+  std::function<double(const DecoderConfig& config, int64_t seq_len)> flops_per_token;
+  std::function<MemoryEstimate(const DecoderConfig& config, const MemoryEstimateOptions& options)> memory_estimate;
+  // Hugging Face interop (names, layouts and config.json both ways); null when the family has none.
+  HfFamily (*hf_family)() = nullptr;
 };
 
-// Forward + backward FLOPs per token for sequence length `seq_len`, as
-// TorchTitan counts them: 6 x (parameters - embedding table) for the matrix
-// multiplies, plus 12 x layers x heads x head_dim x seq_len for attention
-// scores and weighted sums (full square, causal masking not discounted).
-double training_flops_per_token(const DecoderConfig& config, int64_t seq_len);
+// The decoder's top-level modules in forward order (ModelSpec::module_fqns of every family so far).
+std::vector<std::string> decoder_module_fqns(const DecoderConfig& config);
 
 // A family's spec from its table of named hyper-parameters (each Args has a
-// vocab_size) and its Args -> DecoderConfig conversion.
+// vocab_size) and its Args -> DecoderConfig conversion; the decoder's builder,
+// parallelize plan, FLOPs and memory estimate.
 template <typename Args>
 ModelSpec make_model_spec(std::string name, const std::map<std::string, Args>& (*flavors)(),
-                          DecoderConfig (*to_config)(const Args&)) {
-  ModelSpec spec{std::move(name), {}, nullptr};
+                          DecoderConfig (*to_config)(const Args&), HfFamily (*hf_family)()) {
+  ModelSpec spec;
+  spec.name = std::move(name);
   for (const auto& [flavor, args] : flavors()) spec.flavors.push_back(flavor);
   spec.config = [flavors, to_config](const std::string& flavor, int64_t vocab_size) {
     Args args = flavors().at(flavor);
     if (vocab_size > 0) args.vocab_size = vocab_size;
     return to_config(args);
   };
+  spec.build = [](const DecoderConfig& config, Device device) { return config.build(device); };
+  spec.parallelize = parallelize_decoder;
+  spec.module_fqns = decoder_module_fqns;
+  spec.flops_per_token = training_flops_per_token;
+  spec.memory_estimate = estimate_memory;
+  spec.hf_family = hf_family;
   return spec;
 }
-int64_t parameter_count(const DecoderConfig& config);
 
 const ModelSpec& model_spec(const std::string& name);
 std::vector<std::string> model_names();

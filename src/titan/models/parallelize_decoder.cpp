@@ -1,75 +1,63 @@
 #include "titan/models/parallelize_decoder.h"
 
-#include "titan/autograd/checkpoint.h"
-#include "titan/autograd/offload.h"
+#include "titan/distributed/mixed_precision.h"
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/functional.h"
 
 namespace titan::models {
+namespace {
 
-void apply_mixed_precision(Decoder& model, DType dtype) {
-  if (dtype == DType::f32) return;
-  for (auto& [name, parameter] : model.named_parameters()) {
-    parameter->parametrizations.push_back([dtype](const Tensor& stored) { return F::cast(stored, dtype); });
-  }
+using distributed::ProcessGroup;
+
+// Redistributions around a module whose weights are split over tp: its input
+// gathered from the sequence shards, its partial output summed and scattered back.
+void wrap_in_sequence_parallel(nn::Module& module, const std::shared_ptr<ProcessGroup>& tp) {
+  module.input_hooks.push_back([tp](const Tensor& x) { return distributed::gather_sequence(x, tp); });
+  module.output_hooks.push_back([tp](const Tensor& x) { return distributed::reduce_scatter_sequence(x, tp); });
 }
 
-void apply_activation_checkpointing(Decoder& model, const std::string& mode, int64_t every) {
-  TITAN_CHECK(mode == "none" || mode == "full" || mode == "selective" || mode == "offload",
-              "activation checkpointing mode '{}' is not one of none, full, selective, offload", mode);
-  if (mode == "none") return;
-  if (mode == "offload") {
-    auto offloader = std::make_shared<autograd::ActivationOffloader>(static_cast<int64_t>(model.layers->size()));
-    for (size_t i = 0; i < model.layers->size(); ++i) {
-      (*model.layers)[i]->set_runner([offloader, i](const nn::BlockBody& body, const Tensor& x) {
-        return offloader->run(static_cast<int64_t>(i), body, x);
-      });
-    }
-    return;
-  }
-  TITAN_CHECK(every > 0, "activation checkpointing: selective_every must be > 0, got {}", every);
-  const nn::BlockRunner checkpointed = [](const nn::BlockBody& body, const Tensor& x) {
-    return autograd::checkpoint([body](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; },
-                                {x})[0];
-  };
-  for (size_t i = 0; i < model.layers->size(); ++i) {
-    if (mode == "full" || i % static_cast<size_t>(every) == 0) (*model.layers)[i]->set_runner(checkpointed);
-  }
+void column_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
+  distributed::shard_parameter(where + " (column-parallel)", *linear.weight, 0, tp);
 }
 
-void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
-  const std::shared_ptr<distributed::ProcessGroup> tp = mesh.group("tp");
-  if (tp->size() == 1) return;
-  const auto& a = model.config.block.attention;
+void row_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
+  distributed::shard_parameter(where + " (row-parallel)", *linear.weight, 1, tp);
+}
+
+// ---- the plan by module kind ----
+
+void tensor_parallel_attention(const std::string& where, nn::Attention& attention,
+                               const std::shared_ptr<ProcessGroup>& tp) {
+  const nn::AttentionConfig& a = attention.config;
   TITAN_CHECK(a.n_heads % tp->size() == 0 && a.kv_heads() % tp->size() == 0,
-              "tensor parallelism: {} query / {} key-value heads do not split over {} ranks", a.n_heads, a.kv_heads(),
-              tp->size());
-  const auto gather = [tp](const Tensor& x) { return distributed::gather_sequence(x, tp); };
-  const auto scatter = [tp](const Tensor& x) { return distributed::reduce_scatter_sequence(x, tp); };
-  for (size_t i = 0; i < model.layers->size(); ++i) {
-    nn::TransformerBlock& block = *(*model.layers)[i];
-    const std::string prefix = fmt::format("layers.{}.", i);
-    for (auto* linear : {block.attention->wq.get(), block.attention->wk.get(), block.attention->wv.get(),
-                         block.feed_forward->w1.get(), block.feed_forward->w3.get()}) {
-      distributed::shard_parameter(prefix + "column-parallel weight", *linear->weight, 0, *tp);
-    }
-    for (auto* linear : {block.attention->wo.get(), block.feed_forward->w2.get()}) {
-      distributed::shard_parameter(prefix + "row-parallel weight", *linear->weight, 1, *tp);
-    }
-    for (nn::Module* module :
-         {static_cast<nn::Module*>(block.attention.get()), static_cast<nn::Module*>(block.feed_forward.get())}) {
-      module->input_hooks.push_back(gather);
-      module->output_hooks.push_back(scatter);
-    }
+              "tensor parallelism: {} has {} query / {} key-value heads, which do not split over {} ranks", where,
+              a.n_heads, a.kv_heads(), tp->size());
+  for (nn::Linear* linear : {attention.wq.get(), attention.wk.get(), attention.wv.get()}) {
+    column_parallel(where, *linear, *tp);
   }
-  // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
-  model.tok_embeddings->input_hooks.push_back(
-      [tp](const Tensor& ids) { return distributed::slice_sequence(ids, *tp); });
-  if (model.output) distributed::shard_parameter("output.weight", *model.output->weight, 0, *tp);
-  const LossConfig loss = model.config.loss;
+  row_parallel(where, *attention.wo, *tp);
+  wrap_in_sequence_parallel(attention, tp);
+}
+
+void tensor_parallel_feed_forward(const std::string& where, nn::FeedForward& ffn,
+                                  const std::shared_ptr<ProcessGroup>& tp) {
+  TITAN_CHECK(ffn.config.hidden_dim % tp->size() == 0,
+              "tensor parallelism: {} has an FFN of {} which does not split over {} ranks", where,
+              ffn.config.hidden_dim, tp->size());
+  column_parallel(where, *ffn.w1, *tp);
+  column_parallel(where, *ffn.w3, *tp);
+  row_parallel(where, *ffn.w2, *tp);
+  wrap_in_sequence_parallel(ffn, tp);
+}
+
+// The output projection split by vocabulary rows, with a loss that combines
+// the ranks' slices without ever gathering the logits.
+void tensor_parallel_output(Decoder& model, const std::shared_ptr<ProcessGroup>& tp) {
   const int64_t vocab = model.config.vocab_size;
   TITAN_CHECK(vocab % tp->size() == 0, "tensor parallelism: vocabulary {} does not split over {} ranks", vocab,
               tp->size());
+  if (model.output) distributed::shard_parameter("output.weight", *model.output->weight, 0, *tp);
+  const LossConfig loss = model.config.loss;
   model.loss_function = [tp, loss, vocab](const Tensor& hidden, const Tensor& weight, const Tensor& labels) {
     // A tied table is whole on every rank: take this rank's vocabulary rows of it.
     const int64_t rows = vocab / tp->size();
@@ -84,10 +72,20 @@ void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) 
   };
 }
 
-std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh, DType param_dtype,
-                                              distributed::ReshardPolicy reshard_after_forward) {
-  auto fsdp = std::make_shared<distributed::Fsdp>(mesh.group("dp_shard"), mesh.group("dp_replicate"),
-                                                  distributed::FsdpOptions{param_dtype, reshard_after_forward});
+std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
+  std::vector<nn::TransformerBlock*> blocks;
+  for (const auto& block : *model.layers) blocks.push_back(block.get());
+  return blocks;
+}
+
+// One FSDP unit per block plus one for the embeddings, final norm and output
+// (the root, gathered first and kept until the backward ends). Apply after
+// activation checkpointing, so the gather wraps the checkpointed block.
+std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh,
+                                              const ParallelizeOptions& options) {
+  auto fsdp =
+      std::make_shared<distributed::Fsdp>(mesh.group("dp_shard"), mesh.group("dp_replicate"),
+                                          distributed::FsdpOptions{options.param_dtype, options.reshard_after_forward});
   std::vector<nn::Parameter*> root;
   for (auto& [name, parameter] : model.named_parameters()) {
     if (!name.starts_with("layers.")) root.push_back(parameter);
@@ -95,15 +93,47 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
   fsdp->add_unit("root", root);
   const size_t layers = model.layers->size();
   for (size_t i = 0; i < layers; ++i) {
-    std::vector<nn::Parameter*> block;
-    for (auto& [name, parameter] : (*model.layers)[i]->named_parameters()) block.push_back(parameter);
-    const size_t unit = fsdp->add_unit(fmt::format("layers.{}", i), block);
+    nn::TransformerBlock& block = *(*model.layers)[i];
+    std::vector<nn::Parameter*> parameters;
+    for (auto& [name, parameter] : block.named_parameters()) parameters.push_back(parameter);
+    const size_t unit = fsdp->add_unit("layers." + model.layers->key(i), parameters);
     // The last block's backward comes right after its forward: keep it gathered unless told to always reshard.
-    const bool reshard = reshard_after_forward == distributed::ReshardPolicy::always ||
-                         (reshard_after_forward == distributed::ReshardPolicy::default_policy && i + 1 < layers);
-    fsdp->wrap_block(*(*model.layers)[i], unit, reshard);
+    const bool reshard =
+        options.reshard_after_forward == distributed::ReshardPolicy::always ||
+        (options.reshard_after_forward == distributed::ReshardPolicy::default_policy && i + 1 < layers);
+    fsdp->wrap_block(block, unit, reshard);
   }
   return fsdp;
+}
+
+}  // namespace
+
+void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
+  const std::shared_ptr<ProcessGroup> tp = mesh.group("tp");
+  if (tp->size() == 1) return;
+  for (size_t i = 0; i < model.layers->size(); ++i) {
+    nn::TransformerBlock& block = *(*model.layers)[i];
+    const std::string where = "layers." + model.layers->key(i);
+    tensor_parallel_attention(where + ".attention", *block.attention, tp);
+    if (block.feed_forward) tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp);
+  }
+  // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
+  model.tok_embeddings->input_hooks.push_back(
+      [tp](const Tensor& ids) { return distributed::slice_sequence(ids, *tp); });
+  tensor_parallel_output(model, tp);
+}
+
+ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceMesh& mesh,
+                                      const ParallelizeOptions& options) {
+  apply_tensor_parallel(model, mesh);
+  distributed::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
+  ParallelizedModel parallelized;
+  if (mesh.dims().dp() > 1) {
+    parallelized.fsdp = apply_fsdp(model, mesh, options);
+  } else {
+    distributed::apply_mixed_precision(model, options.param_dtype);
+  }
+  return parallelized;
 }
 
 }  // namespace titan::models

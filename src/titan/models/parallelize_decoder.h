@@ -1,36 +1,42 @@
-// Applied to a built Decoder from outside, per the job config: mixed
-// precision (parameters materialised in a compute dtype, gradients flowing
-// back to the f32 master weights) and activation checkpointing of blocks.
-// The model definition stays single-device and precision-agnostic.
+// The decoder's parallelize plan, applied to a built model from outside per
+// the job config, in TorchTitan's order: tensor + sequence parallelism and
+// expert parallelism, activation checkpointing, then FSDP (whose gather
+// materialises parameters in the compute dtype) or, without data
+// parallelism, plain mixed precision. The plan is written by module kind
+// (what an Attention, a FeedForward or a MoE block gets), never by walking a
+// particular model's members, so any decoder built from block configs takes it.
 #pragma once
 
-#include <string>
+#include <memory>
 
+#include "titan/distributed/activation_checkpoint.h"
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
 
 namespace titan::models {
 
-// Every parameter reaches forward cast to `dtype` (no-op for f32).
-void apply_mixed_precision(Decoder& model, DType dtype);
+struct ParallelizeOptions {
+  DType param_dtype = DType::f32;  // training.mixed_precision_param
+  distributed::ActivationCheckpointMode activation_checkpoint = distributed::ActivationCheckpointMode::none;
+  int64_t selective_every = 2;
+  distributed::ReshardPolicy reshard_after_forward = distributed::ReshardPolicy::default_policy;
+};
 
-// mode "none", "full" (every block) or "selective" (every `every`-th block):
-// those blocks keep only their input for backward and recompute the rest.
-void apply_activation_checkpointing(Decoder& model, const std::string& mode, int64_t every);
+struct ParallelizedModel {
+  std::shared_ptr<distributed::Fsdp> fsdp;  // null without data parallelism
+};
 
-// Tensor + sequence parallelism over the mesh's tp group (the plan for this
-// decoder): q/k/v and w1/w3 column-parallel, wo and w2 row-parallel, norms
-// and embeddings replicated, the output projection split by vocabulary rows
-// with a vocabulary-parallel loss. Apply before activation checkpointing and FSDP.
+ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceMesh& mesh,
+                                      const ParallelizeOptions& options);
+
+// The tensor-parallel plan alone, over the mesh's tp group: attention's q/k/v
+// and a dense FFN's w1/w3 split by output features (column-parallel), their
+// output projections by input features (row-parallel), each such module's
+// input gathered from the sequence-parallel residual stream and its output
+// reduce-scattered back; norms, embeddings and MoE blocks (router and experts
+// on each rank's own tokens) replicated; the output projection split by
+// vocabulary rows with a vocabulary-parallel loss.
 void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh);
-
-// Data parallelism over the mesh's dp_shard and dp_replicate dims: one FSDP
-// unit per block plus one for the embeddings, final norm and output (the
-// root, gathered first and kept until the backward ends). Parameters are
-// materialised in `param_dtype` by the gather itself. Apply after activation
-// checkpointing so the gather wraps the checkpointed block.
-std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh, DType param_dtype,
-                                              distributed::ReshardPolicy reshard_after_forward);
 
 }  // namespace titan::models

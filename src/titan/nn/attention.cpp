@@ -32,7 +32,7 @@ Attention::Attention(const AttentionConfig& config, Device device) : config(conf
 Attention::Projected Attention::project(const Tensor& x, const AttentionInputs& inputs) const {
   TITAN_CHECK(x.dim() == 3 && x.size(2) == config.dim, "Attention: input {} must be [B, S, {}]", shape_str(x.shape()),
               config.dim);
-  TITAN_CHECK(inputs.rope != nullptr, "Attention: no RoPE table given");
+  TITAN_CHECK(!config.rope || inputs.rope != nullptr, "Attention: no RoPE table given");
   const int64_t batch = x.size(0), seq = x.size(1), head = config.head_size();
   // Heads as -1: under tensor parallelism a rank holds only some of them.
   Tensor q = F::view(wq->forward(x), {batch, seq, -1, head});
@@ -42,8 +42,10 @@ Attention::Projected Attention::project(const Tensor& x, const AttentionInputs& 
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  q = F::rope(q, *inputs.rope, inputs.positions, config.rope_style);
-  k = F::rope(k, *inputs.rope, inputs.positions, config.rope_style);
+  if (config.rope) {
+    q = F::rope(q, *inputs.rope, inputs.positions, config.rope_style);
+    k = F::rope(k, *inputs.rope, inputs.positions, config.rope_style);
+  }
   return {q, k, v};
 }
 

@@ -24,6 +24,7 @@ struct AttentionConfig {
   bool qk_norm = false;    // RMSNorm each query/key head before RoPE
   double norm_eps = 1e-6;
   ops::RopeStyle rope_style = ops::RopeStyle::interleaved;
+  bool rope = true;                      // rotate queries and keys (off: a NoPE layer)
   std::string attention_impl = "flash";  // "flash" or "naive"
   int64_t sliding_window = 0;            // 0 = the mask's own window
 

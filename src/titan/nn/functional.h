@@ -3,6 +3,7 @@
 // uses only these; core Tensor views never record history.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -44,6 +45,30 @@ Tensor silu(const Tensor& x);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 Tensor softmax(const Tensor& x);
 Tensor rope(const Tensor& x, const ops::RopeTable& table, const Tensor& positions, ops::RopeStyle style);
+
+// ---- mixture of experts (ops/moe_routing.h, ops/grouped_gemm.h) ----
+Tensor sigmoid(const Tensor& x);
+// x [T, E] f32 -> x[t, indices[t, s]] [T, k]
+Tensor gather_columns(const Tensor& x, const Tensor& indices);
+// Each row of x [T, k] f32 divided by its sum.
+Tensor normalize_rows(const Tensor& x);
+// Token rows x [T, D] once per slot, in the expert order of `order` (its inverse for the backward).
+Tensor permute_tokens(const Tensor& x, const Tensor& order, const Tensor& inverse, int64_t k);
+// The experts' rows back per token, weighted: sum over s of weights[t, s] * rows[inverse[t*k + s]].
+Tensor combine_experts(const Tensor& rows, const Tensor& inverse, const Tensor& weights);
+// Each expert's rows of x [N, in] times its weight w[e] [out, in]^T; counts [E] i64.
+Tensor grouped_linear(const Tensor& x, const Tensor& w, const Tensor& counts);
+// The same product as a loop of ordinary GEMMs, one per expert (the plain
+// reference for grouped_linear). It reads the counts on the host.
+Tensor looped_linear(const Tensor& x, const Tensor& w, const Tensor& counts);
+// y unchanged; its backward hands the gradient arriving at y to `observe` first.
+Tensor observe_gradient(const Tensor& y, std::function<void(const Tensor&)> observe);
+// y unchanged; in backward, p (which y does not depend on) also receives
+// gradient(): how a loss term that depends on p, computed nowhere in the graph
+// (an auxiliary loss whose coefficient needs every layer's statistics), gets
+// its gradient through whatever recomputation (activation checkpointing) the
+// graph of y goes through.
+Tensor with_auxiliary_gradient(const Tensor& y, const Tensor& p, std::function<Tensor()> gradient);
 
 // ---- attention ----
 enum class AttentionImpl { flash, naive };

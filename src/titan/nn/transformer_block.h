@@ -1,11 +1,14 @@
-// A pre-norm decoder block: h = x + attention(norm(x)); out = h + ffn(norm(h)).
+// A pre-norm decoder block: h = x + attention(norm(x)); out = h + ffn(norm(h)),
+// the FFN dense (SwiGLU) or a mixture of experts, as the block's config says.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "titan/nn/attention.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/nn/moe.h"
 #include "titan/nn/rms_norm.h"
 
 namespace titan::nn {
@@ -14,9 +17,16 @@ class TransformerBlock;
 
 struct TransformerBlockConfig {
   AttentionConfig attention;
-  FeedForwardConfig feed_forward;
+  FeedForwardConfig feed_forward;  // the dense FFN, unless moe is set
+  std::optional<MoEConfig> moe;    // a mixture-of-experts FFN instead
   double norm_eps = 1e-5;
   std::shared_ptr<TransformerBlock> build(Device device = Device::cpu()) const;
+};
+
+// What every block needs for one forward pass of the model.
+struct BlockInputs {
+  AttentionInputs attention;
+  std::shared_ptr<MoEAuxLoss> moe_aux;  // the pass's auxiliary loss (null: none)
 };
 
 // How a block's computation is run. parallelize installs one to wrap every
@@ -29,7 +39,7 @@ using BlockRunner = std::function<Tensor(const BlockBody& body, const Tensor& x)
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const TransformerBlockConfig& config, Device device);
-  Tensor forward(const Tensor& x, const AttentionInputs& inputs) const;
+  Tensor forward(const Tensor& x, const BlockInputs& inputs) const;
   // Incremental decoding with this layer's KV cache (see Attention::forward_cached).
   Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                         const Tensor& value_cache, int64_t start) const;
@@ -42,12 +52,13 @@ class TransformerBlock : public Module {
   const TransformerBlockConfig config;
   std::shared_ptr<RMSNorm> attention_norm, ffn_norm;
   std::shared_ptr<Attention> attention;
-  std::shared_ptr<FeedForward> feed_forward;
+  std::shared_ptr<FeedForward> feed_forward;  // null in a mixture-of-experts block
+  std::shared_ptr<MoE> moe;                   // null in a dense block
 
  private:
-  Tensor compute(const Tensor& x, const AttentionInputs& inputs) const;
+  Tensor compute(const Tensor& x, const BlockInputs& inputs) const;
   // x + attend(norm(x)), then the feed-forward residual: shared by both forwards.
-  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend) const;
+  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend, MoEAuxLoss* aux) const;
   BlockRunner runner_;
 };
 

@@ -405,6 +405,13 @@ void validate(const JobConfig& c) {
   positive(c.activation_checkpoint.selective_every, "activation_checkpoint.selective_every");
   TITAN_CHECK(c.model.attention == "flash" || c.model.attention == "naive",
               "model.attention must be flash or naive, got '{}'", c.model.attention);
+  TITAN_CHECK(c.model.moe_expert_impl == "grouped" || c.model.moe_expert_impl == "loop",
+              "model.moe_expert_impl must be grouped or loop, got '{}'", c.model.moe_expert_impl);
+  TITAN_CHECK(std::isfinite(c.model.moe_aux_loss_coef), "model.moe_aux_loss_coef must be a number");
+  TITAN_CHECK(std::isfinite(c.model.moe_load_balance_coeff), "model.moe_load_balance_coeff must be a number");
+  TITAN_CHECK(!c.training.graph_capture || c.model.moe_expert_impl == "grouped",
+              "training.graph_capture with model.moe_expert_impl = loop: the loop reads each expert's token count "
+              "on the host, which a recorded step cannot");
   TITAN_CHECK(c.checkpoint.async_mode == "disabled" || c.checkpoint.async_mode == "async",
               "checkpoint.async_mode must be disabled or async, got '{}'", c.checkpoint.async_mode);
   const std::vector<std::string> parts{"model", "optimizer", "lr_scheduler", "dataloader", "train_state"};

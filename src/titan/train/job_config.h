@@ -29,12 +29,15 @@ struct ModelSection {
   bool fused_loss = true;
   bool document_masking = false;
   int64_t loss_vocab_chunk = 0;
+  std::string moe_expert_impl = "grouped";
+  double moe_aux_loss_coef = -1.0;
+  double moe_load_balance_coeff = -1.0;
   void visit(ConfigVisitor& v) {
-    v.field("name", name, "model family: llama3 or qwen3");
+    v.field("name", name, "model family: llama3, qwen3 or qwen3_moe");
     v.field("flavor", flavor, "named size: debugmodel, 1B, 8B, ...");
     v.field("hf_config", hf_config,
-            "a Hugging Face config.json (LlamaForCausalLM, Qwen3ForCausalLM): builds that model; name and flavor "
-            "follow it");
+            "a Hugging Face config.json (LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM): builds that model; "
+            "name and flavor follow it");
     v.field("tokenizer_path", tokenizer_path,
             "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");
     v.field("vocab_size", vocab_size, "override the vocabulary size (0 = the tokenizer's, else the flavor's)");
@@ -43,6 +46,14 @@ struct ModelSection {
             "fused linear cross-entropy (logits never whole) instead of linear + cross-entropy");
     v.field("document_masking", document_masking, "mask attention across packed documents");
     v.field("loss_vocab_chunk", loss_vocab_chunk, "vocabulary columns per fused-loss tile (0 = all)");
+    v.field("moe_expert_impl", moe_expert_impl,
+            "mixture-of-experts layers: grouped (one grouped GEMM for all experts) or loop (one GEMM per expert)");
+    v.field("moe_aux_loss_coef", moe_aux_loss_coef,
+            "MoE auxiliary load-balancing loss coefficient (Hugging Face's router_aux_loss_coef; < 0: the "
+            "flavor's)");
+    v.field("moe_load_balance_coeff", moe_load_balance_coeff,
+            "aux-loss-free balancing: per-expert bias step after every optimizer step (DeepSeek-V3; 0: off; < 0: the "
+            "flavor's)");
   }
 };
 

@@ -25,7 +25,14 @@ models::DecoderConfig resolve_model_config(JobConfig& config, int64_t vocab_size
   } else {
     decoder = models::model_config(model.name, model.flavor, vocab_size);
   }
-  decoder.block.attention.attention_impl = model.attention;
+  const nn::ExpertImpl expert_impl = nn::parse_expert_impl(model.moe_expert_impl);
+  decoder.edit_layers([&](nn::TransformerBlockConfig& block) {
+    block.attention.attention_impl = model.attention;
+    if (!block.moe) return;
+    block.moe->expert_impl = expert_impl;
+    if (model.moe_aux_loss_coef >= 0) block.moe->aux_loss_coef = model.moe_aux_loss_coef;
+    if (model.moe_load_balance_coeff >= 0) block.moe->load_balance_coeff = model.moe_load_balance_coeff;
+  });
   decoder.loss.fused = model.fused_loss;
   decoder.loss.vocab_chunk = model.loss_vocab_chunk;
   decoder.max_seq_len = std::max(decoder.max_seq_len, config.training.seq_len);

@@ -9,7 +9,7 @@
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
 #include "titan/distributed/world.h"
-#include "titan/models/memory_estimate.h"
+#include "titan/models/model_spec.h"
 
 namespace titan::train {
 namespace {
@@ -59,7 +59,7 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.selective_every = config.activation_checkpoint.selective_every;
   // Tensor parallelism shards the weights too; the estimate only knows FSDP's shards.
   options.dp_shard = std::max<int64_t>(1, dims.dp_shard) * tp;
-  models::MemoryEstimate estimate = models::estimate_memory(model, options);
+  models::MemoryEstimate estimate = models::model_spec(config.model.name).memory_estimate(model, options);
   // The estimate's activations are unsharded: under TP count only a rank's share (a lower bound).
   estimate.activation_bytes /= static_cast<double>(tp);
   // Every rank builds the full f32 model before keeping its shard.

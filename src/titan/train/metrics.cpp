@@ -72,6 +72,11 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
   }
   // Retries mean the device ran out and the cache was flushed: a sign of fragmentation or a too-large batch.
   if (m.alloc_retries > 0) line += fmt::format("  alloc_retries {}", m.alloc_retries);
+  if (m.aux_loss) line += fmt::format("  aux {:.4f}", *m.aux_loss);
+  if (m.expert_load_mean) {
+    line += fmt::format("  load {:.2f} (worst {:.2f} @ layer {})", *m.expert_load_mean, *m.expert_load_worst,
+                        m.expert_load_worst_layer);
+  }
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
   if (m.checkpoint_stall_seconds > 0) line += fmt::format("  ckpt_stall {:.3f}s", m.checkpoint_stall_seconds);
   if (progress && m.step > 0) {
@@ -106,6 +111,12 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"comm_exposed_seconds", m.comm_exposed_seconds},
                         {"checkpoint_stall_seconds", m.checkpoint_stall_seconds}};
   if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
+  if (m.aux_loss) record["aux_loss"] = *m.aux_loss;
+  if (m.expert_load_mean) {
+    record["expert_load_max_over_mean"] = *m.expert_load_mean;
+    record["expert_load_worst"] = *m.expert_load_worst;
+    record["expert_load_worst_layer"] = m.expert_load_worst_layer;
+  }
   append_record(record.dump() + "\n");
 }
 

@@ -37,10 +37,16 @@ struct StepMetrics {
   // Seconds a checkpoint save held this step up (async: the host copy; blocking: the whole write).
   double checkpoint_stall_seconds = 0.0;
   std::optional<double> validation_loss;
+  // Mixture of experts: the auxiliary loss (before its coefficient, averaged
+  // over micro-batches and data-parallel ranks), and expert load as tokens of
+  // the busiest expert over the mean, averaged over MoE layers and at the
+  // worst layer (1 = perfectly balanced; counted over every rank's tokens).
+  std::optional<double> aux_loss;
+  std::optional<double> expert_load_mean;
+  std::optional<double> expert_load_worst;
+  int64_t expert_load_worst_layer = -1;
 };
 
-// Prints one line per logged step and appends the same fields as one JSON
-// object per line to `jsonl_path` (when non-empty).
 // The console line and metrics.jsonl. A line that cannot be written (a full
 // disk) is cut back off the file, so the file never holds half a record; the
 // first failure is a warning naming the file and the reason, or, with

@@ -15,7 +15,6 @@
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/distributed/world.h"
 #include "titan/models/model_spec.h"
-#include "titan/models/parallelize_decoder.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
 #include "titan/ops/copy.h"
@@ -114,8 +113,9 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const int64_t vocab = model_config.vocab_size;
   TITAN_CHECK(vocab >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids", vocab,
               tokenizer_vocab);
+  const models::ModelSpec& spec = models::model_spec(config_.model.name);
   check_job_fits_memory(config_, model_config, mesh_->dims(), device);
-  model_ = model_config.build(device);
+  model_ = spec.build(model_config, device);
   generator_ = Generator(static_cast<uint64_t>(config_.training.seed));
   model_->init_weights(generator_);
   // A Hugging Face folder holds full weights: they are read before the model is
@@ -124,15 +124,12 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
     checkpoint::load_hf_weights_into(*model_, config_.checkpoint.initial_load_path);
   // Every rank initialises the same full weights from the seed, then keeps its shard.
   const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
-  models::apply_tensor_parallel(*model_, *mesh_);
-  models::apply_activation_checkpointing(*model_, config_.activation_checkpoint.mode,
-                                         config_.activation_checkpoint.selective_every);
-  if (mesh_->dims().dp() > 1) {
-    fsdp_ = models::apply_fsdp(*model_, *mesh_, compute_dtype,
-                               distributed::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward));
-  } else {
-    models::apply_mixed_precision(*model_, compute_dtype);
-  }
+  models::ParallelizeOptions parallelize;
+  parallelize.param_dtype = compute_dtype;
+  parallelize.activation_checkpoint = distributed::parse_activation_checkpoint_mode(config_.activation_checkpoint.mode);
+  parallelize.selective_every = config_.activation_checkpoint.selective_every;
+  parallelize.reshard_after_forward = distributed::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward);
+  fsdp_ = spec.parallelize(*model_, *mesh_, parallelize).fsdp;
 
   std::vector<std::pair<std::string, Tensor>> named;
   for (auto& [name, parameter] : model_->named_parameters()) named.emplace_back(name, parameter->data);
@@ -156,7 +153,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "training.global_batch_size {} is not a multiple of local_batch_size x data-parallel ranks = {}", global,
               local);
   accumulation_ = global / local;
-  flops_per_token_ = models::training_flops_per_token(model_config, config_.training.seq_len);
+  flops_per_token_ = spec.flops_per_token(model_config, config_.training.seq_len);
   if (config_.metrics.peak_tflops > 0) {
     peak_tflops_ = config_.metrics.peak_tflops;
   } else {
@@ -229,14 +226,17 @@ StepMetrics Trainer::train_step() {
   if (!captured_) ++eager_steps_;
   const double host_seconds = seconds_since(start);
   // Read back once the device has the whole step queued.
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, aux_sum = 0.0;
   for (const Tensor& loss : out.losses) loss_sum += loss.item();
+  for (const Tensor& aux : out.aux_losses) aux_sum += aux.item();
   const std::vector<float> clip = out.clip.to_floats();
 
   StepMetrics m;
   m.step = step_;
   m.total_steps = config_.training.steps;
   m.loss = mean_over_dp(loss_sum / static_cast<double>(accumulation_));
+  if (!out.aux_losses.empty()) m.aux_loss = mean_over_dp(aux_sum / static_cast<double>(accumulation_));
+  finish_moe_step(m);
   m.grad_norm = clip[0];
   m.lr = lr;
   m.step_seconds = seconds_since(start);
@@ -263,13 +263,56 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
+void Trainer::finish_moe_step(StepMetrics& m) {
+  std::vector<nn::MoE*> layers;
+  std::vector<int64_t> layer_ids;
+  for (size_t i = 0; i < model_->layers->size(); ++i) {
+    if (nn::MoE* moe = (*model_->layers)[i]->moe.get()) {
+      layers.push_back(moe);
+      layer_ids.push_back(std::stoll(model_->layers->key(i)));
+    }
+  }
+  if (layers.empty()) return;
+  // Every rank that routed its own tokens: the data-parallel ranks, and under
+  // sequence parallelism the tensor-parallel ranks, which route a slice each.
+  std::vector<Tensor> totals;
+  for (nn::MoE* moe : layers) {
+    Tensor total = moe->tokens_per_expert->clone();
+    for (const char* dim : {"dp", "tp"}) {
+      if (mesh_->size(dim) > 1) mesh_->group(dim)->all_reduce(total, distributed::ReduceOp::sum)->wait();
+    }
+    totals.push_back(total);
+  }
+  double ratio_sum = 0.0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const std::vector<float> load = totals[l].to_floats();
+    double sum = 0.0, busiest = 0.0;
+    for (float tokens : load) {
+      sum += tokens;
+      busiest = std::max(busiest, static_cast<double>(tokens));
+    }
+    const double ratio = sum > 0 ? busiest / (sum / static_cast<double>(load.size())) : 0.0;
+    ratio_sum += ratio;
+    if (!m.expert_load_worst || ratio > *m.expert_load_worst) {
+      m.expert_load_worst = ratio;
+      m.expert_load_worst_layer = layer_ids[l];
+    }
+    layers[l]->update_expert_bias(totals[l]);
+    ops::fill_(*layers[l]->tokens_per_expert, 0.0);
+  }
+  m.expert_load_mean = ratio_sum / static_cast<double>(layers.size());
+}
+
 Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
   NoHostReadsScope no_host_reads("the training step's device work");
   StepOutputs out;
   model_->zero_grad();
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
-    Tensor loss = model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)]);
-    out.losses.push_back(loss.detach());
+    models::LossParts parts;
+    Tensor loss =
+        model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)], &parts);
+    out.losses.push_back(parts.lm);
+    if (parts.aux.defined()) out.aux_losses.push_back(parts.aux);
     if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
     autograd::backward({loss});
     if (fsdp_) {

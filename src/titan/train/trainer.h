@@ -61,8 +61,9 @@ class Trainer {
   };
   // What the device half of a step leaves for the host to read after it.
   struct StepOutputs {
-    std::vector<Tensor> losses;  // each micro-batch's loss (0-d f32)
-    Tensor clip;                 // [gradient norm, clipping factor] f32
+    std::vector<Tensor> losses;      // each micro-batch's loss (0-d f32)
+    std::vector<Tensor> aux_losses;  // each micro-batch's MoE auxiliary loss (none without one)
+    Tensor clip;                     // [gradient norm, clipping factor] f32
   };
   // A step recorded once (training.graph_capture) and replayed on static inputs.
   struct CapturedStep {
@@ -78,6 +79,10 @@ class Trainer {
   StepOutputs replay_captured_step(const StepInputs& step);
   // The average of a per-rank number over the data-parallel ranks.
   double mean_over_dp(double value) const;
+  // After a step: every MoE layer's tokens per expert, summed over the ranks
+  // that routed different tokens, into the expert-load metrics and the
+  // aux-loss-free bias update; then cleared for the next step.
+  void finish_moe_step(StepMetrics& metrics);
   // Sums tensor-parallel partial gradients, clips by the global norm; returns [norm, factor] on the device.
   Tensor synchronize_and_clip_gradients();
   void resume();

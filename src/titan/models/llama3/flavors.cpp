@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "titan/models/llama3/hf_adapter.h"
+
 namespace titan::models::llama3 {
 
 int64_t ffn_hidden_dim(const Args& args) {
@@ -13,14 +15,15 @@ int64_t ffn_hidden_dim(const Args& args) {
 DecoderConfig to_config(const Args& args) {
   DecoderConfig config;
   config.vocab_size = args.vocab_size;
-  config.n_layers = args.n_layers;
-  config.block.attention = {.dim = args.dim,
-                            .n_heads = args.n_heads,
-                            .n_kv_heads = args.n_kv_heads,
-                            .norm_eps = args.norm_eps,
-                            .rope_style = ops::RopeStyle::interleaved};
-  config.block.feed_forward = {.dim = args.dim, .hidden_dim = ffn_hidden_dim(args)};
-  config.block.norm_eps = args.norm_eps;
+  nn::TransformerBlockConfig block;
+  block.attention = {.dim = args.dim,
+                     .n_heads = args.n_heads,
+                     .n_kv_heads = args.n_kv_heads,
+                     .norm_eps = args.norm_eps,
+                     .rope_style = ops::RopeStyle::interleaved};
+  block.feed_forward = {.dim = args.dim, .hidden_dim = ffn_hidden_dim(args)};
+  block.norm_eps = args.norm_eps;
+  config.set_layers(args.n_layers, block);
   config.rope_theta = args.rope_theta;
   if (args.rope_scaling_factor > 0) config.rope_scaling = {args.rope_scaling_factor, 1.0, 4.0, 8192};
   config.tie_embeddings = args.tie_embeddings;
@@ -80,6 +83,6 @@ const std::map<std::string, Args>& flavors() {
 
 }  // namespace
 
-ModelSpec spec() { return make_model_spec<Args>("llama3", flavors, to_config); }
+ModelSpec spec() { return make_model_spec<Args>("llama3", flavors, to_config, hf_family); }
 
 }  // namespace titan::models::llama3

@@ -2,21 +2,24 @@
 
 #include <map>
 
+#include "titan/models/qwen3/hf_adapter.h"
+
 namespace titan::models::qwen3 {
 
 DecoderConfig to_config(const Args& args) {
   DecoderConfig config;
   config.vocab_size = args.vocab_size;
-  config.n_layers = args.n_layers;
-  config.block.attention = {.dim = args.dim,
-                            .n_heads = args.n_heads,
-                            .n_kv_heads = args.n_kv_heads,
-                            .head_dim = args.head_dim,
-                            .qk_norm = true,
-                            .norm_eps = args.norm_eps,
-                            .rope_style = ops::RopeStyle::half};
-  config.block.feed_forward = {.dim = args.dim, .hidden_dim = args.hidden_dim};
-  config.block.norm_eps = args.norm_eps;
+  nn::TransformerBlockConfig block;
+  block.attention = {.dim = args.dim,
+                     .n_heads = args.n_heads,
+                     .n_kv_heads = args.n_kv_heads,
+                     .head_dim = args.head_dim,
+                     .qk_norm = true,
+                     .norm_eps = args.norm_eps,
+                     .rope_style = ops::RopeStyle::half};
+  block.feed_forward = {.dim = args.dim, .hidden_dim = args.hidden_dim};
+  block.norm_eps = args.norm_eps;
+  config.set_layers(args.n_layers, block);
   config.rope_theta = args.rope_theta;
   config.tie_embeddings = args.tie_embeddings;
   config.max_seq_len = args.max_seq_len;
@@ -52,6 +55,6 @@ const std::map<std::string, Args>& flavors() {
 
 }  // namespace
 
-ModelSpec spec() { return make_model_spec<Args>("qwen3", flavors, to_config); }
+ModelSpec spec() { return make_model_spec<Args>("qwen3", flavors, to_config, hf_family); }
 
 }  // namespace titan::models::qwen3

@@ -26,7 +26,9 @@ TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
 #undef TITAN_DECLARE_REGISTER
 
-void register_gemm();  // oneDNN picks its own ISA (capped below when a set is forced)
+// oneDNN picks its own ISA for these (capped below when a set is forced).
+void register_gemm();
+void register_grouped_gemm();
 
 namespace {
 
@@ -112,6 +114,7 @@ void register_kernels() {
 #undef TITAN_CALL_AVX2
 #undef TITAN_CALL_AVX512
   register_gemm();
+  register_grouped_gemm();
 }
 
 }  // namespace titan::ops::cpu

@@ -15,4 +15,5 @@
   X(attention)                    \
   X(attention_mask)               \
   X(cross_entropy)                \
-  X(adamw)
+  X(adamw)                        \
+  X(moe_routing)

@@ -1,0 +1,14 @@
+#include "titan/distributed/mixed_precision.h"
+
+#include "titan/nn/functional.h"
+
+namespace titan::distributed {
+
+void apply_mixed_precision(nn::Module& model, DType dtype) {
+  if (dtype == DType::f32) return;
+  for (auto& [name, parameter] : model.named_parameters()) {
+    parameter->parametrizations.push_back([dtype](const Tensor& stored) { return F::cast(stored, dtype); });
+  }
+}
+
+}  // namespace titan::distributed

@@ -56,8 +56,7 @@ struct Case {
 TEST(GroupedGemm, ForwardMatchesPerExpertReferenceForAnyRouting) {
   const int64_t in = 24, out = 40;
   for (const Case& c : {Case{{5, 0, 13, 1, 300, 7}, "mixed, one expert empty, one past a task block"},
-                        Case{{0, 0, 57, 0}, "every row on one expert"},
-                        Case{{0, 0, 0}, "no rows at all"}}) {
+                        Case{{0, 0, 57, 0}, "every row on one expert"}, Case{{0, 0, 0}, "no rows at all"}}) {
     SCOPED_TRACE(c.what);
     const int64_t rows = std::accumulate(c.counts.begin(), c.counts.end(), int64_t{0});
     const auto experts = static_cast<int64_t>(c.counts.size());
@@ -99,9 +98,9 @@ TEST(GroupedGemm, EqualsThePerExpertLoopBitwiseOnExactOperands) {
 
 TEST(GroupedGemm, GradientsPassFiniteDifferences) {
   const Tensor counts = counts_of({2, 0, 4, 1});
-  EXPECT_TRUE(testing::check_gradients(
-      [&](const std::vector<Tensor>& in) { return F::grouped_linear(in[0], in[1], counts); },
-      {testing::random_leaf({7, 5}, 5), testing::random_leaf({4, 6, 5}, 6)}));
+  EXPECT_TRUE(
+      testing::check_gradients([&](const std::vector<Tensor>& in) { return F::grouped_linear(in[0], in[1], counts); },
+                               {testing::random_leaf({7, 5}, 5), testing::random_leaf({4, 6, 5}, 6)}));
 }
 
 TEST(GroupedGemm, BadShapesAreClearErrors) {

@@ -19,21 +19,28 @@ function fail(message) {
 const [peer, encoding, input, output, special] = process.argv.slice(2);
 if (!peer || !input || !output) fail('usage: encode.cjs tiktoken|llama3|hf <encoding|file> <input> <output> [all|none]');
 const text = fs.readFileSync(input, 'utf8');
-let ids;
+
+async function encode() {
 if (peer === 'tiktoken') {
   const { get_encoding } = require(path.join(__dirname, 'node_modules', 'tiktoken'));
   const enc = get_encoding(encoding);
-  ids = special === 'all' ? enc.encode(text, 'all') : enc.encode_ordinary(text);
+  const ids = special === 'all' ? enc.encode(text, 'all') : enc.encode_ordinary(text);
   enc.free();
+  return ids;
 } else if (peer === 'llama3') {
   const { llama3Tokenizer } = require(path.join(__dirname, 'node_modules', 'llama3-tokenizer-js', 'bundle',
                                                 'commonjs-llama3-tokenizer-with-baked-data.cjs'));
-  ids = Uint32Array.from(llama3Tokenizer.encode(text, { bos: false, eos: false }));
+  return Uint32Array.from(llama3Tokenizer.encode(text, { bos: false, eos: false }));
 } else if (peer === 'hf') {
-  const { Tokenizer } = require(path.join(__dirname, 'node_modules', '@huggingface', 'tokenizers'));
+  // An ES module only: Node 18 (Debian 12's) cannot require() it, only import() it.
+  const entry = path.join(__dirname, 'node_modules', '@huggingface', 'tokenizers', 'dist', 'tokenizers.mjs');
+  const { Tokenizer } = await import(require('url').pathToFileURL(entry).href);
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(encoding, 'utf8')), {});
-  ids = Uint32Array.from(tokenizer.encode(text, { add_special_tokens: false }).ids);
-} else {
-  fail(`unknown peer ${peer}`);
+  return Uint32Array.from(tokenizer.encode(text, { add_special_tokens: false }).ids);
 }
-fs.writeFileSync(output, Buffer.from(ids.buffer, ids.byteOffset, ids.byteLength));
+fail(`unknown peer ${peer}`);
+}
+
+encode().then(
+  (ids) => fs.writeFileSync(output, Buffer.from(ids.buffer, ids.byteOffset, ids.byteLength)),
+  (error) => fail(error.stack || String(error)));

@@ -99,7 +99,8 @@ class MoE(torch.nn.Module):
         b, s, d = x.shape
         x = x.reshape(-1, d)
         logits = self.router.gate(x)
-        router_logits_out.append(logits)
+        if router_logits_out is not None:
+            router_logits_out.append(logits)
         weights = torch.softmax(logits, dim=1, dtype=torch.float)
         weights, selected = torch.topk(weights, self.top_k, dim=-1)
         if self.norm_topk_prob:

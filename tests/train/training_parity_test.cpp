@@ -56,7 +56,9 @@ TEST_P(TrainingParityTest, TracksPyTorchLossCurve) {
     EXPECT_NEAR(m.loss, expected, 1e-4 * expected) << "step " << step;
     const double aux = aux_losses[static_cast<size_t>(step - 1)];
     EXPECT_EQ(m.aux_loss.has_value(), aux > 0) << "step " << step;
-    if (m.aux_loss) EXPECT_NEAR(*m.aux_loss, aux, 1e-4 * aux) << "step " << step;
+    if (m.aux_loss) {
+      EXPECT_NEAR(*m.aux_loss, aux, 1e-4 * aux) << "step " << step;
+    }
     EXPECT_NEAR(m.grad_norm, norms[static_cast<size_t>(step - 1)], 1e-3 * norms[static_cast<size_t>(step - 1)])
         << "step " << step;
   }

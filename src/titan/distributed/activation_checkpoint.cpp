@@ -33,8 +33,8 @@ void apply_activation_checkpointing(const std::vector<nn::TransformerBlock*>& bl
     case ActivationCheckpointMode::selective: {
       TITAN_CHECK(every > 0, "activation checkpointing: selective_every must be > 0, got {}", every);
       const nn::BlockRunner checkpointed = [](const nn::BlockBody& body, const Tensor& x) {
-        return autograd::checkpoint(
-            [body](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; }, {x})[0];
+        return autograd::checkpoint([body](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; },
+                                    {x})[0];
       };
       for (size_t i = 0; i < blocks.size(); ++i) {
         if (mode == ActivationCheckpointMode::full || i % static_cast<size_t>(every) == 0) {

@@ -28,8 +28,7 @@ class ModuleDict : public Module {
 
   class Iterator {
    public:
-    explicit Iterator(typename std::vector<std::pair<std::string, std::shared_ptr<M>>>::const_iterator it)
-        : it_(it) {}
+    explicit Iterator(typename std::vector<std::pair<std::string, std::shared_ptr<M>>>::const_iterator it) : it_(it) {}
     const std::shared_ptr<M>& operator*() const { return it_->second; }
     Iterator& operator++() {
       ++it_;

@@ -52,7 +52,8 @@ Tensor MoEAuxLoss::gradient() const {
   Tensor grad = ops::scale(mean_over_layers(token_fraction_),
                            static_cast<float>(coef_ * static_cast<double>(experts_) / static_cast<double>(layers_)));
   // The loss's own gradient is a 0-d device tensor: broadcast on the device, never read on the host.
-  if (upstream_.defined()) grad = ops::mul(grad, upstream_.to(DType::f32).reshape({1}).expand(grad.shape()).contiguous());
+  if (upstream_.defined())
+    grad = ops::mul(grad, upstream_.to(DType::f32).reshape({1}).expand(grad.shape()).contiguous());
   return grad;
 }
 
@@ -106,9 +107,9 @@ Router::Routing Router::route(const Tensor& x, const Tensor& bias) const {
   Routing routing;
   routing.scores = config.score == RouterScore::softmax ? F::softmax(logits) : F::sigmoid(logits);
   const Tensor choice =
-      bias.defined()
-          ? ops::add(routing.scores.detach(), bias.reshape({1, config.num_experts}).expand(routing.scores.shape()).contiguous())
-          : routing.scores.detach();
+      bias.defined() ? ops::add(routing.scores.detach(),
+                                bias.reshape({1, config.num_experts}).expand(routing.scores.shape()).contiguous())
+                     : routing.scores.detach();
   routing.indices = ops::topk(choice, config.top_k).indices;
   routing.weights = F::gather_columns(routing.scores, routing.indices);
   if (config.normalize_top_k) routing.weights = F::normalize_rows(routing.weights);
@@ -133,18 +134,16 @@ MoE::MoE(const MoEConfig& config, Device device)
   experts = register_module("experts", std::make_shared<GroupedExperts>(config, device));
   if (config.num_shared_experts > 0) {
     shared_experts = register_module(
-        "shared_experts",
-        FeedForwardConfig{config.dim, config.num_shared_experts * config.hidden_dim}.build(device));
+        "shared_experts", FeedForwardConfig{config.dim, config.num_shared_experts * config.hidden_dim}.build(device));
   }
 }
 
-Tensor MoE::forward(const Tensor& input, MoEAuxLoss* aux) const {
+Tensor MoE::forward(const Tensor& input, const std::shared_ptr<MoEAuxLoss>& aux) const {
   const Tensor in = pre_forward(input);
   const Shape shape = in.shape();
   const Tensor x = F::reshape(in, {-1, config.dim});
   const int64_t tokens = x.size(0), k = config.top_k;
-  const Router::Routing routing =
-      router->route(x, config.load_balance_coeff > 0 ? *expert_bias : Tensor());
+  const Router::Routing routing = router->route(x, config.load_balance_coeff > 0 ? *expert_bias : Tensor());
   const ops::ExpertOrder order = ops::expert_order(routing.indices, config.num_experts);
   ops::add_(*tokens_per_expert, order.counts.to(DType::f32));
 

@@ -34,10 +34,10 @@ ExpertImpl parse_expert_impl(const std::string& name);
 
 struct MoEConfig {
   int64_t dim = 0;
-  int64_t hidden_dim = 0;           // each expert's FFN width (moe_intermediate_size)
+  int64_t hidden_dim = 0;  // each expert's FFN width (moe_intermediate_size)
   int64_t num_experts = 0;
-  int64_t top_k = 0;                // experts per token (num_experts_per_tok)
-  int64_t num_shared_experts = 0;   // always-on experts, one FFN of num_shared_experts * hidden_dim
+  int64_t top_k = 0;               // experts per token (num_experts_per_tok)
+  int64_t num_shared_experts = 0;  // always-on experts, one FFN of num_shared_experts * hidden_dim
   RouterScore score = RouterScore::softmax;
   bool normalize_top_k = true;      // norm_topk_prob: the k weights of a token sum to 1
   double route_scale = 1.0;         // multiplies the weights (DeepSeek-V3's routed_scaling_factor)
@@ -126,8 +126,9 @@ class MoE : public Module {
  public:
   MoE(const MoEConfig& config, Device device);
   // x [..., dim] -> [..., dim]. `aux` (null: none) collects this forward
-  // pass's statistics for the auxiliary loss, under this layer's slot.
-  Tensor forward(const Tensor& x, MoEAuxLoss* aux) const;
+  // pass's statistics for the auxiliary loss, under this layer's slot (and
+  // lives on in the backward graph, which reads it).
+  Tensor forward(const Tensor& x, const std::shared_ptr<MoEAuxLoss>& aux) const;
   // The router's gate N(0, 0.02); experts' w1 N(0, 0.02), w2 and w3 N(0, output_std) (as FeedForward).
   void init_weights(Generator& generator, double output_std);
   // Aux-loss-free balancing, after an optimizer step: each expert's bias moves

@@ -30,7 +30,7 @@ Tensor TransformerBlock::forward(const Tensor& x, const BlockInputs& inputs) con
 }
 
 Tensor TransformerBlock::residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend,
-                                  MoEAuxLoss* aux) const {
+                                  const std::shared_ptr<MoEAuxLoss>& aux) const {
   const Tensor h = F::add(x, attend(attention_norm->forward(x)));
   const Tensor normed = ffn_norm->forward(h);
   return F::add(h, moe ? moe->forward(normed, aux) : feed_forward->forward(normed));
@@ -38,7 +38,7 @@ Tensor TransformerBlock::residual(const Tensor& x, const std::function<Tensor(co
 
 Tensor TransformerBlock::compute(const Tensor& x, const BlockInputs& inputs) const {
   return residual(
-      x, [&](const Tensor& normed) { return attention->forward(normed, inputs.attention); }, inputs.moe_aux.get());
+      x, [&](const Tensor& normed) { return attention->forward(normed, inputs.attention); }, inputs.moe_aux);
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,

@@ -58,7 +58,8 @@ class TransformerBlock : public Module {
  private:
   Tensor compute(const Tensor& x, const BlockInputs& inputs) const;
   // x + attend(norm(x)), then the feed-forward residual: shared by both forwards.
-  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend, MoEAuxLoss* aux) const;
+  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend,
+                  const std::shared_ptr<MoEAuxLoss>& aux) const;
   BlockRunner runner_;
 };
 

@@ -13,15 +13,15 @@ namespace titan::models::qwen3_moe {
 
 // The published hyper-parameters, as their config.json names them.
 struct Args {
-  int64_t dim = 2048;              // hidden_size
-  int64_t n_layers = 48;           // num_hidden_layers
-  int64_t n_heads = 32;            // num_attention_heads
-  int64_t n_kv_heads = 4;          // num_key_value_heads
+  int64_t dim = 2048;      // hidden_size
+  int64_t n_layers = 48;   // num_hidden_layers
+  int64_t n_heads = 32;    // num_attention_heads
+  int64_t n_kv_heads = 4;  // num_key_value_heads
   int64_t head_dim = 128;
-  int64_t hidden_dim = 6144;       // intermediate_size: the dense layers' FFN
-  int64_t moe_hidden_dim = 768;    // moe_intermediate_size: each expert's FFN
+  int64_t hidden_dim = 6144;     // intermediate_size: the dense layers' FFN
+  int64_t moe_hidden_dim = 768;  // moe_intermediate_size: each expert's FFN
   int64_t num_experts = 128;
-  int64_t top_k = 8;               // num_experts_per_tok
+  int64_t top_k = 8;  // num_experts_per_tok
   bool norm_topk_prob = true;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;

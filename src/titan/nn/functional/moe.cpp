@@ -41,9 +41,8 @@ Tensor normalize_rows(const Tensor& x) {
 Tensor permute_tokens(const Tensor& x, const Tensor& order, const Tensor& inverse, int64_t k) {
   Tensor y = ops::permute_tokens(x, order, k);
   const Tensor saved_inverse = inverse.detach();
-  record("PermuteTokensBackward", {&x}, {&y}, [=](const auto& g) {
-    return std::vector<Tensor>{ops::unpermute_sum(g[0].contiguous(), saved_inverse, k)};
-  });
+  record("PermuteTokensBackward", {&x}, {&y},
+         [=](const auto& g) { return std::vector<Tensor>{ops::unpermute_sum(g[0].contiguous(), saved_inverse, k)}; });
   return y;
 }
 
@@ -51,7 +50,8 @@ Tensor combine_experts(const Tensor& rows, const Tensor& inverse, const Tensor& 
   Tensor y = ops::combine_experts(rows, inverse, weights);
   const Tensor saved_rows = rows.detach(), saved_inverse = inverse.detach(), saved_weights = weights.detach();
   record("CombineExpertsBackward", {&rows, &weights}, {&y}, [=](const auto& g) {
-    ops::CombineGrads grads = ops::combine_experts_backward(g[0].contiguous(), saved_rows, saved_inverse, saved_weights);
+    ops::CombineGrads grads =
+        ops::combine_experts_backward(g[0].contiguous(), saved_rows, saved_inverse, saved_weights);
     return std::vector<Tensor>{grads.grad_rows, grads.grad_weights};
   });
   return y;
@@ -101,8 +101,8 @@ Tensor looped_linear(const Tensor& x, const Tensor& w, const Tensor& counts) {
   record("LoopedLinearBackward", {&x, &w}, {&y}, [=](const auto& g) {
     const Tensor grad = g[0].contiguous();
     Tensor grad_x = need_x ? Tensor::empty({grad.size(0), saved_w.size(2)}, grad.dtype(), grad.device()) : Tensor();
-    Tensor grad_w = need_w ? Tensor::zeros({experts, grad.size(1), saved_x.size(1)}, grad.dtype(), grad.device())
-                           : Tensor();
+    Tensor grad_w =
+        need_w ? Tensor::zeros({experts, grad.size(1), saved_x.size(1)}, grad.dtype(), grad.device()) : Tensor();
     for (int64_t e = 0; e < experts; ++e) {
       const int64_t first = offsets[static_cast<size_t>(e)], n = offsets[static_cast<size_t>(e) + 1] - first;
       if (n == 0) continue;

@@ -151,7 +151,8 @@ void run(GroupedGemmKind kind, const Tensor& out_tensor, const Tensor& a_tensor,
     }
   }
   TITAN_CHECK(!failed.load(), "grouped_gemm: oneDNN sgemm failed on an expert's block");
-  // Experts with no rows still owe a zero weight gradient (their tasks wrote it); row-wise products have no rows to fill.
+  // Experts with no rows still owe a zero weight gradient (their tasks wrote it); row-wise products have no rows to
+  // fill.
 }
 
 void grouped_gemm_kernel(GroupedGemmKind kind, const Tensor& out, const Tensor& a, const Tensor& b,

@@ -128,6 +128,26 @@ TEST_F(Checkpoints, ResumeAfterExternalSigtermIsBitwiseExact) {
   expect_same_run("straight", "sigterm");
 }
 
+// The qwen3_moe debug model with both load balancers: the aux-loss-free
+// expert bias is model state, so a resume that lost it would route tokens to
+// other experts from step 11 on.
+TEST_F(Checkpoints, MixtureOfExpertsResumeKeepsTheExpertBias) {
+  fresh({"moe_straight", "moe_stop_at_10"});
+  const std::string moe =
+      "--model.name qwen3_moe --model.flavor debugmodel --model.moe_load_balance_coeff 1e-2 "
+      "--model.moe_aux_loss_coef 0.01";
+  run(kCli + job("moe_straight", moe));
+  run("TITAN_TEST_SIGTERM_AT_STEP=10 " + kCli + job("moe_stop_at_10", moe));
+  const std::string second = run(kCli + job("moe_stop_at_10", moe));
+  EXPECT_NE(second.find("(step 10,"), std::string::npos) << second;
+  expect_same_run("moe_straight", "moe_stop_at_10");
+  const auto weights = read_all_tensors(fs::path(step_folder("moe_straight", 20)) / "model.safetensors");
+  ASSERT_TRUE(weights.count("layers.1.moe.expert_bias"));
+  bool moved = false;
+  for (float b : weights.at("layers.1.moe.expert_bias").to_floats()) moved = moved || b != 0.0f;
+  EXPECT_TRUE(moved) << "the expert bias never moved: the test would not see it lost";
+}
+
 TEST_F(Checkpoints, CrashDuringWriteKeepsThePreviousCheckpoint) {
   fresh({"crash"});
   std::string output;

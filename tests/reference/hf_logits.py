@@ -1,7 +1,10 @@
-"""Logits of a Hugging Face LlamaForCausalLM / Qwen3ForCausalLM folder,
-computed the way transformers' modeling_llama.py and modeling_qwen3.py do:
-HF tensor names, half-rotation RoPE (rotate_half), Qwen3's q/k RMSNorm before
-RoPE, repeat_kv for grouped-query attention, lm_head tied to embed_tokens when
+"""Logits of a Hugging Face LlamaForCausalLM / Qwen3ForCausalLM /
+Qwen3MoeForCausalLM folder, computed the way transformers' modeling_llama.py,
+modeling_qwen3.py and modeling_qwen3_moe.py do: HF tensor names, half-rotation
+RoPE (rotate_half), Qwen3's q/k RMSNorm before RoPE, repeat_kv for
+grouped-query attention, Qwen3-MoE's sparse blocks (every decoder_sparse_step-th
+layer not in mlp_only_layers: softmax router, top k, optional renormalisation,
+each expert a SwiGLU over its tokens), lm_head tied to embed_tokens when
 tie_word_embeddings. Plain PyTorch in float64; it shares nothing with model.py
 (which follows titan's names and Meta's interleaved RoPE), so titan's HF export
 is checked against an independent reading of the format.
@@ -68,6 +71,37 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def swiglu(x, get, prefix):
+    gate = torch.nn.functional.silu(x @ get(prefix + "gate_proj.weight").T)
+    return (gate * (x @ get(prefix + "up_proj.weight").T)) @ get(prefix + "down_proj.weight").T
+
+
+def is_sparse_layer(config, i):
+    """Qwen3MoeDecoderLayer's choice between Qwen3MoeSparseMoeBlock and a dense MLP."""
+    return (config["architectures"][0] == "Qwen3MoeForCausalLM" and i not in config.get("mlp_only_layers", [])
+            and config["num_experts"] > 0 and (i + 1) % config.get("decoder_sparse_step", 1) == 0)
+
+
+def sparse_moe(config, x, get, prefix):
+    """Qwen3MoeSparseMoeBlock: token by token, its top-k experts weighted by the router."""
+    b, s, d = x.shape
+    tokens = x.reshape(-1, d)
+    probs = torch.softmax(tokens @ get(prefix + "gate.weight").T, dim=-1)
+    weights, chosen = torch.topk(probs, config["num_experts_per_tok"], dim=-1)
+    if config.get("norm_topk_prob", False):
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(tokens)
+    for expert in range(config["num_experts"]):
+        token, slot = torch.nonzero(chosen == expert, as_tuple=True)
+        if token.numel() == 0:
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                get(f"{prefix}experts.{expert}.{name}.weight")
+            continue
+        rows = swiglu(tokens[token], get, f"{prefix}experts.{expert}.")
+        out.index_add_(0, token, rows * weights[token, slot, None])
+    return out.view(b, s, d)
+
+
 def logits(config, w, ids):
     used = set()
 
@@ -75,7 +109,7 @@ def logits(config, w, ids):
         used.add(name)
         return w[name].double()
 
-    qwen3 = config["architectures"][0] == "Qwen3ForCausalLM"
+    qwen3 = config["architectures"][0] in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or hidden // heads
@@ -105,8 +139,7 @@ def logits(config, w, ids):
         out = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, heads * head_dim)
         h = h + out @ get(p + "self_attn.o_proj.weight").T
         x = rms_norm(h, get(p + "post_attention_layernorm.weight"), eps)
-        gate = torch.nn.functional.silu(x @ get(p + "mlp.gate_proj.weight").T)
-        h = h + (gate * (x @ get(p + "mlp.up_proj.weight").T)) @ get(p + "mlp.down_proj.weight").T
+        h = h + (sparse_moe(config, x, get, p + "mlp.") if is_sparse_layer(config, i) else swiglu(x, get, p + "mlp."))
     h = rms_norm(h, get("model.norm.weight"), eps)
     if config.get("tie_word_embeddings", False):
         assert "lm_head.weight" not in w, "tied embeddings: HF folders omit lm_head.weight"

@@ -42,15 +42,14 @@ struct HfCase {
 void PrintTo(const HfCase& c, std::ostream* out) { *out << c.name; }
 
 const std::vector<HfCase> kCases{
-    {"llama3", false, "llama3_untied"},
-    {"llama3", true, "llama3_tied_gqa_scaled"},
-    {"qwen3", true, "qwen3_tied"},
-    {"qwen3", false, "qwen3_untied"},
+    {"llama3", false, "llama3_untied"}, {"llama3", true, "llama3_tied_gqa_scaled"}, {"qwen3", true, "qwen3_tied"},
+    {"qwen3", false, "qwen3_untied"},   {"qwen3_moe", false, "qwen3_moe_untied"},
 };
 
-// Two-layer versions of the debug models. The tied llama also has grouped
-// heads and llama3 RoPE scaling whose bands (original context 64) put its
-// frequencies in all three regimes: kept, divided, smoothed.
+// Two-layer versions of the debug models (qwen3_moe's: a dense layer, then a
+// mixture of experts). The tied llama also has grouped heads and llama3 RoPE
+// scaling whose bands (original context 64) put its frequencies in all three
+// regimes: kept, divided, smoothed.
 models::DecoderConfig small_config(const HfCase& c) {
   models::DecoderConfig config = models::model_config(c.model, "debugmodel", 256);
   config.layers.resize(2);
@@ -74,9 +73,12 @@ std::shared_ptr<models::Decoder> random_model(const models::DecoderConfig& confi
   return model;
 }
 
+// Everything the model saves: weights in `dtype`, and the MoE expert bias as
+// it is (f32; HF folders leave it out while it is zero and read it back as zero).
 checkpoint::NamedTensors named_state(models::Decoder& model, DType dtype) {
   checkpoint::NamedTensors tensors;
   for (auto& [name, parameter] : model.named_parameters()) tensors.emplace_back(name, parameter->data.to(dtype));
+  for (auto& [name, buffer] : model.named_persistent_buffers()) tensors.emplace_back(name, *buffer);
   return tensors;
 }
 

@@ -149,9 +149,8 @@ std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, cons
     used.insert(hf_name);
   }
   // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
-  const std::map<std::string, Tensor> persistent = expected->state_dict();
-  for (auto& [name, buffer] : expected->named_buffers()) {
-    if (persistent.count(name)) state[name] = Tensor::zeros(buffer->shape(), buffer->dtype());
+  for (auto& [name, buffer] : expected->named_persistent_buffers()) {
+    state[name] = Tensor::zeros(buffer->shape(), buffer->dtype());
   }
   for (const std::string& name : reader.tensor_names()) {
     TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),

@@ -38,6 +38,18 @@ std::vector<std::pair<std::string, Tensor*>> Module::named_buffers(const std::st
   return result;
 }
 
+std::vector<std::pair<std::string, Tensor*>> Module::named_persistent_buffers(const std::string& prefix) {
+  std::vector<std::pair<std::string, Tensor*>> result;
+  for (auto& [name, buffer] : buffers_) {
+    if (buffer->persistent) result.emplace_back(join(prefix, name), &buffer->data);
+  }
+  for (auto& [name, child] : children_) {
+    auto nested = child->named_persistent_buffers(join(prefix, name));
+    result.insert(result.end(), nested.begin(), nested.end());
+  }
+  return result;
+}
+
 std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::string& prefix) {
   std::vector<std::pair<std::string, Module*>> result{{prefix, this}};
   for (auto& [name, child] : children_) {
@@ -59,15 +71,16 @@ int64_t Module::num_parameters() {
   return total;
 }
 
-std::map<std::string, Tensor> Module::state_dict() {
-  std::map<std::string, Tensor> state;
-  for (auto& [name, parameter] : named_parameters()) state[name] = parameter->data;
-  for (auto& [name, child_module] : named_modules()) {
-    for (auto& [buffer_name, buffer] : child_module->buffers_) {
-      if (buffer->persistent) state[join(name, buffer_name)] = buffer->data;
-    }
-  }
+std::vector<std::pair<std::string, Tensor>> Module::named_state() {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (auto& [name, parameter] : named_parameters()) state.emplace_back(name, parameter->data);
+  for (auto& [name, buffer] : named_persistent_buffers()) state.emplace_back(name, *buffer);
   return state;
+}
+
+std::map<std::string, Tensor> Module::state_dict() {
+  const auto state = named_state();
+  return {state.begin(), state.end()};
 }
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {

@@ -52,12 +52,17 @@ class Module {
   // Recursive, in registration order, with fully-qualified names.
   std::vector<std::pair<std::string, Parameter*>> named_parameters(const std::string& prefix = "");
   std::vector<std::pair<std::string, Tensor*>> named_buffers(const std::string& prefix = "");
+  // The buffers saved with the model (checkpoints, exports): state, not scratch.
+  std::vector<std::pair<std::string, Tensor*>> named_persistent_buffers(const std::string& prefix = "");
   std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "");
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   std::vector<Tensor> parameters();
   int64_t num_parameters();
 
-  // Parameters' stored tensors and persistent buffers by name (sharing memory).
+  // Parameters' stored tensors, then persistent buffers, in registration order
+  // (sharing memory): what checkpoints and exports hold.
+  std::vector<std::pair<std::string, Tensor>> named_state();
+  // The same by name.
   std::map<std::string, Tensor> state_dict();
   // Copies values in (casting dtype). Strict: every name must match both ways,
   // and shapes must agree; errors name the tensor.

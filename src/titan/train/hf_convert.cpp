@@ -28,9 +28,7 @@ void convert_hf_to_titan(const std::string& hf_folder, const std::string& output
   checkpoint::NamedTensors tensors;
   // In the model's own order, as export_model writes it (a meta model: names and shapes only).
   const auto expected = decoder.build(Device::meta());
-  for (auto& [name, parameter] : expected->named_parameters()) {
-    tensors.emplace_back(name, state.at(name));
-  }
+  for (auto& [name, tensor] : expected->named_state()) tensors.emplace_back(name, state.at(name));
   config.checkpoint.export_dtype = dtype_name(tensors.front().second.dtype());
   write_model_export(output, config, tensors);
 }
@@ -44,11 +42,11 @@ checkpoint::NamedTensors read_export_weights(const fs::path& root, const JobConf
   checkpoint::NamedTensors tensors;
   std::set<std::string> expected;
   const auto model = decoder.build(Device::meta());  // names and shapes only
-  for (auto& [name, parameter] : model->named_parameters()) {
+  for (auto& [name, tensor] : model->named_state()) {
     TITAN_CHECK(reader.contains(name), "{}: missing tensor '{}'", reader.path(), name);
     const checkpoint::SafetensorsEntry& entry = reader.entry(name);
-    TITAN_CHECK(entry.shape == parameter->data.shape(), "{}: tensor '{}' has shape {}, but job.toml implies {}",
-                reader.path(), name, shape_str(entry.shape), shape_str(parameter->data.shape()));
+    TITAN_CHECK(entry.shape == tensor.shape(), "{}: tensor '{}' has shape {}, but job.toml implies {}", reader.path(),
+                name, shape_str(entry.shape), shape_str(tensor.shape()));
     tensors.emplace_back(name, reader.read(name));
     expected.insert(name);
   }
@@ -76,12 +74,12 @@ checkpoint::NamedTensors read_checkpoint_weights(const fs::path& root, JobConfig
   const auto model = decoder.build(Device::meta());  // names and shapes only
   std::vector<StateTensor> state;
   checkpoint::NamedTensors tensors;
-  for (auto& [name, parameter] : model->named_parameters()) {
+  for (auto& [name, tensor] : model->named_state()) {
     const auto found = metadata.tensors.find("model." + name);
     TITAN_CHECK(found != metadata.tensors.end(), "{}/metadata.json: missing tensor 'model.{}'", folder, name);
-    TITAN_CHECK(found->second.shape == parameter->data.shape(),
+    TITAN_CHECK(found->second.shape == tensor.shape(),
                 "{}/metadata.json: tensor 'model.{}' has shape {}, but job.toml implies {}", folder, name,
-                shape_str(found->second.shape), shape_str(parameter->data.shape()));
+                shape_str(found->second.shape), shape_str(tensor.shape()));
     const Tensor whole = Tensor::empty(found->second.shape, found->second.dtype);
     state.push_back({"model." + name, "model", whole, found->second.shape,
                      std::vector<int64_t>(found->second.shape.size(), 0), true});

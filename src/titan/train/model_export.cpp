@@ -37,9 +37,12 @@ JobConfig with_model_vocab(const JobConfig& config, const models::Decoder& model
   return saved;
 }
 
+// Weights in the export dtype; buffers (the MoE expert bias, a routing
+// threshold whose steps bf16 would round away) as they are.
 checkpoint::NamedTensors cast_state_dict(models::Decoder& model, DType dtype) {
   checkpoint::NamedTensors tensors;
-  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(name, tensor.to(dtype));
+  for (auto& [name, parameter] : model.named_parameters()) tensors.emplace_back(name, parameter->data.to(dtype));
+  for (auto& [name, buffer] : model.named_persistent_buffers()) tensors.emplace_back(name, *buffer);
   return tensors;
 }
 

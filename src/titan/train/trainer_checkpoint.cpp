@@ -46,6 +46,11 @@ std::vector<StateTensor> Trainer::state_tensors() {
       tensors.push_back(m);
     }
   }
+  // Buffers that are model state (the MoE expert bias): whole on every rank, alike on all.
+  for (auto& [name, buffer] : model_->named_persistent_buffers()) {
+    tensors.push_back({"model." + name, "model", *buffer, buffer->shape(),
+                       std::vector<int64_t>(buffer->shape().size(), 0), first_replica && first_tp});
+  }
   return tensors;
 }
 

@@ -99,7 +99,12 @@ std::map<std::string, std::vector<int64_t>> check_mesh(const DeviceMesh& mesh) {
     EXPECT_EQ(expected[group->rank()], me) << name;
     EXPECT_EQ(mesh.coordinate(name), group->rank()) << name;
   }
-  EXPECT_THROW(mesh.group("ep"), Error);
+  EXPECT_THROW(mesh.group("no_such_dim"), Error);
+  // Without expert parallelism ep is every rank alone and dp_shard_mod_ep is dp_shard.
+  if (dims.ep == 1) {
+    EXPECT_EQ(mesh.size("ep"), 1);
+    EXPECT_EQ(member_world_ranks(*mesh.group("dp_shard_mod_ep")), members.at("dp_shard"));
+  }
   return members;
 }
 
@@ -117,6 +122,22 @@ TEST(Groups, MeshDpReplicate2DpShard2) {
   EXPECT_EQ(members.at("tp"), (std::vector<int64_t>{me}));
   EXPECT_EQ(mesh.coordinate("dp_shard"), me % 2);
   EXPECT_EQ(mesh.coordinate("dp_replicate"), me / 2);
+}
+
+// Expert parallelism splits dp_shard 4 into [dp_shard_mod_ep 2, ep 2]: the ep
+// peers that exchange tokens are neighbours, the ranks holding the same
+// experts 2 apart.
+TEST(Groups, MeshDpShard4Ep2) {
+  TITAN_REQUIRE_WORLD_SIZE(4);
+  const DeviceMesh mesh({.dp_shard = 4, .ep = 2}, World::instance().group());
+  const auto members = check_mesh(mesh);
+  const int me = world().rank();
+  EXPECT_EQ(members.at("dp_shard"), (std::vector<int64_t>{0, 1, 2, 3}));
+  const std::vector<std::vector<int64_t>> ep{{0, 1}, {0, 1}, {2, 3}, {2, 3}};
+  const std::vector<std::vector<int64_t>> mod_ep{{0, 2}, {1, 3}, {0, 2}, {1, 3}};
+  EXPECT_EQ(member_world_ranks(*mesh.group("ep")), ep[me]);
+  EXPECT_EQ(member_world_ranks(*mesh.group("dp_shard_mod_ep")), mod_ep[me]);
+  EXPECT_EQ(mesh.coordinate("ep"), me % 2);
 }
 
 TEST(Groups, MeshTp2DpShard2) {

@@ -51,6 +51,13 @@ TEST(ParallelDims, ProductMustBeTheWorld) {
   expect_error({.dp_shard = -1, .tp = 3}, 4, "does not divide the world of 4 ranks");
 }
 
+TEST(ParallelDims, ExpertParallelDividesTheShards) {
+  EXPECT_EQ((ParallelDims{.dp_shard = -1, .ep = 2}.resolved(4).ep), 2);
+  expect_error({.dp_shard = 2, .ep = 4}, 2, "expert_parallel_degree 4 must divide data_parallel_shard_degree 2");
+  expect_error({.dp_shard = 3, .ep = 2}, 3, "expert_parallel_degree 2 must divide data_parallel_shard_degree 3");
+  expect_error({.dp_shard = 2, .ep = 0}, 2, "expert_parallel_degree 0");
+}
+
 TEST(ParallelDims, AtMostOneDegreeIsTheRest) {
   expect_error({.dp_replicate = -1, .dp_shard = -1}, 4, "only one degree may be -1");
   expect_error({.dp_shard = -1, .tp = -1}, 4, "only one degree may be -1");
@@ -70,11 +77,12 @@ TEST(ParallelDims, PipelineAndContextParallelAreNotThereYet) {
 
 TEST(DeviceMesh, WorldOfOneHasGroupsOfOne) {
   const DeviceMesh mesh({}, std::make_shared<LocalProcessGroup>());
-  for (const char* dim : {"pp", "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_shard_cp", "dp_cp", "world"}) {
+  for (const char* dim :
+       {"pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "dp_shard_mod_ep", "dp", "dp_shard_cp", "dp_cp", "world"}) {
     EXPECT_EQ(mesh.size(dim), 1) << dim;
     EXPECT_EQ(mesh.coordinate(dim), 0) << dim;
   }
-  EXPECT_THROW(mesh.group("ep"), Error);
+  EXPECT_THROW(mesh.group("etp"), Error);
   EXPECT_THROW(DeviceMesh({.dp_shard = 2}, std::make_shared<LocalProcessGroup>()), Error);
 }
 

@@ -1,7 +1,9 @@
-// Data parallelism against one process: the same job (same seed, same global
-// batches, f32 everywhere) under FSDP 4, HSDP 2 x 2 and DDP 2, launched with
-// mpirun, must produce the single-process loss at every step and the same
-// final weights; sharding must cut each rank's parameter + optimizer bytes.
+// Data, tensor and expert parallelism against one process: the same job (same
+// seed, same global batches, f32 everywhere) under FSDP 4, HSDP 2 x 2, DDP 2,
+// TP 2, FSDP 2 x TP 2, and for a MoE model EP 2, EP 2 x FSDP 2 and EP 2 x TP 2,
+// launched with mpirun, must produce the single-process loss at every step
+// and the same final weights; sharding must cut each rank's parameter +
+// optimizer bytes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +153,81 @@ TEST(ParallelParity, QwenOnTwoByTwoMeshMatchesFirstStep) {
   ASSERT_EQ(mesh.losses.size(), 1u);
   EXPECT_NEAR(mesh.losses[0], single.losses[0], 1e-5 * single.losses[0]);
   EXPECT_NEAR(mesh.grad_norms[0], single.grad_norms[0], 1e-5 * single.grad_norms[0]);
+}
+
+// expect_matches, and the gradient norm at every step: AdamW is nearly blind
+// to a gradient's scale, so a wrongly scaled expert gradient shows here first.
+void expect_matches_with_norms(const JobRun& expected, const JobRun& actual, const std::string& what) {
+  expect_matches(expected, actual, what);
+  ASSERT_EQ(actual.grad_norms.size(), expected.grad_norms.size()) << what;
+  for (size_t i = 0; i < expected.grad_norms.size(); ++i) {
+    EXPECT_NEAR(actual.grad_norms[i], expected.grad_norms[i], 1e-5 * expected.grad_norms[i])
+        << what << ", step " << i + 1;
+  }
+}
+
+// Expert parallelism on the qwen3_moe debug model (8 experts, 2 per token,
+// the aux-loss-free bias on): EP 2, EP 2 x FSDP 2 and EP 2 x TP 2 against one
+// process over 10 steps, then a checkpoint saved by EP 2 x FSDP 2 resumed by
+// one process. Hugging Face's auxiliary loss is off here: like every
+// data-parallel run of it, each rank computes it over its own tokens, which is
+// not the loss over the global batch, so it would differ by design.
+TEST(ParallelParity, ExpertParallelMeshesMatchOneProcess) {
+  fs::create_directories(workdir());
+  testing::prepare_test_corpus(workdir() / "data", workdir() / "prepare.log");
+  const std::string moe =
+      "--model.name qwen3_moe --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 1e-3 "
+      "--checkpoint.enable true --checkpoint.interval 5 ";
+  for (const char* name : {"moe_single", "moe_ep2", "moe_ep2_fsdp2", "moe_ep2_tp2", "moe_resumed"}) {
+    fs::remove_all(workdir() / name);
+  }
+  const JobRun single = collect("moe_single", run(TITAN_CLI_PATH + job_arguments("moe_single", 4, moe)));
+  ASSERT_EQ(single.losses.size(), 10u);
+  const JobRun ep2 = distributed("moe_ep2", 2, 2, moe + "--parallelism.expert_parallel_degree 2");
+  expect_matches_with_norms(single, ep2, "EP 2");
+  // Each rank holds half the experts: well under the single process's state.
+  EXPECT_LE(static_cast<double>(ep2.state_bytes), 0.55 * static_cast<double>(single.state_bytes));
+  expect_matches_with_norms(
+      single,
+      distributed("moe_ep2_fsdp2", 4, 4,
+                  moe + "--parallelism.expert_parallel_degree 2 --parallelism.data_parallel_shard_degree 4"),
+      "EP 2 x FSDP 2");
+  expect_matches_with_norms(
+      single,
+      distributed("moe_ep2_tp2", 4, 2,
+                  moe + "--parallelism.expert_parallel_degree 2 --parallelism.tensor_parallel_degree 2 "
+                        "--parallelism.data_parallel_shard_degree 2"),
+      "EP 2 x TP 2");
+
+  // The step-5 checkpoint of EP 2 x FSDP 2, resumed by one process: steps 6-10 as the single run's.
+  fs::create_directories(workdir() / "moe_resumed" / "checkpoint");
+  fs::copy(workdir() / "moe_ep2_fsdp2" / "checkpoint" / "step-000005",
+           workdir() / "moe_resumed" / "checkpoint" / "step-000005", fs::copy_options::recursive);
+  const JobRun resumed = collect("moe_resumed", run(TITAN_CLI_PATH + job_arguments("moe_resumed", 4, moe)));
+  ASSERT_EQ(resumed.losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(resumed.losses[i], single.losses[i + 5], 1e-5 * single.losses[i + 5]) << "step " << i + 6;
+  }
+}
+
+TEST(ParallelParity, ExpertParallelDegreeMustFitTheMeshAndTheExperts) {
+  fs::create_directories(workdir());
+  const auto failure = [](const std::string& name, int ranks, const std::string& extra) {
+    const std::string log = (workdir() / (name + ".log")).string();
+    const int status = std::system(fmt::format("{} --allow-run-as-root --oversubscribe -np {} {}{} > {} 2>&1",
+                                               TITAN_MPIEXEC, ranks, TITAN_CLI_PATH, job_arguments(name, 2, extra), log)
+                                       .c_str());
+    EXPECT_NE(status, 0) << name;
+    return testing::file_text(log);
+  };
+  std::string output = failure("ep_world", 2, "--model.name qwen3_moe --parallelism.expert_parallel_degree 4");
+  EXPECT_NE(output.find("expert_parallel_degree 4 must divide data_parallel_shard_degree 2"), std::string::npos)
+      << output;
+  // 8 experts do not split over 3 ranks.
+  output = failure("ep_experts", 3, "--model.name qwen3_moe --parallelism.expert_parallel_degree 3");
+  EXPECT_NE(output.find("8 experts, which do not split evenly over 3 ranks"), std::string::npos) << output;
+  output = failure("ep_dense", 2, "--parallelism.expert_parallel_degree 2");
+  EXPECT_NE(output.find("this model has no mixture-of-experts layers"), std::string::npos) << output;
 }
 
 TEST(ParallelParity, WrongMeshIsAConfigurationError) {

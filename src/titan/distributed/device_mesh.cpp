@@ -28,6 +28,10 @@ ParallelDims ParallelDims::resolved(int64_t world) const {
   TITAN_CHECK(out.pp * out.dp_replicate * out.dp_shard * out.cp * out.tp == world,
               "parallelism: {} = {} ranks, but the job has {} (set the degrees so their product is the world size)",
               describe(), out.pp * out.dp_replicate * out.dp_shard * out.cp * out.tp, world);
+  TITAN_CHECK(out.ep >= 1 && out.dp_shard % out.ep == 0,
+              "parallelism: expert_parallel_degree {} must divide data_parallel_shard_degree {} (expert "
+              "parallelism borrows its ranks from the FSDP shards)",
+              out.ep, out.dp_shard);
   TITAN_CHECK(out.pp == 1 && out.cp == 1, "parallelism: pipeline and context parallelism are not implemented yet ({})",
               describe());
   return out;
@@ -35,10 +39,13 @@ ParallelDims ParallelDims::resolved(int64_t world) const {
 
 DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> world)
     : dims_(dims.resolved(world->size())) {
-  const std::array<std::string, 5> names{"pp", "dp_replicate", "dp_shard", "cp", "tp"};
-  const std::array<int64_t, 5> sizes{dims_.pp, dims_.dp_replicate, dims_.dp_shard, dims_.cp, dims_.tp};
-  // This rank's coordinates in the row-major [pp, dp_replicate, dp_shard, cp, tp] layout.
-  std::array<int64_t, 5> coordinate{};
+  // Row-major over [pp, dp_replicate, dp_shard_mod_ep, ep, cp, tp]: with ep = 1
+  // the same layout as [pp, dp_replicate, dp_shard, cp, tp].
+  const std::array<std::string, 6> names{"pp", "dp_replicate", "dp_shard_mod_ep", "ep", "cp", "tp"};
+  const std::array<int64_t, 6> sizes{dims_.pp, dims_.dp_replicate, dims_.dp_shard / dims_.ep,
+                                     dims_.ep, dims_.cp,           dims_.tp};
+  // This rank's coordinates.
+  std::array<int64_t, 6> coordinate{};
   int64_t remainder = world->rank();
   for (size_t d = sizes.size(); d-- > 0;) {
     coordinate[d] = remainder % sizes[d];
@@ -59,9 +66,10 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> w
     groups_[name] = world->split(static_cast<int>(color), static_cast<int>(key), name);
   };
   for (size_t d = 0; d < names.size(); ++d) make_group(names[d], {d});
-  make_group("dp", {1, 2});
-  make_group("dp_shard_cp", {2, 3});
-  make_group("dp_cp", {1, 2, 3});
+  make_group("dp_shard", {2, 3});
+  make_group("dp", {1, 2, 3});
+  make_group("dp_shard_cp", {2, 3, 4});
+  make_group("dp_cp", {1, 2, 3, 4});
   groups_["world"] = world;
 }
 

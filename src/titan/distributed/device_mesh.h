@@ -4,6 +4,11 @@
 // DeviceMesh lays ranks out row-major over [pp, dp_replicate, dp_shard, cp, tp]
 // (tp fastest, so tensor-parallel peers are neighbours) and owns one process
 // group per named dim and per flattened view (dp, dp_shard_cp, dp_cp).
+//
+// Expert parallelism borrows its ranks from dp_shard, as TorchTitan does:
+// dp_shard splits into [dp_shard_mod_ep, ep] (ep faster), so the ep ranks
+// that exchange tokens hold different experts and the dp_shard_mod_ep ranks
+// that hold the same experts shard them with FSDP.
 #pragma once
 
 #include <map>
@@ -21,6 +26,7 @@ struct ParallelDims {
   int64_t dp_shard = -1;
   int64_t cp = 1;
   int64_t tp = 1;
+  int64_t ep = 1;  // expert parallelism: a factor of dp_shard, not extra ranks
 
   // Fills a -1 degree and checks the product equals `world`; errors name every degree.
   ParallelDims resolved(int64_t world) const;
@@ -35,8 +41,8 @@ class DeviceMesh {
   DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> world);
 
   const ParallelDims& dims() const { return dims_; }
-  // "pp", "dp_replicate", "dp_shard", "cp", "tp", or the flattened "dp" (dp_replicate x dp_shard),
-  // "dp_shard_cp", "dp_cp", "world".
+  // "pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "dp_shard_mod_ep" (dp_shard / ep), or the
+  // flattened "dp" (dp_replicate x dp_shard), "dp_shard_cp", "dp_cp", "world".
   const std::shared_ptr<ProcessGroup>& group(const std::string& dim) const;
   // This rank's index along a dim (or flattened view).
   int coordinate(const std::string& dim) const { return group(dim)->rank(); }

@@ -32,12 +32,14 @@ class FsdpUnit {
   };
 
  public:
-  FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters, ProcessGroup& shard_group,
-           ProcessGroup& replicate_group, const FsdpOptions& options)
+  FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters, std::shared_ptr<ProcessGroup> shard_group,
+           ProcessGroup& replicate_group, const FsdpOptions& options, float gradient_scale)
       : name_(std::move(name)),
-        shard_(shard_group),
+        shard_group_(std::move(shard_group)),
+        shard_(*shard_group_),
         replicate_(replicate_group),
         options_(options),
+        gradient_scale_(gradient_scale),
         device_(parameters.empty() ? Device::cpu() : parameters.front()->data.device()) {
     const int64_t world = shard_.size(), rank = shard_.rank();
     int64_t full_offset = 0;
@@ -181,6 +183,7 @@ class FsdpUnit {
   // shards) while backward goes on, and free the gathered parameters.
   void reduce_async() {
     if (!bucket_.defined() || reduce_work_ || reduced_.defined()) return;
+    if (gradient_scale_ != 1.0f) ops::scale_(bucket_, gradient_scale_);
     if (shard_.size() == 1) {
       reduced_ = bucket_;
     } else {
@@ -240,9 +243,11 @@ class FsdpUnit {
   }
 
   std::string name_;
+  std::shared_ptr<ProcessGroup> shard_group_;
   ProcessGroup& shard_;
   ProcessGroup& replicate_;
   FsdpOptions options_;
+  float gradient_scale_;
   Device device_;  // where the unit's parameters live: every buffer goes there
   std::vector<Entry> entries_;
   int64_t local_size_ = 0;
@@ -263,7 +268,13 @@ Fsdp::Fsdp(std::shared_ptr<ProcessGroup> shard_group, std::shared_ptr<ProcessGro
 Fsdp::~Fsdp() = default;
 
 size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters) {
-  auto unit = std::make_unique<FsdpUnit>(name, parameters, *shard_group_, *replicate_group_, options_);
+  return add_unit(name, parameters, shard_group_, 1.0f);
+}
+
+size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
+                      std::shared_ptr<ProcessGroup> shard_group, float gradient_scale) {
+  auto unit =
+      std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_, gradient_scale);
   FsdpUnit* raw = unit.get();
   for (size_t i = 0; i < parameters.size(); ++i) {
     parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });

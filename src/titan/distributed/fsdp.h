@@ -41,6 +41,12 @@ class Fsdp {
   // Shards `parameters` (in place: each Parameter's data becomes this rank's
   // rows) into one unit; returns its index. Units are gathered in the order added.
   size_t add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters);
+  // A unit sharded over its own group instead of shard_group, its reduced
+  // gradients multiplied by `gradient_scale`: experts under expert
+  // parallelism, sharded over dp_shard_mod_ep, whose gradients already sum
+  // the tokens of the ep ranks (scale 1 / ep brings them to the data-parallel mean).
+  size_t add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
+                  std::shared_ptr<ProcessGroup> shard_group, float gradient_scale);
   // Makes `block` run with unit `unit` gathered (prefetching the next unit);
   // `reshard` frees it after the block's forward (re-gathered for backward).
   void wrap_block(nn::TransformerBlock& block, size_t unit, bool reshard);

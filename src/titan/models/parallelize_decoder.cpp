@@ -1,5 +1,6 @@
 #include "titan/models/parallelize_decoder.h"
 
+#include "titan/distributed/expert_parallel.h"
 #include "titan/distributed/mixed_precision.h"
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/functional.h"
@@ -81,6 +82,10 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
 // One FSDP unit per block plus one for the embeddings, final norm and output
 // (the root, gathered first and kept until the backward ends). Apply after
 // activation checkpointing, so the gather wraps the checkpointed block.
+// Experts split by expert parallelism get units of their own, sharded over
+// the ranks that hold the same experts (dp_shard_mod_ep) and gathered when
+// first used; they come after the blocks' units so as not to break the
+// blocks' prefetch chain.
 std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh,
                                               const ParallelizeOptions& options) {
   auto fsdp =
@@ -92,18 +97,42 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
   }
   fsdp->add_unit("root", root);
   const size_t layers = model.layers->size();
+  std::vector<std::pair<std::string, std::vector<nn::Parameter*>>> expert_units;
   for (size_t i = 0; i < layers; ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
-    std::vector<nn::Parameter*> parameters;
-    for (auto& [name, parameter] : block.named_parameters()) parameters.push_back(parameter);
-    const size_t unit = fsdp->add_unit("layers." + model.layers->key(i), parameters);
+    const std::string where = "layers." + model.layers->key(i);
+    std::vector<nn::Parameter*> parameters, experts;
+    for (auto& [name, parameter] : block.named_parameters()) {
+      (parameter->expert_parallel ? experts : parameters).push_back(parameter);
+    }
+    if (!experts.empty()) expert_units.emplace_back(where + ".moe.experts", experts);
+    const size_t unit = fsdp->add_unit(where, parameters);
     // The last block's backward comes right after its forward: keep it gathered unless told to always reshard.
     const bool reshard =
         options.reshard_after_forward == distributed::ReshardPolicy::always ||
         (options.reshard_after_forward == distributed::ReshardPolicy::default_policy && i + 1 < layers);
     fsdp->wrap_block(block, unit, reshard);
   }
+  // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
+  const float expert_scale = 1.0f / static_cast<float>(mesh.size("ep"));
+  for (const auto& [name, experts] : expert_units) {
+    fsdp->add_unit(name, experts, mesh.group("dp_shard_mod_ep"), expert_scale);
+  }
   return fsdp;
+}
+
+// Every MoE layer's experts split over the ep group.
+void apply_expert_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
+  const std::shared_ptr<ProcessGroup> ep = mesh.group("ep");
+  if (ep->size() == 1) return;
+  bool any = false;
+  for (size_t i = 0; i < model.layers->size(); ++i) {
+    nn::TransformerBlock& block = *(*model.layers)[i];
+    if (!block.moe) continue;
+    distributed::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
+    any = true;
+  }
+  TITAN_CHECK(any, "parallelism.expert_parallel_degree {}: this model has no mixture-of-experts layers", ep->size());
 }
 
 }  // namespace
@@ -126,6 +155,7 @@ void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) 
 ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceMesh& mesh,
                                       const ParallelizeOptions& options) {
   apply_tensor_parallel(model, mesh);
+  apply_expert_parallel(model, mesh);
   distributed::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
   ParallelizedModel parallelized;
   if (mesh.dims().dp() > 1) {

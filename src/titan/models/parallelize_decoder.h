@@ -36,7 +36,9 @@ ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceM
 // input gathered from the sequence-parallel residual stream and its output
 // reduce-scattered back; norms, embeddings and MoE blocks (router and experts
 // on each rank's own tokens) replicated; the output projection split by
-// vocabulary rows with a vocabulary-parallel loss.
+// vocabulary rows with a vocabulary-parallel loss. Under expert parallelism
+// the MoE blocks' experts are then split over ep (distributed/expert_parallel.h),
+// each tp rank exchanging its own tokens with its ep peers.
 void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh);
 
 }  // namespace titan::models

@@ -37,6 +37,8 @@ struct Parameter {
   // group (-1: every tp rank holds all of it, and its gradients from each
   // rank's share of the sequence must be summed).
   int64_t tensor_parallel_dim = -1;
+  // Expert parallelism: split along dim 0 (experts) over the ep group.
+  bool expert_parallel = false;
 
   // The tensor forward uses this step.
   Tensor materialize() const;

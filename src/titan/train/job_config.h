@@ -134,6 +134,7 @@ struct ParallelismSection {
   int64_t tensor_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
+  int64_t expert_parallel_degree = 1;
   std::string fsdp_reshard_after_forward = "default";
   void visit(ConfigVisitor& v) {
     v.field("data_parallel_replicate_degree", data_parallel_replicate_degree, "HSDP/DDP replicas");
@@ -141,6 +142,8 @@ struct ParallelismSection {
     v.field("tensor_parallel_degree", tensor_parallel_degree, "tensor parallel degree");
     v.field("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline parallel degree");
     v.field("context_parallel_degree", context_parallel_degree, "context parallel degree");
+    v.field("expert_parallel_degree", expert_parallel_degree,
+            "ranks the MoE experts are split over, taken from data_parallel_shard_degree (which it must divide)");
     v.field("fsdp_reshard_after_forward", fsdp_reshard_after_forward,
             "free gathered parameters after each block's forward: always, never, or default (all but the last "
             "block)");

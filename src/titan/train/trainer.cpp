@@ -67,9 +67,9 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "capture runs single-GPU jobs only so far",
               world.size());
   const distributed::ParallelDims dims{
-      config_.parallelism.pipeline_parallel_degree, config_.parallelism.data_parallel_replicate_degree,
+      config_.parallelism.pipeline_parallel_degree,   config_.parallelism.data_parallel_replicate_degree,
       config_.parallelism.data_parallel_shard_degree, config_.parallelism.context_parallel_degree,
-      config_.parallelism.tensor_parallel_degree};
+      config_.parallelism.tensor_parallel_degree,     config_.parallelism.expert_parallel_degree};
   // On GPUs, device tensors travel through NCCL and the host's small
   // agreements (preemption, validation totals) through MPI.
   std::shared_ptr<distributed::ProcessGroup> root = world.group();

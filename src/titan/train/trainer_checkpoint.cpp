@@ -46,10 +46,11 @@ std::vector<StateTensor> Trainer::state_tensors() {
       tensors.push_back(m);
     }
   }
-  // Buffers that are model state (the MoE expert bias): whole on every rank, alike on all.
+  // Buffers that are model state (the MoE expert bias): whole and alike on every rank, saved by the first.
+  const bool first_rank = mesh_->coordinate("dp") == 0 && first_tp;
   for (auto& [name, buffer] : model_->named_persistent_buffers()) {
     tensors.push_back({"model." + name, "model", *buffer, buffer->shape(),
-                       std::vector<int64_t>(buffer->shape().size(), 0), first_replica && first_tp});
+                       std::vector<int64_t>(buffer->shape().size(), 0), first_rank});
   }
   return tensors;
 }
@@ -71,7 +72,8 @@ nlohmann::json Trainer::job_state(const std::vector<std::string>& contents) cons
            {{"world", mesh_->size("world")},
             {"dp_replicate", dims.dp_replicate},
             {"dp_shard", dims.dp_shard},
-            {"tp", dims.tp}}}};
+            {"tp", dims.tp},
+            {"ep", dims.ep}}}};
 }
 
 nlohmann::json Trainer::rank_state() const {
@@ -163,13 +165,18 @@ void Trainer::finish() {
   // Sharded parameters are gathered (a collective: every rank takes part); rank 0 writes.
   std::vector<std::pair<nn::Parameter*, Tensor>> full;
   if (fsdp_) full = fsdp_->gather_full_parameters();
-  if (mesh_->size("tp") > 1) {
+  // Then the tensor-parallel parts and the expert-parallel experts.
+  const bool split_tp = mesh_->size("tp") > 1, split_ep = mesh_->size("ep") > 1;
+  if (split_tp || split_ep) {
     if (full.empty()) {
       for (auto& [name, parameter] : model_->named_parameters()) full.emplace_back(parameter, parameter->data);
     }
     for (auto& [parameter, tensor] : full) {
-      if (parameter->tensor_parallel_dim >= 0) {
+      if (split_tp && parameter->tensor_parallel_dim >= 0) {
         tensor = distributed::gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group("tp"));
+      }
+      if (split_ep && parameter->expert_parallel) {
+        tensor = distributed::gather_parameter(tensor, 0, *mesh_->group("ep"));
       }
     }
   }

@@ -27,21 +27,16 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-struct Row {
-  int ranks;
-  double tokens_per_second_per_rank, comm_share, exposed_share;
-};
-
-Row measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const fs::path& folder) {
+ScalingRow measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const fs::path& folder) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned threads = std::max(1u, cores / static_cast<unsigned>(ranks));
   const std::string train = fmt::format(
       "{} train --config {} --job.dump_folder {} --training.dataset_path {} "
       "--model.tokenizer_path {}/tokenizer.json --training.steps {} --training.seq_len {} "
       "--training.local_batch_size {} --validation.enable false --metrics.log_freq 1 --metrics.peak_tflops 1 "
-      "--parallelism.data_parallel_shard_degree {}",
-      self_path(), shared_file("configs/llama3_debug.toml"), folder.string(), data.string(), data.string(),
-      o.warmup + o.steps, o.seq_len, o.local_batch, ranks);
+      "--parallelism.data_parallel_shard_degree {}{}",
+      self_path(), shared_file(o.config), folder.string(), data.string(), data.string(), o.warmup + o.steps, o.seq_len,
+      o.local_batch, ranks, o.expert_parallel ? fmt::format(" --parallelism.expert_parallel_degree {}", ranks) : "");
   const std::string command = ranks == 1
                                   ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
                                   : fmt::format(
@@ -66,7 +61,7 @@ Row measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const
 
 }  // namespace
 
-int run_scaling_bench(const ScalingBenchOptions& o) {
+std::vector<ScalingRow> measure_scaling(const ScalingBenchOptions& o) {
   const fs::path root = fs::temp_directory_path() / "titan_bench_scaling";
   const fs::path data = root / "data";
   fs::create_directories(root);
@@ -76,24 +71,36 @@ int run_scaling_bench(const ScalingBenchOptions& o) {
     TITAN_CHECK(std::system(prepare.c_str()) == 0, "scaling bench: data prepare failed (see {}/prepare.log)",
                 root.string());
   }
+  std::printf("%6s %18s %14s %14s %22s\n", "ranks", "tokens/s per rank", "tokens/s all", "comm / step",
+              "exposed / comm time");
+  std::vector<ScalingRow> rows;
+  for (int ranks : o.ranks) {
+    const ScalingRow r = measure(o, ranks, data, root / fmt::format("ranks{}", ranks));
+    std::printf("%6d %18.0f %14.0f %13.1f%% %21.1f%%\n", r.ranks, r.tokens_per_second_per_rank,
+                r.ranks * r.tokens_per_second_per_rank, 100.0 * r.comm_share, 100.0 * r.exposed_share);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+nlohmann::json scaling_json(const std::vector<ScalingRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ScalingRow& r : rows) {
+    out.push_back({{"ranks", r.ranks},
+                   {"tokens_per_second_per_rank", r.tokens_per_second_per_rank},
+                   {"comm_share_of_step", r.comm_share},
+                   {"exposed_share_of_comm", r.exposed_share}});
+  }
+  return out;
+}
+
+int run_scaling_bench(const ScalingBenchOptions& o) {
   std::printf(
       "titan bench scaling: llama3 debugmodel, FSDP over N ranks, seq %lld x batch %lld per rank, median of "
       "%d steps after %d warm-up, %u cores\n\n",
       static_cast<long long>(o.seq_len), static_cast<long long>(o.local_batch), o.steps, o.warmup,
       std::thread::hardware_concurrency());
-  std::printf("%6s %18s %14s %14s %22s\n", "ranks", "tokens/s per rank", "tokens/s all", "comm / step",
-              "exposed / comm time");
-  nlohmann::json rows = nlohmann::json::array();
-  for (int ranks : o.ranks) {
-    const Row r = measure(o, ranks, data, root / fmt::format("ranks{}", ranks));
-    std::printf("%6d %18.0f %14.0f %13.1f%% %21.1f%%\n", r.ranks, r.tokens_per_second_per_rank,
-                r.ranks * r.tokens_per_second_per_rank, 100.0 * r.comm_share, 100.0 * r.exposed_share);
-    rows.push_back({{"ranks", r.ranks},
-                    {"tokens_per_second_per_rank", r.tokens_per_second_per_rank},
-                    {"comm_share_of_step", r.comm_share},
-                    {"exposed_share_of_comm", r.exposed_share}});
-  }
-  write_json_report(o.json_path, rows);
+  write_json_report(o.json_path, scaling_json(measure_scaling(o)));
   return 0;
 }
 

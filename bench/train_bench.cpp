@@ -17,10 +17,10 @@
 #include "titan/train/trainer.h"
 
 namespace titan::bench {
-namespace {
 
-double titan_median_step(const TrainBenchOptions& o, const std::string& dtype) {
+double titan_median_train_step(const std::string& model, const TrainBenchOptions& o, const std::string& dtype) {
   train::JobConfig config;
+  config.model.name = model;
   config.model.vocab_size = o.vocab;
   config.training.seq_len = o.seq_len;
   config.training.local_batch_size = o.batch;
@@ -51,6 +51,8 @@ std::string peer_isa_environment() {
   if (isa == CpuIsa::avx2) return "OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ";
   return "OPENBLAS_CORETYPE=Nehalem ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 ";
 }
+
+namespace {
 
 // Runs the PyTorch peer; returns its median step seconds, or a negative value if it could not run.
 double peer_median_step(const TrainBenchOptions& o, const std::string& dtype) {
@@ -86,7 +88,7 @@ int run_train_bench(const TrainBenchOptions& o) {
   nlohmann::json results = nlohmann::json::array();
   for (const std::string& dtype : o.dtypes) {
     const double peak = train::measured_cpu_gemm_tflops(parse_dtype(dtype));
-    const double titan_step = titan_median_step(o, dtype);
+    const double titan_step = titan_median_train_step("llama3", o, dtype);
     const double peer_step = o.peer ? peer_median_step(o, dtype) : -1.0;
     const double titan_tps = tokens / titan_step, peer_tps = peer_step > 0 ? tokens / peer_step : 0.0;
     const double tflops = flops / titan_step / 1e12;

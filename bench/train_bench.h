@@ -20,4 +20,11 @@ struct TrainBenchOptions {
 
 int run_train_bench(const TrainBenchOptions& options);
 
+// The median seconds of titan's training step for `model`'s debugmodel on
+// random tokens at the options' shape (shared with `titan bench moe`).
+double titan_median_train_step(const std::string& model, const TrainBenchOptions& options, const std::string& dtype);
+// Environment that holds a PyTorch peer to the kernel set titan runs ("" when
+// titan runs the CPU's best); pass --no-mkldnn to the peer when non-empty.
+std::string peer_isa_environment();
+
 }  // namespace titan::bench

@@ -3,6 +3,7 @@
 
 #include "bench/checkpoint_bench.h"
 #include "bench/gpu_bench.h"
+#include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
 #include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
@@ -18,14 +19,15 @@ Subcommand make_bench_subcommand() {
   auto scaling = std::make_shared<bench::ScalingBenchOptions>();
   auto checkpoint = std::make_shared<bench::CheckpointBenchOptions>();
   auto gpu = std::make_shared<bench::GpuBenchOptions>();
+  auto moe = std::make_shared<bench::MoeBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, suite](CLI::App& parent) {
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, suite](CLI::App& parent) {
     CLI::App* app =
-        parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, gpu)");
-    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint, gpu")
+        parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, gpu)");
+    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint, moe, gpu")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "gpu"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "gpu"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -38,7 +40,8 @@ Subcommand make_bench_subcommand() {
     app->add_option("--steps", train->steps, "train suite: timed steps")->check(CLI::PositiveNumber);
     app->add_option("--dtypes", train->dtypes, "train suite: training dtypes (default f32 bf16)")
         ->check(CLI::IsMember({"f32", "bf16"}));
-    app->add_flag("!--no-peer", train->peer, "train and gpu suites: skip the PyTorch peer");
+    app->add_flag("!--no-peer", train->peer, "train, moe and gpu suites: skip the PyTorch peer");
+    app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
     app->add_option("--seq", gpu->seq_len, "gpu suite: sequence length (default 4096)")->check(CLI::PositiveNumber);
     app->add_option("--batch", gpu->batch, "gpu suite: local batch (default 2)")->check(CLI::PositiveNumber);
@@ -47,7 +50,20 @@ Subcommand make_bench_subcommand() {
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, suite] {
+    if (*suite == "moe") {
+      moe->json_path = options->json_path;
+      moe->peer = train->peer;
+      moe->repeats = options->repeats;
+      if (options->quick) {
+        moe->repeats = 1;
+        moe->warmup = 1;
+        moe->large_tokens = 32;
+        moe->train_steps = 1;
+        moe->scaling = false;
+      }
+      return bench::run_moe_bench(*moe);
+    }
     if (*suite == "gpu") {
       gpu->json_path = options->json_path;
       gpu->peer = train->peer;

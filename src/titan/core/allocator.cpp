@@ -1,5 +1,7 @@
 #include "titan/core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <array>
 #include <cstdlib>
 
@@ -7,10 +9,26 @@
 
 namespace titan {
 
+namespace {
+
+// Large host tensors (weights, their gradients, big activations) are freed and
+// allocated again every step, and each time the kernel faults their pages in
+// one 4 KiB page at a time. Backed by 2 MiB transparent huge pages they fault
+// 512 times less often (a MoE layer's expert gradients, 2.4 GB at the
+// Qwen3-30B-A3B shape, spent most of their time in page faults).
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePageMinimum = 2 * kHugePage;
+
+}  // namespace
+
 void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  const bool huge = nbytes >= kHugePageMinimum;
+  const size_t alignment = huge ? kHugePage : kAlignment;
+  const size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
+  void* ptr = std::aligned_alloc(alignment, rounded);
+  // Advice only: where transparent huge pages are off, nothing changes.
+  if (huge && ptr != nullptr) madvise(ptr, rounded, MADV_HUGEPAGE);
   if (ptr == nullptr) {
     fail("out of host memory allocating {} bytes ({} live); `titan estimate-memory` shows what a job needs", nbytes,
          live_.load(std::memory_order_relaxed));

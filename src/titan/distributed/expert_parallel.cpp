@@ -69,34 +69,34 @@ void apply_expert_parallel(const std::string& where, nn::MoE& moe, const std::sh
     parameter->layout.offsets[0] = ep->rank() * local;
     parameter->expert_parallel = true;
   }
-  moe.experts->set_dispatcher([ep, local, ranks](const Tensor& rows, const Tensor& counts,
-                                                 const nn::ExpertsFunction& compute) {
-    // The split sizes are data: the exchange reads them on the host.
-    AllowHostReadsScope host_reads;
-    // Every rank learns how many rows each peer sends to each of its experts.
-    Tensor received = Tensor::empty({ranks * local}, DType::i64, counts.device());
-    const std::vector<int64_t> per_rank(static_cast<size_t>(ranks), local);
-    ep->all_to_all(received, counts.contiguous(), per_rank, per_rank)->wait();
-    const std::vector<int64_t> sent_counts = counts.to_ints(), received_counts = received.to_ints();
-    std::vector<int64_t> input_splits(static_cast<size_t>(ranks)), output_splits(static_cast<size_t>(ranks));
-    std::vector<int64_t> local_counts(static_cast<size_t>(local));
-    for (int64_t p = 0; p < ranks; ++p) {
-      for (int64_t j = 0; j < local; ++j) {
-        const size_t i = static_cast<size_t>(p * local + j);
-        input_splits[static_cast<size_t>(p)] += sent_counts[i];
-        output_splits[static_cast<size_t>(p)] += received_counts[i];
-        local_counts[static_cast<size_t>(j)] += received_counts[i];
-      }
-    }
-    const Tensor arrived = all_to_all_rows(rows, output_splits, input_splits, ep);
-    const auto [order, inverse] = source_to_expert_order(received_counts, ranks, local);
-    const Device device = rows.device();
-    const Tensor to_device_order = order.to(device), to_device_inverse = inverse.to(device);
-    const Tensor expert_rows = F::permute_tokens(arrived, to_device_order, to_device_inverse, 1);
-    const Tensor computed = compute(expert_rows, Tensor::from_vector(local_counts, {local}).to(device));
-    const Tensor by_source = F::permute_tokens(computed, to_device_inverse, to_device_order, 1);
-    return all_to_all_rows(by_source, input_splits, output_splits, ep);
-  });
+  moe.experts->set_dispatcher(
+      [ep, local, ranks](const Tensor& rows, const Tensor& counts, const nn::ExpertsFunction& compute) {
+        // The split sizes are data: the exchange reads them on the host.
+        AllowHostReadsScope host_reads;
+        // Every rank learns how many rows each peer sends to each of its experts.
+        Tensor received = Tensor::empty({ranks * local}, DType::i64, counts.device());
+        const std::vector<int64_t> per_rank(static_cast<size_t>(ranks), local);
+        ep->all_to_all(received, counts.contiguous(), per_rank, per_rank)->wait();
+        const std::vector<int64_t> sent_counts = counts.to_ints(), received_counts = received.to_ints();
+        std::vector<int64_t> input_splits(static_cast<size_t>(ranks)), output_splits(static_cast<size_t>(ranks));
+        std::vector<int64_t> local_counts(static_cast<size_t>(local));
+        for (int64_t p = 0; p < ranks; ++p) {
+          for (int64_t j = 0; j < local; ++j) {
+            const size_t i = static_cast<size_t>(p * local + j);
+            input_splits[static_cast<size_t>(p)] += sent_counts[i];
+            output_splits[static_cast<size_t>(p)] += received_counts[i];
+            local_counts[static_cast<size_t>(j)] += received_counts[i];
+          }
+        }
+        const Tensor arrived = all_to_all_rows(rows, output_splits, input_splits, ep);
+        const auto [order, inverse] = source_to_expert_order(received_counts, ranks, local);
+        const Device device = rows.device();
+        const Tensor to_device_order = order.to(device), to_device_inverse = inverse.to(device);
+        const Tensor expert_rows = F::permute_tokens(arrived, to_device_order, to_device_inverse, 1);
+        const Tensor computed = compute(expert_rows, Tensor::from_vector(local_counts, {local}).to(device));
+        const Tensor by_source = F::permute_tokens(computed, to_device_inverse, to_device_order, 1);
+        return all_to_all_rows(by_source, input_splits, output_splits, ep);
+      });
 }
 
 }  // namespace titan::distributed

@@ -13,6 +13,8 @@
   X(attention_mask)                \
   X(reduction)                     \
   X(embedding)                     \
+  X(moe_routing)                   \
+  X(grouped_gemm)                  \
   X(adamw)                         \
   X(cross_entropy)                 \
   X(gemm)                          \

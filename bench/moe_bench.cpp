@@ -66,8 +66,8 @@ double peer_seconds(const std::string& arguments, int steps, int warmup) {
 
 double peer_layer_seconds(const LayerShape& shape, const MoeBenchOptions& o) {
   const nn::MoEConfig& m = shape.moe;
-  return peer_seconds(fmt::format("layer --dim {} --hidden {} --experts {} --top-k {} --tokens {}", m.dim,
-                                  m.hidden_dim, m.num_experts, m.top_k, shape.tokens),
+  return peer_seconds(fmt::format("layer --dim {} --hidden {} --experts {} --top-k {} --tokens {}", m.dim, m.hidden_dim,
+                                  m.num_experts, m.top_k, shape.tokens),
                       o.repeats, o.warmup);
 }
 
@@ -110,8 +110,8 @@ int run_moe_bench(const MoeBenchOptions& o) {
     const std::string vs_torch = torch > 0 ? fmt::format("{:.2f}x", torch / grouped) : "-";
     std::printf("%-22s %8lld %8lld %6lld %10.1f %10.1f %10s %9s %8.2fx\n", shape.name.c_str(),
                 static_cast<long long>(shape.tokens), static_cast<long long>(shape.moe.num_experts),
-                static_cast<long long>(shape.moe.top_k), 1e3 * grouped, 1e3 * loop, torch_ms.c_str(),
-                vs_torch.c_str(), loop / grouped);
+                static_cast<long long>(shape.moe.top_k), 1e3 * grouped, 1e3 * loop, torch_ms.c_str(), vs_torch.c_str(),
+                loop / grouped);
     report["layer"].push_back({{"shape", shape.name},
                                {"tokens", shape.tokens},
                                {"titan_grouped_seconds", grouped},
@@ -140,9 +140,10 @@ int run_moe_bench(const MoeBenchOptions& o) {
     scaling.config = "configs/qwen3_moe_debug.toml";
     scaling.expert_parallel = true;
     scaling.steps = 6;
-    std::printf("\nqwen3_moe debugmodel, expert_parallel_degree = data_parallel_shard_degree = ranks, seq %lld x "
-                "batch %lld per rank (comm: every collective, the all-to-alls and FSDP's)\n",
-                static_cast<long long>(scaling.seq_len), static_cast<long long>(scaling.local_batch));
+    std::printf(
+        "\nqwen3_moe debugmodel, expert_parallel_degree = data_parallel_shard_degree = ranks, seq %lld x "
+        "batch %lld per rank (comm: every collective, the all-to-alls and FSDP's)\n",
+        static_cast<long long>(scaling.seq_len), static_cast<long long>(scaling.local_batch));
     report["expert_parallel"] = scaling_json(measure_scaling(scaling));
   }
   write_json_report(o.json_path, report);

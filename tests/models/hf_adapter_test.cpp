@@ -1,5 +1,5 @@
 // The Hugging Face adapters on their own: published config.json files of
-// Llama 3.1/3.2 and Qwen3 give exactly titan's flavors (whose numbers come
+// Llama 3.1/3.2, Qwen3 and Qwen3-30B-A3B give exactly titan's flavors (whose numbers come
 // from Meta's params.json and the Qwen releases), config.json text round-trips,
 // names map one-to-one, the q/k permutation matches transformers' conversion
 // script, and bad configs are errors naming the file and the value.
@@ -52,6 +52,18 @@ const char* kQwen3_8B = R"({
   "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": false,
   "torch_dtype": "bfloat16", "use_sliding_window": false, "vocab_size": 151936})";
 
+// Qwen/Qwen3-30B-A3B's config.json.
+const char* kQwen3_30B_A3B = R"({
+  "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960,
+  "max_window_layers": 48, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+  "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
+  "num_hidden_layers": 48, "num_key_value_heads": 4, "output_router_logits": false, "rms_norm_eps": 1e-06,
+  "rope_scaling": null, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
 struct Published {
   const char* json;
   const char* model;
@@ -60,7 +72,8 @@ struct Published {
 
 TEST(HfAdapter, PublishedConfigsAreTitansFlavors) {
   for (const Published& p : {Published{kLlama31_8B, "llama3", "8B"}, Published{kLlama32_1B, "llama3", "1B"},
-                             Published{kQwen3_0_6B, "qwen3", "0.6B"}, Published{kQwen3_8B, "qwen3", "8B"}}) {
+                             Published{kQwen3_0_6B, "qwen3", "0.6B"}, Published{kQwen3_8B, "qwen3", "8B"},
+                             Published{kQwen3_30B_A3B, "qwen3_moe", "30B-A3B"}}) {
     SCOPED_TRACE(p.flavor);
     const models::HfConfig hf = models::parse_hf_config(p.json, "config.json");
     EXPECT_EQ(models::hf_family(hf).model, p.model);
@@ -135,6 +148,13 @@ TEST(HfAdapter, BadConfigsNameFileAndValue) {
   expect_error(R"({"model_type": "llama", "torch_dtype": "float64"})", {"torch_dtype 'float64'"});
   expect_error(R"({"hidden_size": 8})", {"neither 'architectures' nor 'model_type'"});
   expect_error(R"({"model_type": "llama",)", {"not valid JSON"});
+  // Mixture-of-experts settings titan cannot honour.
+  expect_error(R"({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 9})",
+               {"'num_experts_per_tok' = 9 exceeds 'num_experts' = 8"});
+  expect_error(R"({"model_type": "qwen3_moe", "shared_expert_intermediate_size": 512})",
+               {"'shared_expert_intermediate_size' = 512 is not supported"});
+  expect_error(R"({"model_type": "qwen3_moe", "num_hidden_layers": 4, "mlp_only_layers": [7]})", {"mlp_only_layers"});
+  expect_error(R"({"model_type": "qwen3_moe", "decoder_sparse_step": 0})", {"'decoder_sparse_step' = 0"});
   expect_error(R"([1, 2])", {"not a JSON object"});
 }
 

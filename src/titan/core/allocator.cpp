@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 
@@ -11,27 +12,43 @@ namespace titan {
 
 namespace {
 
-// Large host tensors (weights, their gradients, big activations) are freed and
-// allocated again every step, and each time the kernel faults their pages in
-// one 4 KiB page at a time. Backed by 2 MiB transparent huge pages they fault
-// 512 times less often (a MoE layer's expert gradients, 2.4 GB at the
-// Qwen3-30B-A3B shape, spent most of their time in page faults).
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kHugePageMinimum = 2 * kHugePage;
+
+size_t rounded_size(size_t nbytes) {
+  const size_t alignment = nbytes >= CpuAllocator::kLargeBlock ? kHugePage : CpuAllocator::kAlignment;
+  return (nbytes + alignment - 1) / alignment * alignment;
+}
 
 }  // namespace
 
+void* CpuAllocator::take_cached(size_t rounded) {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  const auto found = cache_->blocks.find(rounded);
+  if (found == cache_->blocks.end()) return nullptr;
+  void* ptr = found->second;
+  cache_->blocks.erase(found);
+  cache_->bytes -= static_cast<int64_t>(rounded);
+  return ptr;
+}
+
 void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const bool huge = nbytes >= kHugePageMinimum;
-  const size_t alignment = huge ? kHugePage : kAlignment;
-  const size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
-  void* ptr = std::aligned_alloc(alignment, rounded);
-  // Advice only: where transparent huge pages are off, nothing changes.
-  if (huge && ptr != nullptr) madvise(ptr, rounded, MADV_HUGEPAGE);
+  const bool large = nbytes >= kLargeBlock;
+  const size_t rounded = rounded_size(nbytes);
+  void* ptr = large ? take_cached(rounded) : nullptr;
   if (ptr == nullptr) {
-    fail("out of host memory allocating {} bytes ({} live); `titan estimate-memory` shows what a job needs", nbytes,
-         live_.load(std::memory_order_relaxed));
+    ptr = std::aligned_alloc(large ? kHugePage : kAlignment, rounded);
+    if (ptr == nullptr && large) {
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      release_cached();
+      ptr = std::aligned_alloc(kHugePage, rounded);
+    }
+    if (ptr == nullptr) {
+      fail("out of host memory allocating {} bytes ({} live); `titan estimate-memory` shows what a job needs", nbytes,
+           live_.load(std::memory_order_relaxed));
+    }
+    // Advice only: where transparent huge pages are off, nothing changes.
+    if (large) madvise(ptr, rounded, MADV_HUGEPAGE);
   }
   allocations_.fetch_add(1, std::memory_order_relaxed);
   const int64_t live =
@@ -44,22 +61,45 @@ void* CpuAllocator::allocate(size_t nbytes) {
 
 void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
-  std::free(ptr);
   live_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
+  if (nbytes >= kLargeBlock) {
+    const size_t rounded = rounded_size(nbytes);
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    if (cache_->bytes + static_cast<int64_t>(rounded) <= static_cast<int64_t>(kMaxCachedBytes)) {
+      cache_->blocks.emplace(rounded, ptr);
+      cache_->bytes += static_cast<int64_t>(rounded);
+      cache_->peak_reserved = std::max(cache_->peak_reserved, live_.load(std::memory_order_relaxed) + cache_->bytes);
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+void CpuAllocator::release_cached() {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  for (auto& [size, ptr] : cache_->blocks) std::free(ptr);
+  cache_->blocks.clear();
+  cache_->bytes = 0;
 }
 
 MemoryStats CpuAllocator::stats() const {
   MemoryStats stats;
   stats.live_bytes = live_.load(std::memory_order_relaxed);
   stats.peak_bytes = peak_.load(std::memory_order_relaxed);
-  // Freed host memory goes straight back to the system: reserved is live.
-  stats.reserved_bytes = stats.live_bytes;
-  stats.peak_reserved_bytes = stats.peak_bytes;
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  // Reserved: live, plus freed large blocks kept for reuse.
+  stats.reserved_bytes = stats.live_bytes + cache_->bytes;
+  stats.peak_reserved_bytes = std::max({cache_->peak_reserved, stats.peak_bytes, stats.reserved_bytes});
   stats.allocations = allocations_.load(std::memory_order_relaxed);
+  stats.alloc_retries = retries_.load(std::memory_order_relaxed);
   return stats;
 }
 
-void CpuAllocator::reset_peak() { peak_.store(live_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+void CpuAllocator::reset_peak() {
+  peak_.store(live_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->peak_reserved = live_.load(std::memory_order_relaxed) + cache_->bytes;
+}
 
 namespace {
 

@@ -65,7 +65,10 @@ void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
   if (nbytes >= kLargeBlock) {
     const size_t rounded = rounded_size(nbytes);
     std::lock_guard<std::mutex> lock(cache_->mutex);
-    if (cache_->bytes + static_cast<int64_t>(rounded) <= static_cast<int64_t>(kMaxCachedBytes)) {
+    // Bounded by half the peak of live bytes as well, so a process whose sizes
+    // keep changing holds at most 1.5x its own peak.
+    const int64_t limit = std::min(static_cast<int64_t>(kMaxCachedBytes), peak_.load(std::memory_order_relaxed) / 2);
+    if (cache_->bytes + static_cast<int64_t>(rounded) <= limit) {
       cache_->blocks.emplace(rounded, ptr);
       cache_->bytes += static_cast<int64_t>(rounded);
       cache_->peak_reserved = std::max(cache_->peak_reserved, live_.load(std::memory_order_relaxed) + cache_->bytes);

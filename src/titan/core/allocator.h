@@ -42,7 +42,8 @@ class Allocator {
 // and allocates the same sizes every step, and a fresh block costs the kernel
 // a page fault and a page clear for every page (a MoE layer's 2.4 GB of
 // expert gradients at the Qwen3-30B-A3B shape spent most of their time
-// there). At most kMaxCachedBytes are kept; an allocation that fails first
+// there). At most kMaxCachedBytes are kept, and no more than half the peak of
+// live bytes; an allocation that fails first
 // returns the cache to the system and retries. The cache lives on the heap and
 // is never destroyed, so tensors freed during static destruction still work.
 class CpuAllocator final : public Allocator {

@@ -107,8 +107,9 @@ void CpuAllocator::reset_peak() {
 namespace {
 
 std::array<Allocator*, kNumDeviceTypes>& allocator_table() {
-  static CpuAllocator cpu_allocator;
-  static std::array<Allocator*, kNumDeviceTypes> table{&cpu_allocator, nullptr, nullptr};
+  // Never destroyed: tensors freed during static destruction still need it.
+  static CpuAllocator* const cpu_allocator = new CpuAllocator;
+  static std::array<Allocator*, kNumDeviceTypes> table{cpu_allocator, nullptr, nullptr};
   return table;
 }
 

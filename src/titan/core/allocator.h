@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "titan/core/device.h"
@@ -44,13 +45,16 @@ class Allocator {
 // expert gradients at the Qwen3-30B-A3B shape spent most of their time
 // there). At most kMaxCachedBytes are kept, and no more than half the peak of
 // live bytes; an allocation that fails first
-// returns the cache to the system and retries. The cache lives on the heap and
-// is never destroyed, so tensors freed during static destruction still work.
+// returns the cache to the system and retries.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
   static constexpr size_t kLargeBlock = size_t{4} << 20;
   static constexpr size_t kMaxCachedBytes = size_t{8} << 30;
+  CpuAllocator() = default;
+  ~CpuAllocator() override { release_cached(); }
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
   void* allocate(size_t nbytes) override;
   void deallocate(void* ptr, size_t nbytes) override;
   MemoryStats stats() const override;
@@ -70,7 +74,7 @@ class CpuAllocator final : public Allocator {
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> allocations_{0};
   std::atomic<int64_t> retries_{0};
-  LargeBlockCache* const cache_ = new LargeBlockCache;
+  std::unique_ptr<LargeBlockCache> cache_ = std::make_unique<LargeBlockCache>();
 };
 
 // The allocator for a device type; meta tensors have none (they own no bytes).

@@ -6,17 +6,22 @@
 
 namespace titan::models::qwen3 {
 
+nn::AttentionConfig attention_config(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                     double norm_eps) {
+  return {.dim = dim,
+          .n_heads = n_heads,
+          .n_kv_heads = n_kv_heads,
+          .head_dim = head_dim,
+          .qk_norm = true,
+          .norm_eps = norm_eps,
+          .rope_style = ops::RopeStyle::half};
+}
+
 DecoderConfig to_config(const Args& args) {
   DecoderConfig config;
   config.vocab_size = args.vocab_size;
   nn::TransformerBlockConfig block;
-  block.attention = {.dim = args.dim,
-                     .n_heads = args.n_heads,
-                     .n_kv_heads = args.n_kv_heads,
-                     .head_dim = args.head_dim,
-                     .qk_norm = true,
-                     .norm_eps = args.norm_eps,
-                     .rope_style = ops::RopeStyle::half};
+  block.attention = attention_config(args.dim, args.n_heads, args.n_kv_heads, args.head_dim, args.norm_eps);
   block.feed_forward = {.dim = args.dim, .hidden_dim = args.hidden_dim};
   block.norm_eps = args.norm_eps;
   config.set_layers(args.n_layers, block);

@@ -22,5 +22,8 @@ struct Args {
 
 DecoderConfig to_config(const Args& args);
 ModelSpec spec();
+// Qwen 3's attention (dense and MoE models alike): q/k norms, half-rotation RoPE.
+nn::AttentionConfig attention_config(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                     double norm_eps);
 
 }  // namespace titan::models::qwen3

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "titan/models/qwen3/flavors.h"
 #include "titan/models/qwen3_moe/hf_adapter.h"
 
 namespace titan::models::qwen3_moe {
@@ -20,13 +21,7 @@ DecoderConfig to_config(const Args& args) {
   config.vocab_size = args.vocab_size;
   for (int64_t i = 0; i < args.n_layers; ++i) {
     nn::TransformerBlockConfig block;
-    block.attention = {.dim = args.dim,
-                       .n_heads = args.n_heads,
-                       .n_kv_heads = args.n_kv_heads,
-                       .head_dim = args.head_dim,
-                       .qk_norm = true,
-                       .norm_eps = args.norm_eps,
-                       .rope_style = ops::RopeStyle::half};
+    block.attention = qwen3::attention_config(args.dim, args.n_heads, args.n_kv_heads, args.head_dim, args.norm_eps);
     block.norm_eps = args.norm_eps;
     if (is_moe_layer(args, i)) {
       block.moe = nn::MoEConfig{.dim = args.dim,

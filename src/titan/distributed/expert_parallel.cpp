@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "titan/autograd/function_node.h"
+#include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/functional.h"
 
 namespace titan::distributed {
@@ -61,12 +62,7 @@ void apply_expert_parallel(const std::string& where, nn::MoE& moe, const std::sh
               ranks, where, experts, ranks);
   const int64_t local = experts / ranks;
   for (nn::Parameter* parameter : {moe.experts->w1, moe.experts->w2, moe.experts->w3}) {
-    const Tensor full = parameter->data;
-    Tensor mine = full.narrow(0, ep->rank() * local, local).contiguous().clone();
-    mine.set_requires_grad(true);
-    parameter->data = mine;
-    parameter->layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
-    parameter->layout.offsets[0] = ep->rank() * local;
+    keep_rank_part(*parameter, 0, *ep);
     parameter->expert_parallel = true;
   }
   moe.experts->set_dispatcher(

@@ -79,13 +79,19 @@ void shard_parameter(const std::string& name, nn::Parameter& parameter, int64_t 
   TITAN_CHECK(full.size(dim) % group.size() == 0,
               "tensor parallelism: {} has {} along dim {}, not divisible by tensor_parallel_degree {}", name,
               full.size(dim), dim, group.size());
+  keep_rank_part(parameter, dim, group);
+  parameter.tensor_parallel_dim = dim;
+}
+
+void keep_rank_part(nn::Parameter& parameter, int64_t dim, const ProcessGroup& group) {
+  const Tensor full = parameter.data;
+  dim = full.wrap_dim(dim);
   const int64_t part = full.size(dim) / group.size();
   Tensor local = full.narrow(dim, group.rank() * part, part).contiguous().clone();
   local.set_requires_grad(true);
   parameter.data = local;
   parameter.layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
   parameter.layout.offsets[static_cast<size_t>(dim)] = group.rank() * part;
-  parameter.tensor_parallel_dim = dim;
 }
 
 Tensor gather_parameter(const Tensor& local, int64_t dim, ProcessGroup& group) {

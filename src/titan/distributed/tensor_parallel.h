@@ -27,6 +27,10 @@ Tensor slice_sequence(const Tensor& ids, const ProcessGroup& group);
 // Keeps this rank's 1/tp of the parameter along `dim` (equal parts; errors
 // name the parameter when the size does not divide).
 void shard_parameter(const std::string& name, nn::Parameter& parameter, int64_t dim, const ProcessGroup& group);
+// The mechanism under it (and under expert parallelism's split of the experts):
+// keeps this rank's equal part along `dim` as the new leaf and records where it
+// sits in the whole tensor (the size must divide; callers check and name it).
+void keep_rank_part(nn::Parameter& parameter, int64_t dim, const ProcessGroup& group);
 // The full tensor from every rank's equal part along `dim` (a collective).
 Tensor gather_parameter(const Tensor& local, int64_t dim, ProcessGroup& group);
 

@@ -12,9 +12,7 @@ namespace {
 using testing::world;
 
 // Large enough (256 KiB) that MPI cannot buffer it eagerly: each send waits
-// for its matching receive. One worker runs a group's operations in issue
-// order, so even ranks send first and odd ranks receive first, or every rank
-// would sit in send.
+// for its matching receive.
 TEST(PointToPoint, SendRecvRing) {
   ProcessGroup& group = world();
   const int n = group.size(), me = group.rank();
@@ -51,6 +49,36 @@ TEST(PointToPoint, SendRecvRing) {
     group.send(ints_out, left, kTag + 1)->wait();
   }
   EXPECT_EQ(ints_in.to_ints(), (std::vector<int64_t>{right, int64_t{1} << 40}));
+}
+
+// What pipeline schedules do: every rank posts all its receives first, in the
+// opposite order to its peer's sends, then sends; messages too large to be
+// buffered eagerly. Posted requests complete in any order, so nobody waits
+// for a send queued behind a receive.
+TEST(PointToPoint, ReceivesPostedBeforeSendsInAnyOrder) {
+  ProcessGroup& group = world();
+  const int n = group.size(), me = group.rank();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  constexpr int64_t kCount = int64_t{1} << 16;
+  constexpr int kMessages = 4;
+  std::vector<Tensor> incoming;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int m = kMessages - 1; m >= 0; --m) {
+    incoming.push_back(Tensor::full({kCount}, -1.0));
+    works.push_back(group.recv(incoming.back(), left, 100 + m));
+  }
+  std::vector<Tensor> outgoing;
+  for (int m = 0; m < kMessages; ++m) {
+    outgoing.push_back(Tensor::full({kCount}, static_cast<double>(me * 10 + m)));
+    works.push_back(group.send(outgoing.back(), right, 100 + m));
+  }
+  for (const auto& work : works) work->wait();
+  for (int i = 0; i < kMessages; ++i) {
+    const int m = kMessages - 1 - i;
+    const auto got = incoming[static_cast<size_t>(i)].to_floats();
+    EXPECT_EQ(got.front(), static_cast<float>(left * 10 + m)) << "message " << m;
+    EXPECT_EQ(got.back(), static_cast<float>(left * 10 + m)) << "message " << m;
+  }
 }
 
 // No rank leaves the barrier before the last one entered it. Ranks enter in

@@ -178,6 +178,7 @@ struct WeightBackward::Pending {
   bool retain_graph = false;
 };
 
+WeightBackward::WeightBackward() = default;
 WeightBackward::WeightBackward(std::unique_ptr<Pending> pending) : pending_(std::move(pending)) {}
 WeightBackward::WeightBackward(WeightBackward&&) noexcept = default;
 WeightBackward& WeightBackward::operator=(WeightBackward&&) noexcept = default;

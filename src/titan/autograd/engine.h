@@ -24,7 +24,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 class WeightBackward {
  public:
   struct Pending;
-  WeightBackward() = default;
+  WeightBackward();
   explicit WeightBackward(std::unique_ptr<Pending> pending);
   WeightBackward(WeightBackward&&) noexcept;
   WeightBackward& operator=(WeightBackward&&) noexcept;

@@ -33,8 +33,10 @@ class FsdpUnit {
 
  public:
   FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters, std::shared_ptr<ProcessGroup> shard_group,
-           ProcessGroup& replicate_group, const FsdpOptions& options, float gradient_scale)
+           ProcessGroup& replicate_group, const FsdpOptions& options, float gradient_scale,
+           const bool* reduce_in_backward)
       : name_(std::move(name)),
+        reduce_in_backward_(reduce_in_backward),
         shard_group_(std::move(shard_group)),
         shard_(*shard_group_),
         replicate_(replicate_group),
@@ -176,7 +178,7 @@ class FsdpUnit {
                   flat.narrow(0, r * e.chunk_rows * e.row_size, count).to(DType::f32));
       }
     }
-    if (++arrived_ == expected_) reduce_async();
+    if (++arrived_ == expected_ && *reduce_in_backward_) reduce_async();
   }
 
   // Every gradient of the unit is in: reduce-scatter them (averaged over the
@@ -243,6 +245,7 @@ class FsdpUnit {
   }
 
   std::string name_;
+  const bool* reduce_in_backward_;  // the Fsdp's setting
   std::shared_ptr<ProcessGroup> shard_group_;
   ProcessGroup& shard_;
   ProcessGroup& replicate_;
@@ -274,7 +277,8 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
 size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
                       std::shared_ptr<ProcessGroup> shard_group, float gradient_scale) {
   auto unit =
-      std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_, gradient_scale);
+      std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_, gradient_scale,
+                                 &reduce_in_backward_);
   FsdpUnit* raw = unit.get();
   for (size_t i = 0; i < parameters.size(); ++i) {
     parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });

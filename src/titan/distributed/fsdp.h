@@ -56,6 +56,12 @@ class Fsdp {
   // Whether this backward's gradients are reduced across replicas now (the
   // last micro-batch of a step) or kept local to accumulate (the others).
   void set_sync_replicas(bool sync) { sync_replicas_ = sync; }
+  // Whether a unit reduce-scatters as soon as every use delivered its
+  // gradient (overlapping the rest of backward), or only in finish_backward.
+  // Pipeline parallelism defers: its micro-batches' backwards interleave with
+  // forwards, so a unit is "complete" many times a step, and one reduction
+  // per step of the summed gradients is all it needs.
+  void set_reduce_in_backward(bool reduce) { reduce_in_backward_ = reduce; }
   // After autograd::backward: reduces what is still pending, waits for every
   // collective, adds the shard gradients into each parameter's .grad(), and
   // frees gathered parameters. Call once per backward.
@@ -73,6 +79,7 @@ class Fsdp {
   FsdpOptions options_;
   std::vector<std::unique_ptr<FsdpUnit>> units_;
   bool sync_replicas_ = true;
+  bool reduce_in_backward_ = true;
 };
 
 }  // namespace titan::distributed

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "titan/distributed/stall_census.h"
@@ -299,19 +300,79 @@ std::shared_ptr<Work> MpiProcessGroup::all_to_all(const Tensor& output, const Te
   });
 }
 
+// A posted non-blocking send or receive. Point-to-point bypasses the worker:
+// pipeline schedules post receives early and in any order relative to sends,
+// which a worker running one blocking operation at a time would deadlock on.
+class MpiProcessGroup::Request final : public Work {
+ public:
+  Request(MpiProcessGroup* group, std::string what, Tensor tensor, MPI_Request request)
+      : group_(group), what_(std::move(what)), tensor_(std::move(tensor)), request_(request) {}
+  ~Request() override {
+    // A request nobody waited for still owns its buffer until it completes.
+    if (!done_) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+
+  void wait() override {
+    const auto start = Clock::now();
+    while (!completed()) {
+      if (std::chrono::duration<double>(Clock::now() - start).count() > group_->timeout_seconds()) {
+        group_->abort_stalled(what_, group_->issued());
+      }
+      std::this_thread::yield();
+    }
+    group_->add_exposed(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+
+  bool completed() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      int flag = 0;
+      MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+      if (flag) {
+        done_ = true;
+        group_->count_transfer();
+      }
+    }
+    return done_;
+  }
+
+ private:
+  MpiProcessGroup* group_;
+  std::string what_;
+  Tensor tensor_;  // kept alive until MPI is done with its memory
+  MPI_Request request_;
+  std::mutex mutex_;
+  bool done_ = false;
+};
+
 std::shared_ptr<Work> MpiProcessGroup::send(const Tensor& tensor, int peer, int tag) {
   check_cpu(tensor, "send");
   const int count = checked_count(tensor.numel(), "send");
-  return enqueue(fmt::format("send to {} of {}", peer, shape_str(tensor.shape())),
-                 [=, this] { MPI_Send(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_); });
+  MPI_Request request;
+  MPI_Isend(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_, &request);
+  return std::make_shared<Request>(this, fmt::format("send to {} of {} (tag {})", peer, shape_str(tensor.shape()), tag),
+                                   tensor, request);
 }
 
 std::shared_ptr<Work> MpiProcessGroup::recv(const Tensor& tensor, int peer, int tag) {
   check_cpu(tensor, "recv");
   const int count = checked_count(tensor.numel(), "recv");
-  return enqueue(fmt::format("recv from {} of {}", peer, shape_str(tensor.shape())), [=, this] {
-    MPI_Recv(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_, MPI_STATUS_IGNORE);
-  });
+  MPI_Request request;
+  MPI_Irecv(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_, &request);
+  return std::make_shared<Request>(
+      this, fmt::format("recv from {} of {} (tag {})", peer, shape_str(tensor.shape()), tag), tensor, request);
+}
+
+uint64_t MpiProcessGroup::issued() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return issued_;
+}
+
+// Transfers overlap each other and compute, so they add no busy time (which
+// would exceed the step's); waiting for them is counted as exposed.
+void MpiProcessGroup::count_transfer() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.collectives += 1;
 }
 
 void MpiProcessGroup::barrier() {

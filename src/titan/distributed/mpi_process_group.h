@@ -1,6 +1,8 @@
 // The `mpi` backend: CPU tensors, Open MPI. Each group owns one worker thread
 // that runs its collectives in the order they were issued (the same order on
 // every rank), so callers return at once and compute overlaps communication.
+// Sends and receives are posted at once as non-blocking requests instead (any
+// order, any number in flight: what pipeline schedules need).
 #pragma once
 
 #include <mpi.h>
@@ -40,9 +42,12 @@ class MpiProcessGroup final : public ProcessGroup {
   // them through the StallCensus) and aborts every rank.
   [[noreturn]] void abort_stalled(const std::string& what, uint64_t sequence) const;
   void add_exposed(double seconds);
+  void count_transfer();
+  uint64_t issued() const;  // collectives issued so far
 
  private:
   class Task;
+  class Request;
   std::shared_ptr<Work> enqueue(std::string what, std::function<void()> body);
   void run_worker();
 

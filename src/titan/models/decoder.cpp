@@ -1,5 +1,6 @@
 #include "titan/models/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "titan/nn/functional.h"
@@ -71,7 +72,7 @@ std::shared_ptr<nn::MoEAuxLoss> Decoder::new_aux_loss() const {
   return nullptr;
 }
 
-Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
+nn::BlockInputs Decoder::block_inputs(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
   const Tensor& ids = inputs.input_ids;
   TITAN_CHECK(ids.dim() == 2, "Decoder: input_ids must be [batch, seq], got {}", shape_str(ids.shape()));
   TITAN_CHECK(ids.size(1) <= config.max_seq_len, "Decoder: sequence of {} exceeds max_seq_len {}", ids.size(1),
@@ -79,9 +80,58 @@ Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr
   nn::BlockInputs block{{&rope, inputs.positions, {}}, aux};
   block.attention.mask.causal = true;
   block.attention.mask.document_ids = inputs.document_ids;
-  Tensor h = tok_embeddings->forward(ids);
+  return block;
+}
+
+Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
+  const nn::BlockInputs block = block_inputs(inputs, aux);
+  Tensor h = tok_embeddings->forward(inputs.input_ids);
   for (const auto& layer : *layers) h = layer->forward(h, block);
   return norm->forward(h);
+}
+
+void Decoder::retain_modules(const std::vector<std::string>& module_fqns) {
+  const auto kept = [&](const std::string& fqn) {
+    return std::find(module_fqns.begin(), module_fqns.end(), fqn) != module_fqns.end();
+  };
+  std::vector<std::string> dropped_layers;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    if (!kept("layers." + layers->key(i))) dropped_layers.push_back(layers->key(i));
+  }
+  for (const std::string& key : dropped_layers) layers->erase(key);
+  // A tied output projection is the embedding table: it stays wherever the output is.
+  if (tok_embeddings && !kept("tok_embeddings") && !(config.tie_embeddings && kept("norm"))) {
+    remove_child("tok_embeddings");
+    tok_embeddings = nullptr;
+  }
+  if (norm && !kept("norm")) {
+    remove_child("norm");
+    norm = nullptr;
+  }
+  if (output && !kept("output")) {
+    remove_child("output");
+    output = nullptr;
+  }
+}
+
+Tensor Decoder::forward_part(const std::vector<std::string>& part, const Tensor& hidden,
+                             const DecoderInputs& inputs) const {
+  const nn::BlockInputs block = block_inputs(inputs, nullptr);
+  Tensor h = hidden;
+  for (const std::string& fqn : part) {
+    if (fqn == "tok_embeddings") {
+      h = tok_embeddings->forward(inputs.input_ids);
+    } else if (fqn.starts_with("layers.")) {
+      const std::shared_ptr<nn::TransformerBlock> layer = layers->find(fqn.substr(7));
+      TITAN_CHECK(layer != nullptr, "Decoder: this part holds no {}", fqn);
+      h = layer->forward(h, block);
+    } else if (fqn == "norm") {
+      h = norm->forward(h);
+    } else {
+      TITAN_CHECK(fqn == "output", "Decoder: no module '{}'", fqn);  // the loss applies it
+    }
+  }
+  return h;
 }
 
 KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype) const {

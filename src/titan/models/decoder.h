@@ -102,6 +102,15 @@ class Decoder : public nn::Module {
   // The output projection as forward sees it (the embedding table when tied).
   Tensor output_weight() const;
 
+  // Pipeline parallelism: keeps only the modules named (the parts one rank
+  // holds, as ModelSpec::module_fqns lists them) and drops the rest, so
+  // named_parameters() lists what the rank holds, under the whole model's names.
+  void retain_modules(const std::vector<std::string>& module_fqns);
+  // One part's forward: from token ids (inputs.input_ids) when the part holds
+  // the embeddings, else from `hidden` (the previous part's output), through
+  // the part's layers in order, then the final norm when the part holds it.
+  Tensor forward_part(const std::vector<std::string>& part, const Tensor& hidden, const DecoderInputs& inputs) const;
+
   // Llama 3 / TorchTitan initialisation: embeddings N(0, 1) (N(0, dim^-1/2)
   // when tied); per layer l the output projections N(0, 0.02 / sqrt(2 (l + 1)));
   // output N(0, dim^-1/2) cut at 3 std.
@@ -117,6 +126,7 @@ class Decoder : public nn::Module {
 
  private:
   Tensor hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
+  nn::BlockInputs block_inputs(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
   // A fresh auxiliary loss for one forward pass, or null when no layer has one.
   std::shared_ptr<nn::MoEAuxLoss> new_aux_loss() const;
   int64_t moe_layers_ = 0;

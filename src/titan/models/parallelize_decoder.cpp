@@ -1,5 +1,7 @@
 #include "titan/models/parallelize_decoder.h"
 
+#include <algorithm>
+
 #include "titan/distributed/expert_parallel.h"
 #include "titan/distributed/mixed_precision.h"
 #include "titan/distributed/tensor_parallel.h"
@@ -95,7 +97,8 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
   for (auto& [name, parameter] : model.named_parameters()) {
     if (!name.starts_with("layers.")) root.push_back(parameter);
   }
-  fsdp->add_unit("root", root);
+  // A middle pipeline stage has no embeddings, norm or output.
+  if (!root.empty()) fsdp->add_unit("root", root);
   const size_t layers = model.layers->size();
   std::vector<std::pair<std::string, std::vector<nn::Parameter*>>> expert_units;
   for (size_t i = 0; i < layers; ++i) {
@@ -125,14 +128,14 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
 void apply_expert_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
   const std::shared_ptr<ProcessGroup> ep = mesh.group("ep");
   if (ep->size() == 1) return;
-  bool any = false;
+  // The config, not the layers held: a pipeline stage may hold only dense ones.
+  const auto& configs = model.config.layers;
+  TITAN_CHECK(std::any_of(configs.begin(), configs.end(), [](const auto& layer) { return layer.moe.has_value(); }),
+              "parallelism.expert_parallel_degree {}: this model has no mixture-of-experts layers", ep->size());
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
-    if (!block.moe) continue;
-    distributed::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
-    any = true;
+    if (block.moe) distributed::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
   }
-  TITAN_CHECK(any, "parallelism.expert_parallel_degree {}: this model has no mixture-of-experts layers", ep->size());
 }
 
 }  // namespace
@@ -147,8 +150,10 @@ void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) 
     if (block.feed_forward) tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp);
   }
   // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
-  model.tok_embeddings->input_hooks.push_back(
-      [tp](const Tensor& ids) { return distributed::slice_sequence(ids, *tp); });
+  if (model.tok_embeddings) {
+    model.tok_embeddings->input_hooks.push_back(
+        [tp](const Tensor& ids) { return distributed::slice_sequence(ids, *tp); });
+  }
   tensor_parallel_output(model, tp);
 }
 

@@ -1,5 +1,6 @@
 #include "titan/nn/module.h"
 
+#include <algorithm>
 #include <set>
 
 #include "titan/ops/copy.h"
@@ -57,6 +58,12 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::st
     result.insert(result.end(), nested.begin(), nested.end());
   }
   return result;
+}
+
+void Module::remove_child(const std::string& name) {
+  const auto found = std::find_if(children_.begin(), children_.end(), [&](const auto& child) { return child.first == name; });
+  TITAN_CHECK(found != children_.end(), "Module: no child '{}' to remove", name);
+  children_.erase(found);
 }
 
 std::vector<Tensor> Module::parameters() {

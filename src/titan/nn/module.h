@@ -78,6 +78,8 @@ class Module {
   void to_empty(Device device);
   // Clears every parameter's gradient.
   void zero_grad();
+  // Drops child `name` and everything under it (a pipeline stage keeping only its part of a model).
+  void remove_child(const std::string& name);
 
   // Redistributions installed from outside (tensor/sequence parallelism):
   // forward applies input_hooks to its input and output_hooks to its result.

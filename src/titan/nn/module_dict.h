@@ -3,6 +3,7 @@
 // whichever layers a model part holds: checkpoints never depend on the split.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,19 @@ class ModuleDict : public Module {
     items_.emplace_back(key, std::move(module));
   }
   size_t size() const { return items_.size(); }
+  // The module under `key`, or null.
+  std::shared_ptr<M> find(const std::string& key) const {
+    for (const auto& [existing, item] : items_) {
+      if (existing == key) return item;
+    }
+    return nullptr;
+  }
+  void erase(const std::string& key) {
+    const auto found = std::find_if(items_.begin(), items_.end(), [&](const auto& item) { return item.first == key; });
+    TITAN_CHECK(found != items_.end(), "ModuleDict: no key '{}'", key);
+    items_.erase(found);
+    remove_child(key);
+  }
   // By position, in insertion order.
   const std::shared_ptr<M>& operator[](size_t i) const { return items_[i].second; }
   const std::string& key(size_t i) const { return items_[i].first; }

@@ -72,7 +72,19 @@ class TomlReader : public ConfigVisitor {
     const toml::array* array = node->as_array();
     TITAN_CHECK(array != nullptr, "{}: [{}] {} must be an array of strings", where(*node, source_), section_, key);
     value.clear();
-    for (const toml::node& item : *array) value.push_back(expect<std::string>(item, key, "a string"));
+    for (const toml::node& item : *array) {
+      // An inner array of strings (module_fqns_per_model_part's parts) is kept as one space-separated item.
+      if (const toml::array* inner = item.as_array()) {
+        std::string joined;
+        for (const toml::node& word : *inner) {
+          if (!joined.empty()) joined.push_back(' ');
+          joined.append(expect<std::string>(word, key, "a string"));
+        }
+        value.push_back(joined);
+      } else {
+        value.push_back(expect<std::string>(item, key, "a string"));
+      }
+    }
   }
 
  private:
@@ -422,6 +434,23 @@ void validate(const JobConfig& c) {
                 part, suggestion(part, parts));
   }
   positive(c.checkpoint.interval, "checkpoint.interval");
+  const ParallelismSection& p = c.parallelism;
+  positive(p.pipeline_parallel_microbatch_size, "parallelism.pipeline_parallel_microbatch_size");
+  TITAN_CHECK(p.pipeline_parallel_first_stage_less_layers >= 0 && p.pipeline_parallel_last_stage_less_layers >= 0,
+              "parallelism.pipeline_parallel_first_stage_less_layers and last_stage_less_layers must be >= 0");
+  TITAN_CHECK(p.pipeline_parallel_layers_per_stage == -1 || p.pipeline_parallel_layers_per_stage > 0,
+              "parallelism.pipeline_parallel_layers_per_stage must be > 0 (or -1: from the schedule), got {}",
+              p.pipeline_parallel_layers_per_stage);
+  if (p.pipeline_parallel_degree > 1) {
+    TITAN_CHECK(c.training.local_batch_size % p.pipeline_parallel_microbatch_size == 0,
+                "training.local_batch_size {} is not a multiple of parallelism.pipeline_parallel_microbatch_size {} "
+                "(each pipeline step cuts the local batch into micro-batches)",
+                c.training.local_batch_size, p.pipeline_parallel_microbatch_size);
+    TITAN_CHECK(!c.training.graph_capture,
+                "training.graph_capture with parallelism.pipeline_parallel_degree {}: a recorded step cannot wait for "
+                "another stage from the host",
+                p.pipeline_parallel_degree);
+  }
   TITAN_CHECK(c.validation.split >= 0.0 && c.validation.split < 1.0, "validation.split must be in [0, 1)");
   if (c.validation.enable) {
     positive(c.validation.freq, "validation.freq");

@@ -136,6 +136,13 @@ struct ParallelismSection {
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
   std::string fsdp_reshard_after_forward = "default";
+  std::string pipeline_parallel_schedule = "1F1B";
+  std::string pipeline_parallel_schedule_csv = "";
+  int64_t pipeline_parallel_microbatch_size = 1;
+  int64_t pipeline_parallel_layers_per_stage = -1;
+  int64_t pipeline_parallel_first_stage_less_layers = 1;
+  int64_t pipeline_parallel_last_stage_less_layers = 1;
+  std::vector<std::string> module_fqns_per_model_part = {};
   void visit(ConfigVisitor& v) {
     v.field("data_parallel_replicate_degree", data_parallel_replicate_degree, "HSDP/DDP replicas");
     v.field("data_parallel_shard_degree", data_parallel_shard_degree, "FSDP shards (-1: the rest of the world)");
@@ -146,7 +153,24 @@ struct ParallelismSection {
             "ranks the MoE experts are split over, taken from data_parallel_shard_degree (which it must divide)");
     v.field("fsdp_reshard_after_forward", fsdp_reshard_after_forward,
             "free gathered parameters after each block's forward: always, never, or default (all but the last "
-            "block)");
+            "block; never under pipeline parallelism, whose micro-batches reuse them)");
+    v.field("pipeline_parallel_schedule", pipeline_parallel_schedule,
+            "GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble or ZBVZeroBubble (`titan pipeline show` compares "
+            "them)");
+    v.field("pipeline_parallel_schedule_csv", pipeline_parallel_schedule_csv,
+            "a schedule as a CSV file (one line of actions per pipeline rank, PyTorch's notation); overrides "
+            "pipeline_parallel_schedule");
+    v.field("pipeline_parallel_microbatch_size", pipeline_parallel_microbatch_size,
+            "sequences per pipeline micro-batch (local_batch_size / this = micro-batches per step)");
+    v.field("pipeline_parallel_layers_per_stage", pipeline_parallel_layers_per_stage,
+            "layers per pipeline stage, setting the number of stages (-1: the schedule's stages per rank)");
+    v.field("pipeline_parallel_first_stage_less_layers", pipeline_parallel_first_stage_less_layers,
+            "layers fewer on the first stage, which also embeds");
+    v.field("pipeline_parallel_last_stage_less_layers", pipeline_parallel_last_stage_less_layers,
+            "layers fewer on the last stage, which also holds the norm, output and loss");
+    v.field("module_fqns_per_model_part", module_fqns_per_model_part,
+            "each stage's modules, in forward order: [[\"tok_embeddings\", \"layers.0\"], [\"layers.1\", "
+            "\"norm\", \"output\"]] (on the command line: parts split by commas, modules by spaces)");
   }
 };
 

@@ -1,5 +1,6 @@
 #include "titan/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -122,6 +123,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   // sharded. (A titan checkpoint is read after, by resume(), in any mesh.)
   if (checkpoint::is_hf_model_folder(config_.checkpoint.initial_load_path))
     checkpoint::load_hf_weights_into(*model_, config_.checkpoint.initial_load_path);
+  // Pipeline stages keep their parts of the same initial weights.
+  if (mesh_->size("pp") > 1) setup_pipeline(spec);
   // Every rank initialises the same full weights from the seed, then keeps its shard.
   const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
   models::ParallelizeOptions parallelize;
@@ -129,7 +132,12 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   parallelize.activation_checkpoint = distributed::parse_activation_checkpoint_mode(config_.activation_checkpoint.mode);
   parallelize.selective_every = config_.activation_checkpoint.selective_every;
   parallelize.reshard_after_forward = distributed::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward);
+  // As TorchTitan: under pipeline parallelism the default keeps blocks gathered, for the step's many micro-batches.
+  if (pipeline_ && parallelize.reshard_after_forward == distributed::ReshardPolicy::default_policy) {
+    parallelize.reshard_after_forward = distributed::ReshardPolicy::never;
+  }
   fsdp_ = spec.parallelize(*model_, *mesh_, parallelize).fsdp;
+  if (fsdp_ && pipeline_) fsdp_->set_reduce_in_backward(false);
 
   std::vector<std::pair<std::string, Tensor>> named;
   for (auto& [name, parameter] : model_->named_parameters()) named.emplace_back(name, parameter->data);
@@ -175,7 +183,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
                                             config_.metrics.progress, config_.metrics.stop_on_write_error);
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
-      "%s, %.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of parameters and "
+      "%s, %.2f TFLOP/s peak, %d rank(s): pp %lld x dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of "
+      "parameters and "
       "optimizer "
       "state on rank 0\n",
       config_.model.name.c_str(), config_.model.flavor.c_str(),
@@ -183,7 +192,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
       static_cast<long long>(accumulation_), dtype_name(compute_dtype),
       device.is_cpu() ? fmt::format("CPU kernels {}", ops::cpu::selected_isa()).c_str() : device.str().c_str(),
-      peak_tflops_, world.size(), static_cast<long long>(mesh_->dims().dp_replicate),
+      peak_tflops_, world.size(), static_cast<long long>(mesh_->dims().pp),
+      static_cast<long long>(mesh_->dims().dp_replicate),
       static_cast<long long>(mesh_->dims().dp_shard), static_cast<long long>(mesh_->dims().tp),
       static_cast<long long>(state_bytes));
 }
@@ -205,7 +215,7 @@ StepMetrics Trainer::train_step() {
   Allocator& allocator = allocator_for(device_.type);
   allocator.reset_peak();
   const int64_t retries_before = allocator.stats().alloc_retries;
-  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) mesh_->group(dim)->reset_stats();
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp"}) mesh_->group(dim)->reset_stats();
   // The host half: this step's batches on the device, the optimizer's scalars.
   double data_seconds = 0.0;
   int64_t tokens = 0;
@@ -234,7 +244,9 @@ StepMetrics Trainer::train_step() {
   StepMetrics m;
   m.step = step_;
   m.total_steps = config_.training.steps;
-  m.loss = mean_over_dp(loss_sum / static_cast<double>(accumulation_));
+  // Under pipeline parallelism only the last stage's rank has the losses.
+  const double losses_per_step = static_cast<double>(accumulation_ * pipeline_microbatches_);
+  m.loss = mean_over_dp(sum_over_pp(loss_sum) / losses_per_step);
   if (!out.aux_losses.empty()) m.aux_loss = mean_over_dp(aux_sum / static_cast<double>(accumulation_));
   finish_moe_step(m);
   m.grad_norm = clip[0];
@@ -243,9 +255,10 @@ StepMetrics Trainer::train_step() {
   m.host_seconds = host_seconds;
   m.data_seconds = data_seconds;
   m.tokens = tokens;
-  // Per device: the ranks of one tensor-parallel group share their dp rank's
-  // tokens (and its FLOPs), as TorchTitan counts it.
-  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds / static_cast<double>(mesh_->size("tp"));
+  // Per device: the ranks of one tensor- and pipeline-parallel group share
+  // their dp rank's tokens (and its FLOPs), as TorchTitan counts it.
+  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds /
+                        static_cast<double>(mesh_->size("tp") * mesh_->size("pp"));
   m.tflops = flops_per_token_ * m.tokens_per_second / 1e12;
   m.mfu_percent = 100.0 * m.tflops / peak_tflops_;
   const MemoryStats memory = allocator.stats();
@@ -253,7 +266,7 @@ StepMetrics Trainer::train_step() {
   m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib(device_);
   m.alloc_retries = memory.alloc_retries - retries_before;
-  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp"}) {
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp"}) {
     const distributed::CommStats comm = mesh_->group(dim)->stats();
     m.comm_busy_seconds += comm.busy_seconds;
     m.comm_exposed_seconds += comm.exposed_seconds;
@@ -264,50 +277,57 @@ StepMetrics Trainer::train_step() {
 }
 
 void Trainer::finish_moe_step(StepMetrics& m) {
-  std::vector<nn::MoE*> layers;
-  std::vector<int64_t> layer_ids;
+  const std::vector<nn::TransformerBlockConfig>& configs = model_->config.layers;
+  if (std::none_of(configs.begin(), configs.end(), [](const auto& layer) { return layer.moe.has_value(); })) return;
+  // Each layer's busiest expert over the mean load; -1 for layers another pipeline stage holds.
+  std::vector<double> ratios(configs.size(), -1.0);
   for (size_t i = 0; i < model_->layers->size(); ++i) {
-    if (nn::MoE* moe = (*model_->layers)[i]->moe.get()) {
-      layers.push_back(moe);
-      layer_ids.push_back(std::stoll(model_->layers->key(i)));
-    }
-  }
-  if (layers.empty()) return;
-  // Every rank that routed its own tokens: the data-parallel ranks, and under
-  // sequence parallelism the tensor-parallel ranks, which route a slice each.
-  std::vector<Tensor> totals;
-  for (nn::MoE* moe : layers) {
+    nn::MoE* moe = (*model_->layers)[i]->moe.get();
+    if (moe == nullptr) continue;
+    // Every rank that routed its own tokens: the data-parallel ranks, and under
+    // sequence parallelism the tensor-parallel ranks, which route a slice each.
     Tensor total = moe->tokens_per_expert->clone();
     for (const char* dim : {"dp", "tp"}) {
       if (mesh_->size(dim) > 1) mesh_->group(dim)->all_reduce(total, distributed::ReduceOp::sum)->wait();
     }
-    totals.push_back(total);
-  }
-  double ratio_sum = 0.0;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const std::vector<float> load = totals[l].to_floats();
+    const std::vector<float> load = total.to_floats();
     double sum = 0.0, busiest = 0.0;
     for (float tokens : load) {
       sum += tokens;
       busiest = std::max(busiest, static_cast<double>(tokens));
     }
-    const double ratio = sum > 0 ? busiest / (sum / static_cast<double>(load.size())) : 0.0;
-    ratio_sum += ratio;
-    if (!m.expert_load_worst || ratio > *m.expert_load_worst) {
-      m.expert_load_worst = ratio;
-      m.expert_load_worst_layer = layer_ids[l];
-    }
-    layers[l]->update_expert_bias(totals[l]);
-    ops::fill_(*layers[l]->tokens_per_expert, 0.0);
+    ratios[static_cast<size_t>(std::stoll(model_->layers->key(i)))] =
+        sum > 0 ? busiest / (sum / static_cast<double>(load.size())) : 0.0;
+    moe->update_expert_bias(total);
+    ops::fill_(*moe->tokens_per_expert, 0.0);
   }
-  m.expert_load_mean = ratio_sum / static_cast<double>(layers.size());
+  if (mesh_->size("pp") > 1) {
+    const std::vector<float> mine(ratios.begin(), ratios.end());
+    Tensor all = Tensor::from_floats(mine, {static_cast<int64_t>(mine.size())});
+    mesh_->group("pp")->all_reduce(all, distributed::ReduceOp::max)->wait();
+    const std::vector<float> combined = all.to_floats();
+    ratios.assign(combined.begin(), combined.end());
+  }
+  double ratio_sum = 0.0;
+  int64_t moe_layers = 0;
+  for (size_t layer = 0; layer < ratios.size(); ++layer) {
+    if (ratios[layer] < 0) continue;
+    ratio_sum += ratios[layer];
+    ++moe_layers;
+    if (!m.expert_load_worst || ratios[layer] > *m.expert_load_worst) {
+      m.expert_load_worst = ratios[layer];
+      m.expert_load_worst_layer = static_cast<int64_t>(layer);
+    }
+  }
+  if (moe_layers > 0) m.expert_load_mean = ratio_sum / static_cast<double>(moe_layers);
 }
 
 Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
   NoHostReadsScope no_host_reads("the training step's device work");
   StepOutputs out;
   model_->zero_grad();
-  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+  if (pipeline_) run_pipeline_step(step, out);
+  for (int64_t micro = 0; micro < accumulation_ && !pipeline_; ++micro) {
     models::LossParts parts;
     Tensor loss =
         model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)], &parts);
@@ -404,6 +424,8 @@ Tensor Trainer::synchronize_and_clip_gradients() {
   }
   std::vector<distributed::ProcessGroup*> dp_groups, split_groups;
   if (fsdp_) dp_groups.push_back(mesh_->group("dp_shard").get());
+  // Pipeline stages hold disjoint parameters.
+  if (pipeline_) dp_groups.push_back(mesh_->group("pp").get());
   split_groups = dp_groups;
   split_groups.push_back(tp.get());
   const Tensor sum_squares = ops::add(distributed::grad_sum_squares(split, split_groups, device_),
@@ -430,14 +452,18 @@ double Trainer::validate() {
   int64_t tokens = 0;
   data::Batch batch;
   for (int64_t i = 0; i < config_.validation.steps && batches.next(batch); ++i) {
-    const double loss = model_->loss(model_inputs(batch), batch.labels.to(device_)).item();
+    // Under pipeline parallelism the last stage's rank has the loss (and counts the tokens).
+    const Tensor loss = pipeline_ ? pipeline_->evaluate(model_inputs(batch), batch.labels.to(device_))
+                                  : model_->loss(model_inputs(batch), batch.labels.to(device_));
+    if (!loss.defined()) continue;
     // The loss is a mean over this batch's counted labels: weight it by their number.
-    weighted += loss * static_cast<double>(batch.label_tokens);
+    weighted += loss.item() * static_cast<double>(batch.label_tokens);
     tokens += batch.label_tokens;
   }
-  // Every rank's token-weighted sum and token count, summed over the data-parallel ranks.
+  // Every rank's token-weighted sum and token count, summed over the data-parallel (and pipeline) ranks.
   Tensor totals =
       Tensor::from_vector(std::vector<float>{static_cast<float>(weighted), static_cast<float>(tokens)}, {2});
+  if (mesh_->size("pp") > 1) mesh_->group("pp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
   if (mesh_->size("dp") > 1) mesh_->group("dp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
   const std::vector<float> summed = totals.to_floats();
   TITAN_CHECK(summed[1] > 0, "validation: the held-out split is empty (raise validation.split?)");

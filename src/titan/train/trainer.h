@@ -16,12 +16,14 @@
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
+#include "titan/models/model_spec.h"
 #include "titan/optim/adamw.h"
 #include "titan/optim/lr_schedule.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/dump_folder_lock.h"
 #include "titan/train/job_config.h"
 #include "titan/train/metrics.h"
+#include "titan/train/pipeline_runner.h"
 
 namespace titan::train {
 
@@ -85,6 +87,16 @@ class Trainer {
   void finish_moe_step(StepMetrics& metrics);
   // Sums tensor-parallel partial gradients, clips by the global norm; returns [norm, factor] on the device.
   Tensor synchronize_and_clip_gradients();
+  // Pipeline parallelism (trainer_pipeline.cpp): the schedule and this rank's
+  // model parts, checked before anything runs; the rest of the model dropped.
+  void setup_pipeline(const models::ModelSpec& spec);
+  // One pipeline pass per accumulation step over its micro-batches.
+  void run_pipeline_step(const StepInputs& step, StepOutputs& out);
+  // For the export: on the first pipeline rank, a whole model holding every
+  // stage's weights (`full`: this rank's gathered parameters); elsewhere sends them there and returns null.
+  std::shared_ptr<models::Decoder> gather_pipeline_model(const std::vector<std::pair<nn::Parameter*, Tensor>>& full);
+  // The sum over pipeline ranks of a number only some of them have (the loss on the last stage's).
+  double sum_over_pp(double value) const;
   void resume();
   nlohmann::json job_state(const std::vector<std::string>& contents) const;
   nlohmann::json rank_state() const;
@@ -113,6 +125,9 @@ class Trainer {
   int64_t step_ = 0;
   int64_t eager_steps_ = 0;  // steps run eagerly by this process (graph capture waits for warm-up)
   std::unique_ptr<CapturedStep> captured_;
+  std::unique_ptr<PipelineRunner> pipeline_;  // null without pipeline parallelism
+  models::ModelParts pipeline_parts_;
+  int64_t pipeline_microbatches_ = 1;  // per accumulation step
   int64_t accumulation_ = 1;
   double flops_per_token_ = 0.0;
   double peak_tflops_ = 0.0;

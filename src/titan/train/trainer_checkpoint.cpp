@@ -180,6 +180,10 @@ void Trainer::finish() {
       }
     }
   }
+  // Under pipeline parallelism the first stage's rank writes a whole model gathered from every stage.
+  std::shared_ptr<models::Decoder> whole;
+  if (pipeline_) whole = gather_pipeline_model(full);
+  models::Decoder& exported = whole ? *whole : *model_;
   const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
   // The full weights stand in for the shards while the export is written.
   auto with_full_weights = [&](const std::function<void()>& write) {
@@ -195,10 +199,10 @@ void Trainer::finish() {
       (std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(step_)).string();
   if (config_.checkpoint.enable) {
     save_checkpoint(/*async=*/false, [&](const std::string& staging) {
-      with_full_weights([&] { write_model_export_files(staging, *model_, config_, dtype); });
+      with_full_weights([&] { write_model_export_files(staging, exported, config_, dtype); });
     });
   } else if (rank_ == 0) {
-    with_full_weights([&] { export_model(*model_, config_, folder, dtype); });
+    with_full_weights([&] { export_model(exported, config_, folder, dtype); });
   }
   if (rank_ == 0) {
     std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),

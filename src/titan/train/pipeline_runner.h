@@ -1,0 +1,67 @@
+// Runs one pipeline rank's share of a schedule (distributed/pipeline_schedule.h):
+// its actions in order, for every stage it holds. Forwards take token ids
+// (the first stage) or the activation another stage sent (or this rank's own
+// previous stage handed over); the last stage adds the loss. Backwards run
+// whole (B) or split (I now, W later: autograd::backward_input). Receives are
+// posted as soon as their shapes are known, sends as soon as their tensor
+// exists, so transfers overlap compute; the shape and dtype crossing each
+// stage boundary are sent once, with the first activation.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "titan/autograd/engine.h"
+#include "titan/distributed/pipeline_schedule.h"
+#include "titan/distributed/process_group.h"
+#include "titan/models/decoder.h"
+#include "titan/models/model_parts.h"
+
+namespace titan::train {
+
+class PipelineRunner {
+ public:
+  // `parts` lists every stage's modules; `model` holds (at least) this rank's.
+  PipelineRunner(models::Decoder& model, models::ModelParts parts, distributed::pipeline::Schedule schedule,
+                 std::shared_ptr<distributed::ProcessGroup> pp);
+
+  // One pass of the schedule over `inputs` (one entry per micro-batch):
+  // gradients accumulate in the parameters, each micro-batch's loss scaled by
+  // `loss_scale` first. Returns the unscaled losses (0-d f32) on the rank of
+  // the last stage, nothing on the others.
+  std::vector<Tensor> train(const std::vector<models::DecoderInputs>& inputs, const std::vector<Tensor>& labels,
+                            float loss_scale);
+  // Forward only, stage after stage (validation): the loss on the last stage's rank.
+  Tensor evaluate(const models::DecoderInputs& inputs, const Tensor& labels);
+
+  bool holds_last_stage() const;
+  const distributed::pipeline::Schedule& schedule() const { return schedule_; }
+  // Seconds the last train() spent in compute actions (the rest is waiting: the bubble).
+  double compute_seconds() const { return compute_seconds_; }
+
+ private:
+  struct Slot;  // one (stage, micro-batch)'s tensors while in flight
+  struct Boundary {
+    Shape shape;
+    DType dtype = DType::f32;
+    bool known = false;  // received (or sent) once
+  };
+
+  int tag(int kind, int stage, int microbatch) const;
+  Tensor post_receive_forward(Slot& slot, int stage, int microbatch, int kind);
+  void post_receive_backward(Slot& slot, int stage, int microbatch);
+  Tensor forward(int stage, const Tensor& input, const models::DecoderInputs& inputs,
+                 const Tensor& labels, float loss_scale, Tensor* loss);
+  void send_activation(const Tensor& activation, int stage, int microbatch, int kind);
+
+  models::Decoder& model_;
+  models::ModelParts parts_;
+  distributed::pipeline::Schedule schedule_;
+  std::shared_ptr<distributed::ProcessGroup> pp_;
+  std::map<std::pair<int, int>, Boundary> boundaries_;  // by (message kind, receiving stage)
+  std::vector<std::shared_ptr<distributed::Work>> sends_;
+  double compute_seconds_ = 0.0;
+};
+
+}  // namespace titan::train

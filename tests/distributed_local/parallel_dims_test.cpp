@@ -70,9 +70,12 @@ TEST(ParallelDims, DegreesArePositive) {
   expect_error({.pp = 0, .dp_shard = -1}, 4, "degrees must be >= 1 or -1");
 }
 
-TEST(ParallelDims, PipelineAndContextParallelAreNotThereYet) {
-  expect_error({.pp = 2, .dp_shard = 2}, 4, "pipeline and context parallelism are not implemented yet");
-  expect_error({.dp_shard = 2, .cp = 2}, 4, "pipeline and context parallelism are not implemented yet");
+TEST(ParallelDims, ContextParallelIsNotThereYet) {
+  expect_error({.dp_shard = 2, .cp = 2}, 4, "context parallelism is not implemented yet");
+  // Pipeline parallelism is: pp ranks multiply the others'.
+  const ParallelDims dims = ParallelDims{.pp = 2, .dp_shard = -1}.resolved(4);
+  EXPECT_EQ(dims.pp, 2);
+  EXPECT_EQ(dims.dp_shard, 2);
 }
 
 TEST(DeviceMesh, WorldOfOneHasGroupsOfOne) {

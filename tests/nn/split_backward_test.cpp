@@ -105,14 +105,15 @@ TEST_P(SplitBackwardTest, InputThenWeightHalvesEqualTheFusedBackward) {
   for (const auto& [name, grad] : fused) expect_bitwise_equal(grad, split.at(name), name);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Blocks, SplitBackwardTest,
-    ::testing::Values(SplitCase{"llama3_dense", "llama3", std::nullopt}, SplitCase{"qwen3_qk_norm", "qwen3", std::nullopt},
-                      SplitCase{"moe_grouped", "qwen3_moe", nn::ExpertImpl::grouped},
-                      SplitCase{"moe_loop_shared", "qwen3_moe", nn::ExpertImpl::loop, 1},
-                      SplitCase{"llama3_dense", "llama3", std::nullopt, 0, DType::bf16},
-                      SplitCase{"moe_grouped", "qwen3_moe", nn::ExpertImpl::grouped, 0, DType::bf16}),
-    [](const auto& info) { return info.param.name + "_" + dtype_name(info.param.dtype); });
+INSTANTIATE_TEST_SUITE_P(Blocks, SplitBackwardTest,
+                         ::testing::Values(SplitCase{"llama3_dense", "llama3", std::nullopt},
+                                           SplitCase{"qwen3_qk_norm", "qwen3", std::nullopt},
+                                           SplitCase{"moe_grouped", "qwen3_moe", nn::ExpertImpl::grouped},
+                                           SplitCase{"moe_loop_shared", "qwen3_moe", nn::ExpertImpl::loop, 1},
+                                           SplitCase{"llama3_dense", "llama3", std::nullopt, 0, DType::bf16},
+                                           SplitCase{"moe_grouped", "qwen3_moe", nn::ExpertImpl::grouped, 0,
+                                                     DType::bf16}),
+                         [](const auto& info) { return info.param.name + "_" + dtype_name(info.param.dtype); });
 
 // The last stage's head: final norm, output projection and the loss. Its
 // input gradient comes first; norm and output weights wait for the weight half.

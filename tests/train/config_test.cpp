@@ -77,6 +77,42 @@ TEST(Config, ErrorsNameFileLineKeyAndSuggest) {
   EXPECT_NE(message.find("/nonexistent/job.toml"), std::string::npos) << message;
 }
 
+// TorchTitan's pipeline keys; module_fqns_per_model_part is a list of lists in
+// TOML and "modules by spaces, parts by commas" on the command line.
+TEST(Config, PipelineKeysFromTomlAndTheCommandLine) {
+  train::JobConfig config;
+  train::load_toml_string(config, R"(
+[parallelism]
+pipeline_parallel_degree = 2
+pipeline_parallel_schedule = "ZBVZeroBubble"
+pipeline_parallel_microbatch_size = 2
+pipeline_parallel_first_stage_less_layers = 0
+module_fqns_per_model_part = [["tok_embeddings", "layers.0"], ["layers.1", "norm", "output"]]
+)",
+                          "job.toml");
+  EXPECT_EQ(config.parallelism.pipeline_parallel_degree, 2);
+  EXPECT_EQ(config.parallelism.pipeline_parallel_schedule, "ZBVZeroBubble");
+  EXPECT_EQ(config.parallelism.pipeline_parallel_microbatch_size, 2);
+  EXPECT_EQ(config.parallelism.pipeline_parallel_first_stage_less_layers, 0);
+  const std::vector<std::string> parts{"tok_embeddings layers.0", "layers.1 norm output"};
+  EXPECT_EQ(config.parallelism.module_fqns_per_model_part, parts);
+  const train::TrainArguments args = train::parse_train_arguments(
+      {"--parallelism.module_fqns_per_model_part", "tok_embeddings layers.0,layers.1 norm output"});
+  EXPECT_EQ(args.config.parallelism.module_fqns_per_model_part, parts);
+  EXPECT_NE(error_of([] {
+              train::JobConfig bad;
+              train::load_toml_string(bad, "[parallelism]\nmodule_fqns_per_model_part = [[\"layers.0\", 3]]\n",
+                                      "job.toml");
+            }).find("job.toml"),
+            std::string::npos);
+  config = {};
+  config.parallelism.pipeline_parallel_degree = 2;
+  config.training.local_batch_size = 3;
+  config.parallelism.pipeline_parallel_microbatch_size = 2;
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("parallelism.pipeline_parallel_microbatch_size 2"),
+            std::string::npos);
+}
+
 TEST(Config, OverridesParseAndValidate) {
   train::TrainArguments args =
       train::parse_train_arguments({"--training.steps", "12", "--optimizer.lr=1e-3", "--model.fused_loss", "false",

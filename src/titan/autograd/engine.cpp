@@ -138,7 +138,8 @@ class GraphPass {
 };
 
 // The edge and gradient each root starts backward with.
-std::vector<std::pair<Edge, Tensor>> root_edges(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots) {
+std::vector<std::pair<Edge, Tensor>> root_edges(const std::vector<Tensor>& roots,
+                                                const std::vector<Tensor>& grad_roots) {
   TITAN_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: {} roots but {} root gradients",
               roots.size(), grad_roots.size());
   std::vector<std::pair<Edge, Tensor>> edges;

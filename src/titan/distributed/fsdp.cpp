@@ -276,9 +276,8 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
 
 size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
                       std::shared_ptr<ProcessGroup> shard_group, float gradient_scale) {
-  auto unit =
-      std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_, gradient_scale,
-                                 &reduce_in_backward_);
+  auto unit = std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_,
+                                         gradient_scale, &reduce_in_backward_);
   FsdpUnit* raw = unit.get();
   for (size_t i = 0; i < parameters.size(); ++i) {
     parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });

@@ -61,7 +61,8 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::st
 }
 
 void Module::remove_child(const std::string& name) {
-  const auto found = std::find_if(children_.begin(), children_.end(), [&](const auto& child) { return child.first == name; });
+  const auto found =
+      std::find_if(children_.begin(), children_.end(), [&](const auto& child) { return child.first == name; });
   TITAN_CHECK(found != children_.end(), "Module: no child '{}' to remove", name);
   children_.erase(found);
 }

@@ -248,7 +248,8 @@ void Checkpointer::publish() {
 }
 
 Checkpointer::Loaded Checkpointer::load(const std::string& folder, const std::vector<StateTensor>& tensors,
-                                        const std::vector<std::string>& parts) {
+                                        const std::vector<std::string>& parts,
+                                        const std::set<std::string>* model_names) {
   TITAN_CHECK(fs::is_directory(folder), "checkpoint '{}' does not exist", folder);
   TITAN_CHECK(checkpoint::is_complete_checkpoint(folder),
               "checkpoint '{}' is incomplete (no {} marker: its save was interrupted)", folder,
@@ -280,7 +281,11 @@ Checkpointer::Loaded Checkpointer::load(const std::string& folder, const std::ve
   };
   // A tensor the checkpoint has and the model lacks means a different model.
   std::set<std::string> known;
-  for (const StateTensor& t : tensors) known.insert(t.name);
+  if (model_names != nullptr) {
+    known = *model_names;
+  } else {
+    for (const StateTensor& t : tensors) known.insert(t.name);
+  }
   for (const auto& [name, tensor] : metadata.tensors) {
     const std::string part = name.substr(0, name.find('.'));
     TITAN_CHECK(!wanted(part) || known.count(name), "{}: tensor '{}' has no counterpart in this model", folder, name);

@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,9 +64,11 @@ class Checkpointer {
   };
   // Fills every tensor whose part is in `parts` from a complete checkpoint
   // folder, each rank reading only the rows overlapping its boxes. Errors name
-  // the folder, file and tensor.
+  // the folder, file and tensor. A checkpoint tensor outside `model_names`
+  // (default: the names of `tensors`) means a different model; a pipeline
+  // rank holds only its stages' tensors and passes the whole model's names.
   static Loaded load(const std::string& folder, const std::vector<StateTensor>& tensors,
-                     const std::vector<std::string>& parts);
+                     const std::vector<std::string>& parts, const std::set<std::string>* model_names = nullptr);
 
  private:
   void write_rank_files(int64_t step, const std::vector<StateTensor>& tensors, const nlohmann::json& rank_state);

@@ -31,8 +31,7 @@ struct PipelineRunner::Slot {
 };
 
 PipelineRunner::PipelineRunner(models::Decoder& model, models::ModelParts parts,
-                               distributed::pipeline::Schedule schedule,
-                               std::shared_ptr<distributed::ProcessGroup> pp)
+                               distributed::pipeline::Schedule schedule, std::shared_ptr<distributed::ProcessGroup> pp)
     : model_(model), parts_(std::move(parts)), schedule_(std::move(schedule)), pp_(std::move(pp)) {
   TITAN_CHECK(static_cast<int>(parts_.size()) == schedule_.stages,
               "pipeline: {} model parts for a schedule of {} stages", parts_.size(), schedule_.stages);
@@ -119,7 +118,8 @@ std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInput
   }
   const auto post = [&](const Action& a) {
     Slot& slot = slots[{a.stage, a.microbatch}];
-    if (a.type == ActionType::recv_forward && !slot.activation_work) post_receive_forward(slot, a.stage, a.microbatch, kActivation);
+    if (a.type == ActionType::recv_forward && !slot.activation_work)
+      post_receive_forward(slot, a.stage, a.microbatch, kActivation);
     if (a.type == ActionType::recv_backward && !slot.gradient_work) post_receive_backward(slot, a.stage, a.microbatch);
   };
   if (all_known) {

@@ -51,8 +51,8 @@ class PipelineRunner {
   int tag(int kind, int stage, int microbatch) const;
   Tensor post_receive_forward(Slot& slot, int stage, int microbatch, int kind);
   void post_receive_backward(Slot& slot, int stage, int microbatch);
-  Tensor forward(int stage, const Tensor& input, const models::DecoderInputs& inputs,
-                 const Tensor& labels, float loss_scale, Tensor* loss);
+  Tensor forward(int stage, const Tensor& input, const models::DecoderInputs& inputs, const Tensor& labels,
+                 float loss_scale, Tensor* loss);
   void send_activation(const Tensor& activation, int stage, int microbatch, int kind);
 
   models::Decoder& model_;

@@ -193,9 +193,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       static_cast<long long>(accumulation_), dtype_name(compute_dtype),
       device.is_cpu() ? fmt::format("CPU kernels {}", ops::cpu::selected_isa()).c_str() : device.str().c_str(),
       peak_tflops_, world.size(), static_cast<long long>(mesh_->dims().pp),
-      static_cast<long long>(mesh_->dims().dp_replicate),
-      static_cast<long long>(mesh_->dims().dp_shard), static_cast<long long>(mesh_->dims().tp),
-      static_cast<long long>(state_bytes));
+      static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard),
+      static_cast<long long>(mesh_->dims().tp), static_cast<long long>(state_bytes));
 }
 
 Trainer::~Trainer() = default;
@@ -257,8 +256,8 @@ StepMetrics Trainer::train_step() {
   m.tokens = tokens;
   // Per device: the ranks of one tensor- and pipeline-parallel group share
   // their dp rank's tokens (and its FLOPs), as TorchTitan counts it.
-  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds /
-                        static_cast<double>(mesh_->size("tp") * mesh_->size("pp"));
+  m.tokens_per_second =
+      static_cast<double>(tokens) / m.step_seconds / static_cast<double>(mesh_->size("tp") * mesh_->size("pp"));
   m.tflops = flops_per_token_ * m.tokens_per_second / 1e12;
   m.mfu_percent = 100.0 * m.tflops / peak_tflops_;
   const MemoryStats memory = allocator.stats();

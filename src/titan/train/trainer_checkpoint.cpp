@@ -120,7 +120,18 @@ void Trainer::resume() {
 
 void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::string>& parts) {
   const auto start = Clock::now();
-  const Checkpointer::Loaded loaded = Checkpointer::load(folder, state_tensors(), parts);
+  // A pipeline rank holds its stages' tensors; the checkpoint may hold any of the whole model's.
+  std::set<std::string> model_names;
+  if (pipeline_) {
+    const std::shared_ptr<models::Decoder> whole = model_->config.build(Device::meta());
+    for (const auto& [name, tensor] : whole->named_state()) model_names.insert("model." + name);
+    for (const auto& [name, parameter] : whole->named_parameters()) {
+      for (const char* moment : {"exp_avg", "exp_avg_sq"})
+        model_names.insert(fmt::format("optimizer.{}.{}", moment, name));
+    }
+  }
+  const Checkpointer::Loaded loaded =
+      Checkpointer::load(folder, state_tensors(), parts, pipeline_ ? &model_names : nullptr);
   auto use = [&](const char* part) {
     return std::find(parts.begin(), parts.end(), part) != parts.end() &&
            std::find(loaded.contents.begin(), loaded.contents.end(), part) != loaded.contents.end();

@@ -51,7 +51,8 @@ void Trainer::setup_pipeline(const models::ModelSpec& spec) {
     }
     schedule = pipeline::read_schedule_csv(p.pipeline_parallel_schedule_csv, static_cast<int>(stages),
                                            static_cast<int>(pipeline_microbatches_));
-    TITAN_CHECK(schedule.ranks == ranks, "parallelism.pipeline_parallel_schedule_csv {}: {} ranks' lines, but "
+    TITAN_CHECK(schedule.ranks == ranks,
+                "parallelism.pipeline_parallel_schedule_csv {}: {} ranks' lines, but "
                 "pipeline_parallel_degree is {}",
                 p.pipeline_parallel_schedule_csv, schedule.ranks, ranks);
     TITAN_CHECK(schedule.microbatches == pipeline_microbatches_,

@@ -1,4 +1,5 @@
 #include "bench/checkpoint_bench.h"
+#include "bench/timing.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -61,11 +62,6 @@ double raw_read_seconds(const fs::path& path, std::vector<char>& buffer) {
   }
   ::close(fd);
   return since(start);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace

@@ -1,17 +1,15 @@
 #include "bench/scaling_bench.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "bench/json_report.h"
 #include "bench/peer_process.h"
+#include "bench/timing.h"
+#include "bench/training_jobs.h"
 #include "titan/core/error.h"
 
 namespace titan::bench {
@@ -19,38 +17,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string self_path() { return fs::read_symlink("/proc/self/exe").string(); }
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 ScalingRow measure(const ScalingBenchOptions& o, int ranks, const fs::path& data, const fs::path& folder) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned threads = std::max(1u, cores / static_cast<unsigned>(ranks));
-  const std::string train = fmt::format(
-      "{} train --config {} --job.dump_folder {} --training.dataset_path {} "
-      "--model.tokenizer_path {}/tokenizer.json --training.steps {} --training.seq_len {} "
-      "--training.local_batch_size {} --validation.enable false --metrics.log_freq 1 --metrics.peak_tflops 1 "
-      "--parallelism.data_parallel_shard_degree {}{}",
-      self_path(), shared_file(o.config), folder.string(), data.string(), data.string(), o.warmup + o.steps, o.seq_len,
-      o.local_batch, ranks, o.expert_parallel ? fmt::format(" --parallelism.expert_parallel_degree {}", ranks) : "");
-  const std::string command = ranks == 1
-                                  ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
-                                  : fmt::format(
-                                        "mpirun --allow-run-as-root --oversubscribe -np {} -x OMP_NUM_THREADS={} "
-                                        "-x OMPI_MCA_mpi_yield_when_idle=1 {}",
-                                        ranks, threads, train);
-  fs::remove_all(folder);
-  TITAN_CHECK(std::system((command + " > " + (folder.string() + ".log") + " 2>&1").c_str()) == 0,
-              "scaling bench: the {}-rank run failed (see {}.log)", ranks, folder.string());
+  const int threads = static_cast<int>(std::max(1u, cores / static_cast<unsigned>(ranks)));
+  run_training_job(
+      fmt::format("{}-rank", ranks), ranks, threads, folder,
+      fmt::format("--config {} --training.dataset_path {} --model.tokenizer_path {}/tokenizer.json "
+                  "--training.steps {} --training.seq_len {} --training.local_batch_size {} --validation.enable false "
+                  "--metrics.log_freq 1 --metrics.peak_tflops 1 --parallelism.data_parallel_shard_degree {}{}",
+                  shared_file(o.config), data.string(), data.string(), o.warmup + o.steps, o.seq_len, o.local_batch,
+                  ranks, o.expert_parallel ? fmt::format(" --parallelism.expert_parallel_degree {}", ranks) : ""));
   std::vector<double> tps, comm, exposed;
-  std::ifstream metrics(folder / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const nlohmann::json m = nlohmann::json::parse(line);
-    if (m["step"].get<int>() <= o.warmup) continue;
+  for (const nlohmann::json& m : metrics_after(folder, o.warmup)) {
     tps.push_back(m["tokens_per_second"]);
     comm.push_back(m["comm_busy_seconds"].get<double>() / m["step_seconds"].get<double>());
     const double busy = m["comm_busy_seconds"];
@@ -63,14 +41,7 @@ ScalingRow measure(const ScalingBenchOptions& o, int ranks, const fs::path& data
 
 std::vector<ScalingRow> measure_scaling(const ScalingBenchOptions& o) {
   const fs::path root = fs::temp_directory_path() / "titan_bench_scaling";
-  const fs::path data = root / "data";
-  fs::create_directories(root);
-  if (!fs::exists(data / "manifest.json")) {
-    const std::string prepare = fmt::format("{} data prepare --train-tokenizer 2048 --output {} > {}/prepare.log 2>&1",
-                                            self_path(), data.string(), root.string());
-    TITAN_CHECK(std::system(prepare.c_str()) == 0, "scaling bench: data prepare failed (see {}/prepare.log)",
-                root.string());
-  }
+  const fs::path data = bench_corpus();
   std::printf("%6s %18s %14s %14s %22s\n", "ranks", "tokens/s per rank", "tokens/s all", "comm / step",
               "exposed / comm time");
   std::vector<ScalingRow> rows;

@@ -8,6 +8,13 @@
 
 namespace titan::bench {
 
+// The median of some measurements (0 for none).
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 // Runs `body` `warmup` times untimed, then `repeats` times; returns the median seconds.
 inline double median_seconds(const std::function<void()>& body, int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) body();

@@ -244,6 +244,22 @@ TEST_F(Checkpoints, FsdpResumeIsBitwiseExact) {
   expect_same_run("fsdp_straight", "fsdp_stop");
 }
 
+// Under pipeline parallelism (PP 2, the zero-bubble V schedule: split
+// backward, two stages per rank), SIGTERM reaching the rank of the middle
+// stages saves every stage, and the resumed run is bitwise the uninterrupted one.
+TEST_F(Checkpoints, PipelineResumeAfterSigtermIsBitwiseExact) {
+  fresh({"pp_straight", "pp_stop"});
+  const std::string pp =
+      "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule ZBVZeroBubble "
+      "--parallelism.data_parallel_shard_degree 1";
+  run(testing::mpirun(2) + kCli + job("pp_straight", pp));
+  const std::string first = run(testing::mpirun(2, "-x TITAN_TEST_SIGTERM_AT_STEP=10 -x TITAN_TEST_SIGTERM_RANK=1 ") +
+                                kCli + job("pp_stop", pp));
+  EXPECT_NE(first.find("stopping after step 10"), std::string::npos) << first;
+  run(testing::mpirun(2) + kCli + job("pp_stop", pp));
+  expect_same_run("pp_straight", "pp_stop");
+}
+
 // Every tensor of a checkpoint, whole, read the way a one-process job reads it.
 std::map<std::string, Tensor> load_whole(const std::string& folder) {
   const checkpoint::CheckpointMetadata metadata =

@@ -15,8 +15,6 @@
 namespace titan {
 namespace {
 
-namespace fs = std::filesystem;
-
 const testing::ParityJobs& jobs() {
   static const testing::ParityJobs instance("parallel_parity");
   return instance;

@@ -5,6 +5,7 @@
 #include "bench/gpu_bench.h"
 #include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
+#include "bench/pipeline_bench.h"
 #include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
 #include "bench/train_bench.h"
@@ -20,14 +21,15 @@ Subcommand make_bench_subcommand() {
   auto checkpoint = std::make_shared<bench::CheckpointBenchOptions>();
   auto gpu = std::make_shared<bench::GpuBenchOptions>();
   auto moe = std::make_shared<bench::MoeBenchOptions>();
+  auto pipeline = std::make_shared<bench::PipelineBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, suite](CLI::App& parent) {
-    CLI::App* app =
-        parent.add_subcommand("bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, gpu)");
-    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint, moe, gpu")
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, suite](CLI::App& parent) {
+    CLI::App* app = parent.add_subcommand(
+        "bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, gpu)");
+    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, gpu")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "gpu"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "gpu"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -46,11 +48,15 @@ Subcommand make_bench_subcommand() {
     app->add_option("--seq", gpu->seq_len, "gpu suite: sequence length (default 4096)")->check(CLI::PositiveNumber);
     app->add_option("--batch", gpu->batch, "gpu suite: local batch (default 2)")->check(CLI::PositiveNumber);
     app->add_option("--python", gpu->python, "gpu suite: Python with CUDA PyTorch for the peer (default python3)");
+    app->add_option("--pp-ranks", pipeline->ranks, "pipeline suite: pipeline ranks (default 4)")
+        ->check(CLI::PositiveNumber);
+    app->add_option("--microbatches", pipeline->microbatches, "pipeline suite: micro-batches per step (default 8)")
+        ->check(CLI::PositiveNumber);
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, suite] {
     if (*suite == "moe") {
       moe->json_path = options->json_path;
       moe->peer = train->peer;
@@ -63,6 +69,15 @@ Subcommand make_bench_subcommand() {
         moe->scaling = false;
       }
       return bench::run_moe_bench(*moe);
+    }
+    if (*suite == "pipeline") {
+      pipeline->json_path = options->json_path;
+      if (options->quick) {
+        pipeline->steps = 1;
+        pipeline->warmup = 1;
+        pipeline->seq_len = 64;
+      }
+      return bench::run_pipeline_bench(*pipeline);
     }
     if (*suite == "gpu") {
       gpu->json_path = options->json_path;

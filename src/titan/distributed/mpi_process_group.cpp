@@ -314,11 +314,18 @@ class MpiProcessGroup::Request final : public Work {
 
   void wait() override {
     const auto start = Clock::now();
-    while (!completed()) {
+    for (int polls = 0; !completed(); ++polls) {
       if (std::chrono::duration<double>(Clock::now() - start).count() > group_->timeout_seconds()) {
         group_->abort_stalled(what_, group_->issued());
       }
-      std::this_thread::yield();
+      // Poll hot briefly (a transfer about to land), then sleep between polls:
+      // a pipeline rank waiting out its bubble must not take the cores of the
+      // ranks computing (more ranks than cores is common on one machine).
+      if (polls < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
     }
     group_->add_exposed(std::chrono::duration<double>(Clock::now() - start).count());
   }

@@ -77,6 +77,7 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
     line += fmt::format("  load {:.2f} (worst {:.2f} @ layer {})", *m.expert_load_mean, *m.expert_load_worst,
                         m.expert_load_worst_layer);
   }
+  if (m.pipeline_bubble) line += fmt::format("  bubble {:.1f}%", 100.0 * *m.pipeline_bubble);
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
   if (m.checkpoint_stall_seconds > 0) line += fmt::format("  ckpt_stall {:.3f}s", m.checkpoint_stall_seconds);
   if (progress && m.step > 0) {
@@ -116,6 +117,11 @@ void MetricsLogger::log(const StepMetrics& m) {
     record["expert_load_max_over_mean"] = *m.expert_load_mean;
     record["expert_load_worst"] = *m.expert_load_worst;
     record["expert_load_worst_layer"] = m.expert_load_worst_layer;
+  }
+  if (m.pipeline_bubble) {
+    record["pipeline_bubble"] = *m.pipeline_bubble;
+    record["pipeline_rank_bubble"] = m.pipeline_rank_bubble;
+    record["pipeline_rank_peak_memory_gib"] = m.pipeline_rank_peak_memory_gib;
   }
   append_record(record.dump() + "\n");
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "titan/core/device.h"
 
@@ -45,6 +46,11 @@ struct StepMetrics {
   std::optional<double> expert_load_mean;
   std::optional<double> expert_load_worst;
   int64_t expert_load_worst_layer = -1;
+  // Pipeline parallelism, per pipeline rank: the share of the step's pipeline
+  // passes spent waiting (not in a forward or backward: the bubble, and
+  // transfers compute did not hide), and peak memory; and the bubble's mean.
+  std::optional<double> pipeline_bubble;
+  std::vector<double> pipeline_rank_bubble, pipeline_rank_peak_memory_gib;
 };
 
 // The console line and metrics.jsonl. A line that cannot be written (a full

@@ -105,6 +105,7 @@ std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInput
                                           const std::vector<Tensor>& labels, float loss_scale) {
   TITAN_CHECK(static_cast<int>(inputs.size()) == schedule_.microbatches,
               "pipeline: {} micro-batches for a schedule of {}", inputs.size(), schedule_.microbatches);
+  const auto pass_start = Clock::now();
   const int rank = pp_->rank(), last = schedule_.stages - 1;
   std::map<std::pair<int, int>, Slot> slots;
   std::vector<Tensor> losses(static_cast<size_t>(schedule_.microbatches));
@@ -209,6 +210,7 @@ std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInput
   }
   for (const auto& send : sends_) send->wait();
   sends_.clear();
+  pass_seconds_ = std::chrono::duration<double>(Clock::now() - pass_start).count();
   if (!holds_last_stage()) return {};
   return losses;
 }

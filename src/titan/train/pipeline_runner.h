@@ -37,7 +37,9 @@ class PipelineRunner {
 
   bool holds_last_stage() const;
   const distributed::pipeline::Schedule& schedule() const { return schedule_; }
-  // Seconds the last train() spent in compute actions (the rest is waiting: the bubble).
+  // Seconds the last train() took, and spent in compute actions (the rest was
+  // waiting for other stages: the bubble, and transfers not hidden by compute).
+  double pass_seconds() const { return pass_seconds_; }
   double compute_seconds() const { return compute_seconds_; }
 
  private:
@@ -61,7 +63,7 @@ class PipelineRunner {
   std::shared_ptr<distributed::ProcessGroup> pp_;
   std::map<std::pair<int, int>, Boundary> boundaries_;  // by (message kind, receiving stage)
   std::vector<std::shared_ptr<distributed::Work>> sends_;
-  double compute_seconds_ = 0.0;
+  double pass_seconds_ = 0.0, compute_seconds_ = 0.0;
 };
 
 }  // namespace titan::train

@@ -265,6 +265,7 @@ StepMetrics Trainer::train_step() {
   m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib(device_);
   m.alloc_retries = memory.alloc_retries - retries_before;
+  if (pipeline_) pipeline_metrics(m);
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp"}) {
     const distributed::CommStats comm = mesh_->group(dim)->stats();
     m.comm_busy_seconds += comm.busy_seconds;

@@ -97,6 +97,8 @@ class Trainer {
   std::shared_ptr<models::Decoder> gather_pipeline_model(const std::vector<std::pair<nn::Parameter*, Tensor>>& full);
   // The sum over pipeline ranks of a number only some of them have (the loss on the last stage's).
   double sum_over_pp(double value) const;
+  // Every pipeline rank's bubble and peak memory this step, into the metrics.
+  void pipeline_metrics(StepMetrics& metrics) const;
   void resume();
   nlohmann::json job_state(const std::vector<std::string>& contents) const;
   nlohmann::json rank_state() const;
@@ -127,7 +129,8 @@ class Trainer {
   std::unique_ptr<CapturedStep> captured_;
   std::unique_ptr<PipelineRunner> pipeline_;  // null without pipeline parallelism
   models::ModelParts pipeline_parts_;
-  int64_t pipeline_microbatches_ = 1;  // per accumulation step
+  int64_t pipeline_microbatches_ = 1;                                    // per accumulation step
+  double pipeline_pass_seconds_ = 0.0, pipeline_compute_seconds_ = 0.0;  // this step's, all passes
   int64_t accumulation_ = 1;
   double flops_per_token_ = 0.0;
   double peak_tflops_ = 0.0;

@@ -105,6 +105,7 @@ void Trainer::run_pipeline_step(const StepInputs& step, StepOutputs& out) {
   // Every micro-batch's loss is a mean over its tokens: their mean over the step is the batch's.
   const float scale = 1.0f / static_cast<float>(pipeline_microbatches_ * accumulation_);
   const auto slice = [&](const Tensor& t, int64_t m) { return t.defined() ? t.narrow(0, m * size, size) : t; };
+  pipeline_pass_seconds_ = pipeline_compute_seconds_ = 0.0;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const models::DecoderInputs& batch = step.inputs[static_cast<size_t>(micro)];
     std::vector<models::DecoderInputs> inputs;
@@ -114,6 +115,8 @@ void Trainer::run_pipeline_step(const StepInputs& step, StepOutputs& out) {
       labels.push_back(slice(step.labels[static_cast<size_t>(micro)], m));
     }
     const std::vector<Tensor> losses = pipeline_->train(inputs, labels, scale);
+    pipeline_pass_seconds_ += pipeline_->pass_seconds();
+    pipeline_compute_seconds_ += pipeline_->compute_seconds();
     out.losses.insert(out.losses.end(), losses.begin(), losses.end());
     if (fsdp_) {
       // One reduction per pass, of the micro-batches' summed gradients.
@@ -129,6 +132,24 @@ double Trainer::sum_over_pp(double value) const {
   Tensor total = Tensor::full({1}, value, DType::f32);
   pp->all_reduce(total, distributed::ReduceOp::sum)->wait();
   return total.item();
+}
+
+void Trainer::pipeline_metrics(StepMetrics& m) const {
+  const auto& pp = mesh_->group("pp");
+  const int ranks = pp->size();
+  // [bubble of rank 0..n-1, peak GiB of rank 0..n-1], each rank filling its own.
+  std::vector<float> mine(static_cast<size_t>(2 * ranks), 0.0f);
+  const double bubble = pipeline_pass_seconds_ > 0 ? 1.0 - pipeline_compute_seconds_ / pipeline_pass_seconds_ : 0.0;
+  mine[static_cast<size_t>(pp->rank())] = static_cast<float>(bubble);
+  mine[static_cast<size_t>(ranks + pp->rank())] = static_cast<float>(m.peak_memory_gib);
+  Tensor all = Tensor::from_floats(mine, {2 * ranks});
+  pp->all_reduce(all, distributed::ReduceOp::sum)->wait();
+  const std::vector<float> values = all.to_floats();
+  m.pipeline_rank_bubble.assign(values.begin(), values.begin() + ranks);
+  m.pipeline_rank_peak_memory_gib.assign(values.begin() + ranks, values.end());
+  double sum = 0.0;
+  for (double rank_bubble : m.pipeline_rank_bubble) sum += rank_bubble;
+  m.pipeline_bubble = sum / static_cast<double>(ranks);
 }
 
 std::shared_ptr<models::Decoder> Trainer::gather_pipeline_model(

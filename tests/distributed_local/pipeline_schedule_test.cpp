@@ -157,6 +157,35 @@ TEST(PipelineSchedule, InterleavingAndZeroBubbleShrinkTheBubble) {
   }
 }
 
+// The most (stage, micro-batch) activations a rank holds at once: from a
+// forward until its full or weight backward frees them.
+int peak_held(const Schedule& schedule, int rank) {
+  int held = 0, peak = 0;
+  for (const Action& a : schedule.actions[static_cast<size_t>(rank)]) {
+    if (a.type == ActionType::forward) peak = std::max(peak, ++held);
+    if (a.type == ActionType::full_backward || a.type == ActionType::backward_weight) --held;
+  }
+  return peak;
+}
+
+// Deferring weight gradients must not pile up activations: ZB-V's stages are
+// half of 1F1B's, so holding 2p of them is 1F1B's peak of p whole stages (as
+// in the paper); the interleaved zero-bubble schedule holds no more than
+// Interleaved1F1B.
+TEST(PipelineSchedule, ZeroBubbleSchedulesKeepOneFOneBsActivationMemory) {
+  for (int ranks : {2, 4, 8}) {
+    const int microbatches = 2 * ranks;
+    const Schedule one_f_one_b = generate_schedule("1F1B", ranks, ranks, microbatches);
+    const Schedule zbv = generate_schedule("ZBVZeroBubble", ranks, 2 * ranks, microbatches);
+    const Schedule interleaved = generate_schedule("Interleaved1F1B", ranks, 2 * ranks, microbatches);
+    const Schedule interleaved_zb = generate_schedule("InterleavedZeroBubble", ranks, 2 * ranks, microbatches);
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_LE(peak_held(zbv, r), 2 * peak_held(one_f_one_b, 0)) << ranks << " ranks, rank " << r;
+      EXPECT_LE(peak_held(interleaved_zb, r), peak_held(interleaved, 0)) << ranks << " ranks, rank " << r;
+    }
+  }
+}
+
 TEST(PipelineSchedule, SimulationCountsBusyTimeWithTheGivenCosts) {
   const Schedule schedule = generated("1F1B", 2, 4);
   const Timeline timeline = simulate_schedule(schedule, 1, 2, 3);  // B = 5

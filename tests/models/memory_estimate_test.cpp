@@ -34,5 +34,39 @@ TEST(MemoryEstimate, ActivationModesKeepTheirNumberOfBlocks) {
   EXPECT_EQ(a.loss_bytes, b.loss_bytes);
 }
 
+// Under pipeline parallelism each rank counts its stages' parameters (which
+// add up to the model's), the loss only on the last stage's rank, and a
+// stage's activations once per micro-batch the schedule keeps in flight:
+// 1F1B's first rank holds as many micro-batches as there are ranks, GPipe's every one.
+TEST(MemoryEstimate, PipelineRanksCountTheirStagesAndMicrobatchesInFlight) {
+  const DecoderConfig config = model_config("llama3", "8B");  // untied: the embeddings live on one stage
+  const std::vector<std::string> fqns = decoder_module_fqns(config);
+  MemoryEstimateOptions o;
+  o.seq_len = 1024;
+  const MemoryEstimate whole = estimate_memory(config, o);
+  const double block = whole.activation_bytes / static_cast<double>(config.n_layers());
+  const auto placement = [&](const std::string& schedule, int rank) {
+    const int ranks = 4, stages = ranks * distributed::pipeline::stages_per_rank(schedule);
+    return PipelinePlacement{split_module_fqns(fqns, stages, 1, 1),
+                             distributed::pipeline::generate_schedule(schedule, ranks, stages, 8), rank};
+  };
+  int64_t parameters = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    o.pipeline = placement("1F1B", rank);
+    const MemoryEstimate e = estimate_memory(config, o);
+    parameters += e.parameters;
+    EXPECT_EQ(e.model_parameters, whole.parameters);
+    EXPECT_EQ(e.loss_bytes > 0, rank == 3) << rank;
+    // 1F1B: rank r keeps (ranks - r) micro-batches in flight.
+    EXPECT_EQ(e.in_flight_microbatches, 4 - rank) << rank;
+  }
+  EXPECT_EQ(parameters, whole.parameters);
+  // 32 layers + 2 over 4 stages of 8 (the first two take the remainder): the first stage has 8 layers.
+  o.pipeline = placement("1F1B", 0);
+  EXPECT_DOUBLE_EQ(estimate_memory(config, o).activation_bytes, 4 * 8 * block);
+  o.pipeline = placement("GPipe", 0);
+  EXPECT_DOUBLE_EQ(estimate_memory(config, o).activation_bytes, 8 * 8 * block);
+}
+
 }  // namespace
 }  // namespace titan::models

@@ -1,17 +1,21 @@
 // `titan estimate-memory --model llama3 --flavor 70B ...`: training memory per
-// rank from a meta-device build (nothing is allocated).
+// rank from a meta-device build (nothing is allocated); with --pp, per
+// pipeline rank (its stages, and the schedule's micro-batches in flight).
 #include <cstdio>
 #include <memory>
 
 #include "titan/cli/subcommands.h"
 #include "titan/models/model_spec.h"
+#include "titan/train/config_loader.h"
+#include "titan/train/pipeline_plan.h"
 
 namespace titan::cli {
 
 namespace {
 struct EstimateArguments {
   std::string model = "llama3", flavor = "8B", compute_dtype = "bf16", state_dtype = "f32", ac = "none";
-  int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2;
+  std::string schedule = "1F1B";
+  int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2, pp = 1, microbatch_size = 1;
 };
 }  // namespace
 
@@ -29,6 +33,13 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--optimizer-state-dtype", args->state_dtype, "AdamW moment dtype")->capture_default_str();
     app->add_option("--activation-checkpoint", args->ac, "none, full, selective or offload")->capture_default_str();
     app->add_option("--selective-every", args->selective_every, "selective: every N-th block");
+    app->add_option("--pp", args->pp, "pipeline parallel degree (an estimate per pipeline rank)")
+        ->check(CLI::PositiveNumber);
+    app->add_option("--pipeline-schedule", args->schedule, "pipeline schedule (GPipe, 1F1B, Interleaved1F1B, ...)")
+        ->capture_default_str();
+    app->add_option("--microbatch-size", args->microbatch_size,
+                    "pipeline micro-batch size (--batch / it = micro-batches)")
+        ->check(CLI::PositiveNumber);
     app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -43,13 +54,39 @@ Subcommand make_estimate_memory_subcommand() {
                                           parse_dtype(args->state_dtype),
                                           args->ac,
                                           args->selective_every,
-                                          args->dp_shard};
+                                          args->dp_shard,
+                                          std::nullopt};
     TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective" || args->ac == "offload",
                 "--activation-checkpoint must be none, full, selective or offload, got '{}'", args->ac);
     std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld\n", args->model.c_str(), args->flavor.c_str(),
                 static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
                 static_cast<long long>(args->dp_shard));
-    std::printf("%s", models::format_memory_estimate(spec.memory_estimate(config, options)).c_str());
+    if (args->pp == 1) {
+      std::printf("%s", models::format_memory_estimate(spec.memory_estimate(config, options)).c_str());
+      return 0;
+    }
+    // The job's pipeline as training would plan it; each rank's stages and in-flight micro-batches.
+    train::JobConfig job;
+    job.model.name = args->model;
+    job.training.local_batch_size = args->batch;
+    job.parallelism.pipeline_parallel_degree = args->pp;
+    job.parallelism.pipeline_parallel_schedule = args->schedule;
+    job.parallelism.pipeline_parallel_microbatch_size = args->microbatch_size;
+    train::validate(job);
+    options.batch = args->microbatch_size;
+    std::printf("pipeline: %lld ranks, %s, %lld micro-batches of %lld\n", static_cast<long long>(args->pp),
+                args->schedule.c_str(), static_cast<long long>(train::pipeline_microbatches(job)),
+                static_cast<long long>(args->microbatch_size));
+    for (int rank = 0; rank < args->pp; ++rank) {
+      options.pipeline = train::plan_pipeline(job, spec, config, rank);
+      std::vector<std::string> modules;
+      for (int stage : options.pipeline->schedule.stages_of(rank)) {
+        const auto& part = options.pipeline->parts[static_cast<size_t>(stage)];
+        modules.push_back(fmt::format("stage {}: {}", stage, fmt::join(part, " ")));
+      }
+      std::printf("\npipeline rank %d (%s)\n%s", rank, fmt::format("{}", fmt::join(modules, "; ")).c_str(),
+                  models::format_memory_estimate(spec.memory_estimate(config, options)).c_str());
+    }
     return 0;
   };
   return subcommand;

@@ -136,8 +136,11 @@ Order interleaved_1f1b_order(int ranks, int stages, int microbatches, int group)
 //      runs through the input gradients, so they never wait;
 //   2. an F, unless it would admit a new micro-batch onto a rank that already
 //      holds `admit_limit` of them (the activation-memory cap; a micro-batch is
-//      held from the forward of its first stage on the rank to that stage's I);
-//      deeper stages first, so that micro-batches reach the loss early;
+//      held from the forward of its first stage on the rank to that stage's W,
+//      when the last of its saved activations are freed: so each stage holds
+//      at most `admit_limit` micro-batches' activations, which for ZB-V's
+//      half-size stages is 1F1B's peak, as in the paper); deeper stages first,
+//      so that micro-batches reach the loss early;
 //   3. a W, oldest first: weight gradients have no consumer until the
 //      optimizer step, which is what lets them fill what would be bubbles;
 //   4. nothing.
@@ -180,7 +183,6 @@ Order zero_bubble_order(const std::vector<int>& stage_rank, int ranks, int micro
         input_done[at(best_stage, best_microbatch)] = t + 1;
         weights_pending[r].emplace_back(best_stage, best_microbatch);
         order[r].push_back({ActionType::backward_input, best_stage, best_microbatch});
-        if (best_stage == entry_stage) --admitted[r];
       } else {
         // 2. A forward: the deepest ready stage, its smallest micro-batch.
         for (auto s = held[r].rbegin(); s != held[r].rend() && best_stage < 0; ++s) {
@@ -203,6 +205,7 @@ Order zero_bubble_order(const std::vector<int>& stage_rank, int ranks, int micro
           weights_pending[r].erase(weights_pending[r].begin());
           weight_done[at(s, m)] = t + 1;
           order[r].push_back({ActionType::backward_weight, s, m});
+          if (s == entry_stage) --admitted[r];
         } else {
           continue;  // 4. idle
         }

@@ -33,49 +33,105 @@ double block_activation_elements(const nn::TransformerBlockConfig& block, int64_
 
 }  // namespace
 
+namespace {
+
+// Bytes one micro-batch leaves saved for backward in `layers` under the
+// activation checkpointing mode.
+double saved_activation_bytes(const DecoderConfig& config, const MemoryEstimateOptions& o,
+                              const std::vector<int64_t>& layers) {
+  const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
+  const auto block_bytes = [&](int64_t i) {
+    return block_activation_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len) * compute_size;
+  };
+  double all_blocks = 0.0, largest_block = 0.0;
+  for (int64_t i : layers) {
+    all_blocks += block_bytes(i);
+    largest_block = std::max(largest_block, block_bytes(i));
+  }
+  if (o.activation_checkpoint == "offload") {
+    // On the device: the last block (kept), one being copied out during
+    // forward, and one being copied back during backward.
+    return std::min(3.0, static_cast<double>(layers.size())) * largest_block;
+  }
+  if (o.activation_checkpoint == "none") return all_blocks;
+  // Checkpointed blocks keep their input; one of them is recomputed whole during backward.
+  const double block_input = static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
+  double kept = 0.0;
+  bool any_checkpointed = false;
+  for (int64_t i : layers) {
+    const bool recomputed = o.activation_checkpoint == "full" || i % o.selective_every == 0;
+    kept += recomputed ? block_input : block_bytes(i);
+    any_checkpointed = any_checkpointed || recomputed;
+  }
+  return kept + (any_checkpointed ? largest_block : 0.0);
+}
+
+std::vector<int64_t> layer_indices(const std::vector<std::string>& modules) {
+  std::vector<int64_t> layers;
+  for (const std::string& fqn : modules) {
+    if (fqn.starts_with("layers.")) layers.push_back(std::stoll(fqn.substr(7)));
+  }
+  return layers;
+}
+
+}  // namespace
+
 MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimateOptions& o) {
   MemoryEstimate e;
-  e.parameters = config.build(Device::meta())->num_parameters();
+  const std::shared_ptr<Decoder> model = config.build(Device::meta());
+  e.model_parameters = model->num_parameters();
+  std::vector<int64_t> held_layers;
+  bool holds_loss = true;
+  double activation_bytes = 0.0;
+  if (o.pipeline) {
+    const PipelinePlacement& p = *o.pipeline;
+    std::vector<std::string> held;
+    std::vector<double> stage_bytes(p.parts.size(), 0.0);
+    for (int stage : p.schedule.stages_of(p.rank)) {
+      const std::vector<std::string>& part = p.parts[static_cast<size_t>(stage)];
+      held.insert(held.end(), part.begin(), part.end());
+      stage_bytes[static_cast<size_t>(stage)] = saved_activation_bytes(config, o, layer_indices(part));
+    }
+    model->retain_modules(held);
+    held_layers = layer_indices(held);
+    holds_loss = p.schedule.stage_rank.back() == p.rank;
+    // Walk the rank's actions: a forward adds its stage's activations, a full or weight backward frees them.
+    double live = 0.0;
+    int64_t in_flight = 0;
+    for (const distributed::pipeline::Action& a : p.schedule.actions[static_cast<size_t>(p.rank)]) {
+      using distributed::pipeline::ActionType;
+      const double bytes = stage_bytes[static_cast<size_t>(a.stage)];
+      if (a.type == ActionType::forward) {
+        live += bytes;
+        activation_bytes = std::max(activation_bytes, live);
+        e.in_flight_microbatches = std::max(e.in_flight_microbatches, ++in_flight);
+      } else if (a.type == ActionType::full_backward || a.type == ActionType::backward_weight) {
+        live -= bytes;
+        --in_flight;
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < config.n_layers(); ++i) held_layers.push_back(i);
+    activation_bytes = saved_activation_bytes(config, o, held_layers);
+  }
+  e.parameters = model->num_parameters();
   const double shard = static_cast<double>(e.parameters) / static_cast<double>(o.dp_shard);
   e.parameter_bytes = 4.0 * shard;
   e.gradient_bytes = 4.0 * shard;
   e.optimizer_bytes = 2.0 * static_cast<double>(dtype_size(o.optimizer_state_dtype)) * shard;
   const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
-  const auto layers = static_cast<double>(config.n_layers());
   // Weights materialised for forward stay alive while saved for backward (whole
   // model unsharded; with FSDP resharding only a block or two at a time).
   if (o.compute_dtype != DType::f32 || o.dp_shard > 1) {
-    const double per_layer = static_cast<double>(e.parameters) / layers;
+    const double per_layer =
+        static_cast<double>(e.parameters) / static_cast<double>(std::max<size_t>(1, held_layers.size()));
     e.compute_copy_bytes = compute_size * (o.dp_shard > 1 ? 2.0 * per_layer : static_cast<double>(e.parameters));
   }
-  double all_blocks = 0.0, largest_block = 0.0;
-  for (const nn::TransformerBlockConfig& block : config.layers) {
-    const double bytes = block_activation_elements(block, o.batch, o.seq_len) * compute_size;
-    all_blocks += bytes;
-    largest_block = std::max(largest_block, bytes);
+  e.activation_bytes = activation_bytes;
+  if (holds_loss) {
+    const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
+    e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(config.vocab_size * config.dim());
   }
-  const double block_input = static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
-  if (o.activation_checkpoint == "offload") {
-    // On the device: the last block (kept), one being copied out during
-    // forward, and one being copied back during backward.
-    e.activation_bytes = std::min(3.0, layers) * largest_block;
-  } else if (o.activation_checkpoint == "none") {
-    e.activation_bytes = all_blocks;
-  } else {
-    // Checkpointed blocks keep their input; one of them is recomputed whole during backward.
-    double kept = 0.0;
-    int64_t checkpointed = 0;
-    for (int64_t i = 0; i < config.n_layers(); ++i) {
-      const bool recomputed = o.activation_checkpoint == "full" || i % o.selective_every == 0;
-      const double bytes =
-          block_activation_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len) * compute_size;
-      kept += recomputed ? block_input : bytes;
-      checkpointed += recomputed ? 1 : 0;
-    }
-    e.activation_bytes = kept + (checkpointed > 0 ? largest_block : 0.0);
-  }
-  const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
-  e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(config.vocab_size * config.dim());
   return e;
 }
 
@@ -83,11 +139,14 @@ std::string format_memory_estimate(const MemoryEstimate& e) {
   auto gib = [](double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); };
   std::ostringstream out;
   out << fmt::format("parameters        {:>16}\n", e.parameters);
+  if (e.parameters != e.model_parameters) out << fmt::format("  of the model's  {:>16}\n", e.model_parameters);
   out << fmt::format("  weights (f32)   {:12.3f} GiB\n", gib(e.parameter_bytes));
   out << fmt::format("  gradients (f32) {:12.3f} GiB\n", gib(e.gradient_bytes));
   out << fmt::format("  optimizer       {:12.3f} GiB\n", gib(e.optimizer_bytes));
   out << fmt::format("  compute copies  {:12.3f} GiB\n", gib(e.compute_copy_bytes));
-  out << fmt::format("activations       {:12.3f} GiB\n", gib(e.activation_bytes));
+  out << fmt::format("activations       {:12.3f} GiB", gib(e.activation_bytes));
+  out << (e.in_flight_microbatches > 1 ? fmt::format(" ({} micro-batches in flight)\n", e.in_flight_microbatches)
+                                       : std::string("\n"));
   out << fmt::format("loss              {:12.3f} GiB\n", gib(e.loss_bytes));
   out << fmt::format("total per rank    {:12.3f} GiB\n", gib(e.total()));
   return out.str();

@@ -10,6 +10,7 @@
 #include "titan/core/error.h"
 #include "titan/distributed/world.h"
 #include "titan/models/model_spec.h"
+#include "titan/train/pipeline_plan.h"
 
 namespace titan::train {
 namespace {
@@ -59,13 +60,25 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.selective_every = config.activation_checkpoint.selective_every;
   // Tensor parallelism shards the weights too; the estimate only knows FSDP's shards.
   options.dp_shard = std::max<int64_t>(1, dims.dp_shard) * tp;
-  models::MemoryEstimate estimate = models::model_spec(config.model.name).memory_estimate(model, options);
+  const models::ModelSpec& spec = models::model_spec(config.model.name);
+  models::MemoryEstimate estimate;
+  if (dims.pp > 1) {
+    // Each pipeline rank holds its stages and the schedule's micro-batches in flight: the fullest rank counts.
+    options.batch = config.parallelism.pipeline_parallel_microbatch_size;
+    for (int rank = 0; rank < dims.pp; ++rank) {
+      options.pipeline = plan_pipeline(config, spec, model, rank);
+      const models::MemoryEstimate mine = spec.memory_estimate(model, options);
+      if (rank == 0 || mine.total() > estimate.total()) estimate = mine;
+    }
+  } else {
+    estimate = spec.memory_estimate(model, options);
+  }
   // The estimate's activations are unsharded: under TP count only a rank's share (a lower bound).
   estimate.activation_bytes /= static_cast<double>(tp);
-  // Every rank builds the full f32 model before keeping its shard.
-  const double full_model = 4.0 * static_cast<double>(estimate.parameters);
+  // Every rank builds the full f32 model before keeping its shard (or its pipeline stages).
+  const double full_model = 4.0 * static_cast<double>(estimate.model_parameters);
   // The loader keeps up to three batches (the step's, two prefetched) of four i64 tensors.
-  const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(options.batch * options.seq_len);
+  const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(config.training.local_batch_size * options.seq_len);
   MemoryBudget budget;
   budget.needed_bytes = std::max(estimate.total(), full_model) + batches;
   budget.breakdown = fmt::format(

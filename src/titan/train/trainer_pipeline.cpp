@@ -2,25 +2,14 @@
 // schedule from the job config (TorchTitan's keys), keeping this rank's
 // parts of the model, running a step's micro-batches through the schedule,
 // and bringing every stage's weights together for the model export.
-#include <sstream>
-
-#include "titan/distributed/pipeline_schedule_check.h"
-#include "titan/distributed/pipeline_schedule_csv.h"
 #include "titan/ops/copy.h"
+#include "titan/train/pipeline_plan.h"
 #include "titan/train/trainer.h"
 
 namespace titan::train {
 namespace {
 
 namespace pipeline = distributed::pipeline;
-
-// "tok_embeddings layers.0" -> {"tok_embeddings", "layers.0"}.
-std::vector<std::string> split_words(const std::string& text) {
-  std::vector<std::string> words;
-  std::istringstream stream(text);
-  for (std::string word; stream >> word;) words.push_back(word);
-  return words;
-}
 
 // The top-level module a state name belongs to: "layers.3.attention.wq.weight" -> "layers.3".
 std::string module_of(const std::string& name) {
@@ -32,72 +21,17 @@ std::string module_of(const std::string& name) {
 }  // namespace
 
 void Trainer::setup_pipeline(const models::ModelSpec& spec) {
-  const ParallelismSection& p = config_.parallelism;
-  const int ranks = mesh_->size("pp");
-  const models::DecoderConfig& model_config = model_->config;
-  const std::vector<std::string> fqns = spec.module_fqns(model_config);
-  models::ModelParts explicit_parts;
-  for (const std::string& part : p.module_fqns_per_model_part) explicit_parts.push_back(split_words(part));
-  pipeline_microbatches_ = config_.training.local_batch_size / p.pipeline_parallel_microbatch_size;
-
-  pipeline::Schedule schedule;
-  if (!p.pipeline_parallel_schedule_csv.empty()) {
-    // The file fixes the stage count unless the parts or layers_per_stage do.
-    int64_t stages = static_cast<int64_t>(explicit_parts.size());
-    if (stages == 0 && p.pipeline_parallel_layers_per_stage > 0) {
-      stages = models::pipeline_stage_count(ranks, 0, p.pipeline_parallel_layers_per_stage, model_config.n_layers(),
-                                            p.pipeline_parallel_first_stage_less_layers,
-                                            p.pipeline_parallel_last_stage_less_layers, 1);
-    }
-    schedule = pipeline::read_schedule_csv(p.pipeline_parallel_schedule_csv, static_cast<int>(stages),
-                                           static_cast<int>(pipeline_microbatches_));
-    TITAN_CHECK(schedule.ranks == ranks,
-                "parallelism.pipeline_parallel_schedule_csv {}: {} ranks' lines, but "
-                "pipeline_parallel_degree is {}",
-                p.pipeline_parallel_schedule_csv, schedule.ranks, ranks);
-    TITAN_CHECK(schedule.microbatches == pipeline_microbatches_,
-                "parallelism.pipeline_parallel_schedule_csv {}: {} micro-batches, but local_batch_size {} / "
-                "pipeline_parallel_microbatch_size {} = {}",
-                p.pipeline_parallel_schedule_csv, schedule.microbatches, config_.training.local_batch_size,
-                p.pipeline_parallel_microbatch_size, pipeline_microbatches_);
-  } else {
-    const int64_t stages = models::pipeline_stage_count(
-        ranks, static_cast<int64_t>(explicit_parts.size()), p.pipeline_parallel_layers_per_stage,
-        model_config.n_layers(), p.pipeline_parallel_first_stage_less_layers,
-        p.pipeline_parallel_last_stage_less_layers, pipeline::stages_per_rank(p.pipeline_parallel_schedule));
-    schedule = pipeline::generate_schedule(p.pipeline_parallel_schedule, ranks, static_cast<int>(stages),
-                                           static_cast<int>(pipeline_microbatches_));
-  }
-  // Nothing runs before the whole schedule is known to finish.
-  pipeline::check_schedule(schedule);
-
-  pipeline_parts_ = explicit_parts.empty()
-                        ? models::split_module_fqns(fqns, schedule.stages, p.pipeline_parallel_first_stage_less_layers,
-                                                    p.pipeline_parallel_last_stage_less_layers)
-                        : explicit_parts;
-  TITAN_CHECK(static_cast<int>(pipeline_parts_.size()) == schedule.stages,
-              "parallelism.module_fqns_per_model_part has {} parts, the schedule {} stages", pipeline_parts_.size(),
-              schedule.stages);
-  models::check_model_parts(pipeline_parts_, fqns);
-  TITAN_CHECK(!model_config.tie_embeddings || schedule.stage_rank.front() == schedule.stage_rank.back(),
-              "pipeline parallelism: {} ties its output projection to the embeddings, so the first and last stages "
-              "must be on one rank (ZBVZeroBubble's V puts them both on rank 0); the {} schedule puts them on ranks "
-              "{} and {}",
-              config_.model.name, schedule.name, schedule.stage_rank.front(), schedule.stage_rank.back());
-  for (const nn::TransformerBlockConfig& layer : model_config.layers) {
-    // Hugging Face's auxiliary loss is one formula over every MoE layer, which no stage holds all of.
-    TITAN_CHECK(!layer.moe || layer.moe->aux_loss_coef == 0.0,
-                "pipeline parallelism with model.moe_aux_loss_coef {}: the auxiliary loss spans every stage's "
-                "layers; set it to 0 and balance with model.moe_load_balance_coeff (the aux-loss-free bias)",
-                layer.moe ? layer.moe->aux_loss_coef : 0.0);
-  }
+  models::PipelinePlacement placement = plan_pipeline(config_, spec, model_->config, mesh_->coordinate("pp"));
+  pipeline_microbatches_ = pipeline_microbatches(config_);
+  pipeline_parts_ = placement.parts;
   std::vector<std::string> held;
-  for (int stage : schedule.stages_of(mesh_->coordinate("pp"))) {
+  for (int stage : placement.schedule.stages_of(placement.rank)) {
     const std::vector<std::string>& part = pipeline_parts_[static_cast<size_t>(stage)];
     held.insert(held.end(), part.begin(), part.end());
   }
   model_->retain_modules(held);
-  pipeline_ = std::make_unique<PipelineRunner>(*model_, pipeline_parts_, std::move(schedule), mesh_->group("pp"));
+  pipeline_ =
+      std::make_unique<PipelineRunner>(*model_, pipeline_parts_, std::move(placement.schedule), mesh_->group("pp"));
 }
 
 void Trainer::run_pipeline_step(const StepInputs& step, StepOutputs& out) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "titan/autograd/engine.h"
+#include "titan/autograd/function_node.h"
 #include "titan/core/generator.h"
 #include "titan/models/decoder.h"
 #include "titan/models/model_spec.h"
@@ -144,6 +145,38 @@ TEST(SplitBackward, OutputHeadAndLoss) {
   EXPECT_FALSE(model->output->weight->data.grad().defined());
   weights.run();
   for (const auto& [name, grad] : fused) expect_bitwise_equal(grad, gradients(*model).at(name), name);
+}
+
+// Each half asks a node only for its own gradients (input_grad_wanted), so a
+// linear's two GEMMs run once each over the two halves, not twice.
+TEST(SplitBackward, EachHalfWantsOnlyItsOwnGradients) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  x.set_requires_grad(true);
+  Tensor w = Tensor::from_vector(std::vector<float>{3, 4}, {2});
+  w.set_requires_grad(true);
+  Tensor y = F::mul(x, w).detach();
+  std::vector<std::pair<bool, bool>> asked;
+  autograd::record("Probe", {&x, &w}, {&y}, [&](const std::vector<Tensor>& g) {
+    asked.emplace_back(autograd::input_grad_wanted(0), autograd::input_grad_wanted(1));
+    return std::vector<Tensor>{g[0], g[0]};
+  });
+  autograd::WeightBackward weights = autograd::backward_input({F::sum(y)}, {}, {x});
+  weights.run();
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0], std::make_pair(true, false));  // the input half
+  EXPECT_EQ(asked[1], std::make_pair(false, true));  // the weight half
+  EXPECT_EQ(x.grad().to_floats(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(w.grad().to_floats(), (std::vector<float>{1, 1}));
+  // A plain backward wants both.
+  asked.clear();
+  Tensor y2 = F::mul(x, w).detach();
+  autograd::record("Probe", {&x, &w}, {&y2}, [&](const std::vector<Tensor>& g) {
+    asked.emplace_back(autograd::input_grad_wanted(0), autograd::input_grad_wanted(1));
+    return std::vector<Tensor>{g[0], g[0]};
+  });
+  autograd::backward({F::sum(y2)});
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], std::make_pair(true, true));
 }
 
 // A root with no path to any input (the first stage: token ids need no

@@ -46,7 +46,11 @@ std::vector<Tensor> apply_along(Node& node, std::vector<Tensor>&& grads, const E
       any_hidden = true;
     }
   }
-  std::vector<Tensor> input_grads = node.apply(std::move(grads));
+  std::vector<Tensor> input_grads;
+  {
+    const RunningNode running(&node);
+    input_grads = node.apply(std::move(grads));
+  }
   if (any_hidden) {
     for (size_t i = 0; i < hidden.size(); ++i) {
       if (hidden[i].node) {

@@ -7,7 +7,13 @@
 namespace titan::autograd {
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
-}
+thread_local const Node* running_node = nullptr;
+}  // namespace
+
+RunningNode::RunningNode(const Node* node) : previous_(running_node) { running_node = node; }
+RunningNode::~RunningNode() { running_node = previous_; }
+
+bool input_grad_wanted(size_t input) { return running_node == nullptr || running_node->needs_input_grad(input); }
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 

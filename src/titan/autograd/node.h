@@ -24,6 +24,19 @@ struct Edge {
   uint32_t input_nr = 0;       // which output of `node` the gradient feeds
 };
 
+class Node;
+// While alive, `node` is the one whose backward this thread runs (for input_grad_wanted).
+class RunningNode {
+ public:
+  explicit RunningNode(const Node* node);
+  ~RunningNode();
+  RunningNode(const RunningNode&) = delete;
+  RunningNode& operator=(const RunningNode&) = delete;
+
+ private:
+  const Node* previous_;
+};
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
@@ -79,6 +92,13 @@ std::shared_ptr<NodeType> make_node(std::initializer_list<const Tensor*> inputs,
   for (const Tensor* input : inputs) node->next_edges.push_back(input->defined() ? gradient_edge(*input) : Edge{});
   return node;
 }
+
+// Inside a backward body: whether this run of the node wants the gradient of
+// its input `input`. A split backward (engine.h) runs a node twice, once for
+// the input path and once for the weights, hiding the other edges each time:
+// bodies whose gradients are separate computations (a linear's two GEMMs)
+// skip the unwanted one. Outside a backward run: true.
+bool input_grad_wanted(size_t input);
 
 // Marks `output` as output `output_nr` of `node`. The output must be a fresh
 // tensor (no history of its own).

@@ -25,8 +25,8 @@ Tensor linear(const Tensor& x, const Tensor& weight) {
   const Shape x_shape = x.shape();
   record("LinearBackward", {&x, &weight}, {&y}, [=](const auto& g) {
     const Tensor g2 = g[0].reshape({-1, out});
-    Tensor grad_x = need_x ? ops::matmul(g2, saved_w).view(x_shape) : Tensor();
-    Tensor grad_w = need_w ? ops::matmul(g2.transpose(0, 1), saved_x) : Tensor();
+    Tensor grad_x = need_x && autograd::input_grad_wanted(0) ? ops::matmul(g2, saved_w).view(x_shape) : Tensor();
+    Tensor grad_w = need_w && autograd::input_grad_wanted(1) ? ops::matmul(g2.transpose(0, 1), saved_x) : Tensor();
     return std::vector<Tensor>{grad_x, grad_w};
   });
   return y;
@@ -46,7 +46,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   record("MatmulBackward", {&a, &b}, {&y}, [=](const auto& g) {
     const Tensor& grad = g[0];
     Tensor grad_a, grad_b;
-    if (need_a) {
+    if (need_a && autograd::input_grad_wanted(0)) {
       if (a_broadcast) {  // dA = sum_b g_b @ b_b^T = [M, B*N] @ [B*N, K]
         const Tensor g_flat = grad.permute({1, 0, 2}).reshape({m, -1});
         const Tensor b_flat = saved_b.permute({1, 0, 2}).reshape({k, -1});
@@ -55,7 +55,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         grad_a = ops::matmul(grad, saved_b.transpose(-1, -2));
       }
     }
-    if (need_b) {
+    if (need_b && autograd::input_grad_wanted(1)) {
       if (b_broadcast) {  // dB = sum_b a_b^T @ g_b = [K, B*M] @ [B*M, N]
         grad_b = ops::matmul(saved_a.reshape({-1, k}).transpose(0, 1), grad.reshape({-1, n}));
       } else {

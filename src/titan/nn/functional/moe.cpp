@@ -64,8 +64,9 @@ Tensor grouped_linear(const Tensor& x, const Tensor& w, const Tensor& counts) {
   const Tensor saved_counts = counts.detach();
   record("GroupedLinearBackward", {&x, &w}, {&y}, [=](const auto& g) {
     const Tensor grad = g[0].contiguous();
-    return std::vector<Tensor>{need_x ? ops::grouped_gemm_input_grad(grad, saved_w, saved_counts) : Tensor(),
-                               need_w ? ops::grouped_gemm_weight_grad(grad, saved_x, saved_counts) : Tensor()};
+    const bool want_x = need_x && autograd::input_grad_wanted(0), want_w = need_w && autograd::input_grad_wanted(1);
+    return std::vector<Tensor>{want_x ? ops::grouped_gemm_input_grad(grad, saved_w, saved_counts) : Tensor(),
+                               want_w ? ops::grouped_gemm_weight_grad(grad, saved_x, saved_counts) : Tensor()};
   });
   return y;
 }
@@ -100,15 +101,16 @@ Tensor looped_linear(const Tensor& x, const Tensor& w, const Tensor& counts) {
   const Tensor saved_x = need_w ? x.detach() : Tensor(), saved_w = need_x ? w.detach() : Tensor();
   record("LoopedLinearBackward", {&x, &w}, {&y}, [=](const auto& g) {
     const Tensor grad = g[0].contiguous();
-    Tensor grad_x = need_x ? Tensor::empty({grad.size(0), saved_w.size(2)}, grad.dtype(), grad.device()) : Tensor();
+    const bool want_x = need_x && autograd::input_grad_wanted(0), want_w = need_w && autograd::input_grad_wanted(1);
+    Tensor grad_x = want_x ? Tensor::empty({grad.size(0), saved_w.size(2)}, grad.dtype(), grad.device()) : Tensor();
     Tensor grad_w =
-        need_w ? Tensor::zeros({experts, grad.size(1), saved_x.size(1)}, grad.dtype(), grad.device()) : Tensor();
+        want_w ? Tensor::zeros({experts, grad.size(1), saved_x.size(1)}, grad.dtype(), grad.device()) : Tensor();
     for (int64_t e = 0; e < experts; ++e) {
       const int64_t first = offsets[static_cast<size_t>(e)], n = offsets[static_cast<size_t>(e) + 1] - first;
       if (n == 0) continue;
       const Tensor g_e = grad.narrow(0, first, n);
-      if (need_x) ops::gemm(g_e, saved_w.select(0, e), grad_x.narrow(0, first, n));
-      if (need_w) ops::gemm(g_e.transpose(0, 1), saved_x.narrow(0, first, n), grad_w.select(0, e));
+      if (want_x) ops::gemm(g_e, saved_w.select(0, e), grad_x.narrow(0, first, n));
+      if (want_w) ops::gemm(g_e.transpose(0, 1), saved_x.narrow(0, first, n), grad_w.select(0, e));
     }
     return std::vector<Tensor>{grad_x, grad_w};
   });

@@ -141,8 +141,12 @@ Order interleaved_1f1b_order(int ranks, int stages, int microbatches, int group)
 //      at most `admit_limit` micro-batches' activations, which for ZB-V's
 //      half-size stages is 1F1B's peak, as in the paper); deeper stages first,
 //      so that micro-batches reach the loss early;
-//   3. a W, oldest first: weight gradients have no consumer until the
-//      optimizer step, which is what lets them fill what would be bubbles;
+//   3. the first stage's backward, whole (a B of two slots): its input is
+//      token ids, so it has no input gradient and is all weight work (split,
+//      its I would take no time and its W two slots, not the one each the
+//      schedule counts); else a W, oldest first: weight gradients have no
+//      consumer until the optimizer step, which is what lets them fill what
+//      would be bubbles;
 //   4. nothing.
 // Qi et al. ("Zero Bubble Pipeline Parallelism", 2023) build ZB-H1 and ZB-V by
 // hand-placing W into the same holes; the greedy rule gives the same kind of shape.
@@ -166,9 +170,10 @@ Order zero_bubble_order(const std::vector<int>& stage_rank, int ranks, int micro
     for (int r = 0; r < ranks; ++r) {
       if (busy_until[r] > t || held[r].empty()) continue;
       const int entry_stage = held[r].front();
-      // 1. The earliest-ready input gradient.
+      // 1. The earliest-ready input gradient (the first stage has none: its whole backward is filler, see 3).
       int best_stage = -1, best_microbatch = -1, best_ready = kNever;
       for (int s : held[r]) {
+        if (s == 0) continue;
         for (int m = 0; m < microbatches; ++m) {
           if (input_done[at(s, m)] != kNever || forward_done[at(s, m)] > t) continue;
           const int upstream = s + 1 < stages ? input_done[at(s + 1, m)] : 0;
@@ -194,10 +199,36 @@ Order zero_bubble_order(const std::vector<int>& stage_rank, int ranks, int micro
             break;
           }
         }
+        // 3a. The first stage's backward, whole (B, two slots) for the
+        // earliest ready micro-batch: its input is token ids, so there is no
+        // input gradient to hurry, and all of it is weight work.
+        // It and the oldest W go in the order they became ready.
+        int first_stage_microbatch = -1;
+        if (best_stage < 0 && held[r].front() == 0) {
+          for (int m = 0; m < microbatches && first_stage_microbatch < 0; ++m) {
+            const int ready = std::max(forward_done[at(0, m)], stages == 1 ? 0 : input_done[at(1, m)]);
+            if (input_done[at(0, m)] == kNever && ready <= t) first_stage_microbatch = m;
+          }
+          if (first_stage_microbatch >= 0 && !weights_pending[r].empty()) {
+            const auto [s, m] = weights_pending[r].front();
+            const int weight_ready = input_done[at(s, m)];
+            const int first_ready =
+                stages == 1 ? forward_done[at(0, first_stage_microbatch)] : input_done[at(1, first_stage_microbatch)];
+            if (weight_ready <= first_ready) first_stage_microbatch = -1;
+          }
+        }
         if (best_stage >= 0) {
           forward_done[at(best_stage, best_microbatch)] = t + 1;
           order[r].push_back(forward(best_stage, best_microbatch));
           if (best_stage == entry_stage) ++admitted[r];
+        } else if (first_stage_microbatch >= 0) {
+          input_done[at(0, first_stage_microbatch)] = weight_done[at(0, first_stage_microbatch)] = t + 2;
+          order[r].push_back({ActionType::full_backward, 0, first_stage_microbatch});
+          --admitted[r];  // stage 0 is this rank's entry stage
+          busy_until[r] = t + 2;
+          remaining -= 2;
+          scheduled = true;
+          continue;
         } else if (!weights_pending[r].empty() &&
                    input_done[at(weights_pending[r].front().first, weights_pending[r].front().second)] <= t) {
           // 3. The oldest weight gradient.

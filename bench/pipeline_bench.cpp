@@ -28,7 +28,7 @@ struct ScheduleRow {
   std::vector<double> rank_peak_memory_gib;
 };
 
-// A Llama whose layers are the bulk of each stage's work (dim 512, 8 layers,
+// A Llama whose layers are the bulk of each stage's work (dim 512, 16 layers,
 // the corpus's 2048-token vocabulary), as a Hugging Face config.json.
 fs::path write_model_config(const fs::path& root, int layers) {
   const fs::path path = root / "config.json";

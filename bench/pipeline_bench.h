@@ -1,5 +1,5 @@
 // `titan bench pipeline`: every pipeline schedule on the same job (a Llama of
-// 8 layers on `ranks` pipeline ranks, `microbatches` micro-batches a step):
+// 16 layers on `ranks` pipeline ranks, `microbatches` micro-batches a step):
 // its theoretical bubble (the schedule simulated with unit costs) beside the
 // bubble measured from each rank's busy time, tokens/s, and each rank's peak
 // memory. The zero-bubble target: ZBVZeroBubble's measured bubble at most half
@@ -15,7 +15,9 @@ struct PipelineBenchOptions {
   std::vector<std::string> schedules = {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"};
   int ranks = 4;
   int microbatches = 8;
-  int layers = 8;  // one per stage when each of 4 ranks holds two stages
+  // Layers enough that the embedding and the head (which land on the first
+  // and last stages) are small next to a stage's share.
+  int layers = 16;
   int steps = 6;   // median over the steps after warm-up
   int warmup = 2;
   int64_t seq_len = 256;

@@ -50,6 +50,8 @@ Subcommand make_bench_subcommand() {
     app->add_option("--python", gpu->python, "gpu suite: Python with CUDA PyTorch for the peer (default python3)");
     app->add_option("--pp-ranks", pipeline->ranks, "pipeline suite: pipeline ranks (default 4)")
         ->check(CLI::PositiveNumber);
+    app->add_option("--pp-layers", pipeline->layers, "pipeline suite: layers of the model (default 16)")
+        ->check(CLI::PositiveNumber);
     app->add_option("--microbatches", pipeline->microbatches, "pipeline suite: micro-batches per step (default 8)")
         ->check(CLI::PositiveNumber);
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");

@@ -63,6 +63,11 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "parallelism.tensor_parallel_degree {} on CUDA: tensor parallelism runs on the CPU backend only so far "
               "(its vocabulary-parallel loss combines on the host)",
               config_.parallelism.tensor_parallel_degree);
+  TITAN_CHECK(!multi_gpu || config_.parallelism.pipeline_parallel_degree == 1,
+              "parallelism.pipeline_parallel_degree {} on CUDA: pipeline parallelism runs on the CPU backend only so "
+              "far (NCCL matches sends and receives in issue order, without tags, which the pipeline runner's "
+              "early-posted receives rely on)",
+              config_.parallelism.pipeline_parallel_degree);
   TITAN_CHECK(!multi_gpu || !config_.training.graph_capture,
               "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
               "capture runs single-GPU jobs only so far",

@@ -18,7 +18,7 @@ struct PipelineBenchOptions {
   // Layers enough that the embedding and the head (which land on the first
   // and last stages) are small next to a stage's share.
   int layers = 16;
-  int steps = 6;   // median over the steps after warm-up
+  int steps = 6;  // median over the steps after warm-up
   int warmup = 2;
   int64_t seq_len = 256;
   std::string json_path;

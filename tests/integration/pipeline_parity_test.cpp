@@ -101,7 +101,8 @@ TEST(PipelineParity, AccumulationCheckpointingAndValidation) {
 }
 
 // Stages of unequal size: TorchTitan's first/last-stage discounts, layers per
-// stage, and an explicit split (the command-line form of module_fqns_per_model_part).
+// stage, and an explicit split (the command-line form of
+// module_fqns_per_model_part); and a schedule read from a CSV file.
 TEST(PipelineParity, UnevenAndExplicitStagesMatchOneProcess) {
   const JobRun single = jobs().single("single_uneven");
   // 6 layers + 0 + 2 = 8: four per stage, the last one holding two layers and the head.
@@ -124,6 +125,15 @@ TEST(PipelineParity, UnevenAndExplicitStagesMatchOneProcess) {
                                              "'tok_embeddings,layers.0 layers.1 layers.2 layers.3 layers.4,layers.5,"
                                              "norm output'")),
                  "PP 2, explicit parts", true);
+  // A schedule from a CSV file, as a user would hand one in: here ZB-V as `titan pipeline show` exports it.
+  const fs::path csv = jobs().dir() / "zbv.csv";
+  jobs().run(fmt::format("{} pipeline show --schedule ZBVZeroBubble --ranks 2 --microbatches 4 --export-csv {}",
+                         TITAN_CLI_PATH, csv.string()));
+  expect_matches(single,
+                 jobs().distributed(
+                     "pp2_csv", 2, 1,
+                     pipeline(2, "1F1B", fmt::format("--parallelism.pipeline_parallel_schedule_csv {}", csv.string()))),
+                 "PP 2, CSV schedule", true);
 }
 
 // A checkpoint saved under PP 2 resumes in one process and under PP 4 (and

@@ -313,6 +313,14 @@ TEST(PipelineScheduleCsv, ForwardOfAStageTheRankDoesNotHoldIsRefused) {
                  {"rank 1, action 8 '0F2'", "rank 1 does not hold", "stage 0 is on rank 0"});
 }
 
+// Indices far beyond any real pipeline are refused before anything is sized by them.
+TEST(PipelineScheduleCsv, HugeIndicesAreRefused) {
+  expect_error([] { parse_schedule_csv("0F2147483647\n", "huge.csv", 0, 0); },
+               {"huge.csv", "outside what a pipeline schedule may hold"});
+  expect_error([] { parse_schedule_csv("5000F0\n", "huge.csv", 0, 0); }, {"5001 stages"});
+  expect_error([] { parse_schedule_csv("0F99999999999\n", "huge.csv", 0, 0); }, {"out of range"});
+}
+
 TEST(PipelineScheduleCsv, BadCellIsRefused) {
   const fs::path path = write_file("bad_cell.csv", kRank0 + "1RECV_F0,1F0,1B0,1SEND_B0,1X3\n");
   expect_error([&] { read_schedule_csv(path.string(), 0, 0); },

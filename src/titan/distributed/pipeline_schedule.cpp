@@ -334,6 +334,14 @@ Action parse_action(const std::string& text) {
   return action;
 }
 
+void check_schedule_size(int64_t stages, int64_t microbatches, const std::string& where) {
+  TITAN_CHECK(stages >= 1 && stages <= 1024 && microbatches >= 1 && microbatches <= 65536 &&
+                  stages * microbatches <= (int64_t{1} << 20),
+              "{}: {} stages x {} micro-batches is outside what a pipeline schedule may hold (1-1024 stages, "
+              "1-65536 micro-batches, 2^20 of both)",
+              where, stages, microbatches);
+}
+
 std::vector<std::string> schedule_names() {
   return {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"};
 }
@@ -353,6 +361,7 @@ Schedule generate_schedule(const std::string& name, int ranks, int stages, int m
               "a pipeline step needs at least 1 micro-batch, got {} (the local batch size divided by "
               "parallelism.pipeline_parallel_microbatch_size)",
               microbatches);
+  check_schedule_size(std::max(stages, 1), microbatches, "parallelism.pipeline_parallel_schedule " + name);
   const Placement placement = placement_of(name);
   switch (placement) {
     case Placement::one_per_rank:

@@ -8,6 +8,7 @@
 // are PyTorch's (torch.distributed.pipelining), as TorchTitan exposes them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ struct Schedule {
 std::string action_string(const Action& action);
 // The inverse of action_string; throws titan::Error ("'1X3' is not an action ...").
 Action parse_action(const std::string& text);
+
+// Schedules are checked and simulated over every (stage, micro-batch): a
+// schedule of more than 1024 stages, 65536 micro-batches or 2^20 of both is
+// refused (naming `where`) before anything is allocated for it.
+void check_schedule_size(int64_t stages, int64_t microbatches, const std::string& where);
 
 // The generators, in the spelling of parallelism.pipeline_parallel_schedule:
 // GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble.

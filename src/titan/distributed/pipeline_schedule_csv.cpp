@@ -28,7 +28,14 @@ struct Cell {
 Schedule read_schedule_csv(const std::string& path, int stages, int microbatches) {
   std::ifstream file(path);
   TITAN_CHECK(file.good(), "cannot open pipeline schedule '{}'", path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_schedule_csv(text.str(), path, stages, microbatches);
+}
+
+Schedule parse_schedule_csv(const std::string& text, const std::string& path, int stages, int microbatches) {
   std::vector<std::vector<Cell>> rows;
+  std::istringstream file(text);
   std::string line;
   while (std::getline(file, line)) {
     const int line_number = static_cast<int>(rows.size()) + 1;
@@ -36,10 +43,10 @@ Schedule read_schedule_csv(const std::string& path, int stages, int microbatches
     std::stringstream cells(line);
     std::string cell;
     for (int column = 1; std::getline(cells, cell, ','); ++column) {
-      const std::string text = trimmed(cell);
-      if (text.empty()) continue;
+      const std::string action = trimmed(cell);
+      if (action.empty()) continue;
       try {
-        row.push_back({parse_action(text), line_number, column});
+        row.push_back({parse_action(action), line_number, column});
       } catch (const Error& error) {
         fail("{} line {}, cell {}: {}", path, line_number, column, error.what());
       }
@@ -58,6 +65,7 @@ Schedule read_schedule_csv(const std::string& path, int stages, int microbatches
   }
   if (stages <= 0) stages = largest_stage + 1;
   if (microbatches <= 0) microbatches = largest_microbatch + 1;
+  check_schedule_size(stages, microbatches, path);
   for (const auto& row : rows) {
     for (const Cell& c : row) {
       TITAN_CHECK(c.action.stage < stages, "{} line {}, cell {}: '{}' names stage {}, but the pipeline has {} stages",

@@ -18,6 +18,8 @@ namespace titan::distributed::pipeline {
 // file, line and 1-based cell ("schedule.csv line 2, cell 5: '1X3' is not an
 // action ..."). Does not check the schedule: call check_schedule for that.
 Schedule read_schedule_csv(const std::string& path, int stages, int microbatches);
+// The same from the file's text (`path` names it in errors).
+Schedule parse_schedule_csv(const std::string& text, const std::string& path, int stages, int microbatches);
 
 // The schedule in that layout, every action (compute and communication).
 std::string schedule_csv(const Schedule& schedule);

@@ -63,9 +63,12 @@ Schedule parse_schedule_csv(const std::string& text, const std::string& path, in
       largest_microbatch = std::max(largest_microbatch, c.action.microbatch);
     }
   }
-  if (stages <= 0) stages = largest_stage + 1;
-  if (microbatches <= 0) microbatches = largest_microbatch + 1;
-  check_schedule_size(stages, microbatches, path);
+  // In 64 bits: an index may be INT_MAX.
+  const int64_t stage_count = stages > 0 ? stages : int64_t{largest_stage} + 1;
+  const int64_t microbatch_count = microbatches > 0 ? microbatches : int64_t{largest_microbatch} + 1;
+  check_schedule_size(stage_count, microbatch_count, path);
+  stages = static_cast<int>(stage_count);
+  microbatches = static_cast<int>(microbatch_count);
   for (const auto& row : rows) {
     for (const Cell& c : row) {
       TITAN_CHECK(c.action.stage < stages, "{} line {}, cell {}: '{}' names stage {}, but the pipeline has {} stages",

@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (timeline.start_times[r].size() != schedule.actions[r].size()) std::abort();
   }
   try {
-    const Schedule again = parse_schedule_csv(schedule_csv(schedule), "written", schedule.stages, schedule.microbatches);
+    const Schedule again =
+        parse_schedule_csv(schedule_csv(schedule), "written", schedule.stages, schedule.microbatches);
     if (again.actions != schedule.actions || again.stage_rank != schedule.stage_rank) std::abort();
   } catch (const titan::Error&) {
     std::abort();

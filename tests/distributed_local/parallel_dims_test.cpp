@@ -70,18 +70,20 @@ TEST(ParallelDims, DegreesArePositive) {
   expect_error({.pp = 0, .dp_shard = -1}, 4, "degrees must be >= 1 or -1");
 }
 
-TEST(ParallelDims, ContextParallelIsNotThereYet) {
-  expect_error({.dp_shard = 2, .cp = 2}, 4, "context parallelism is not implemented yet");
-  // Pipeline parallelism is: pp ranks multiply the others'.
-  const ParallelDims dims = ParallelDims{.pp = 2, .dp_shard = -1}.resolved(4);
+TEST(ParallelDims, ContextAndPipelineRanksMultiplyTheOthers) {
+  const ParallelDims dims = ParallelDims{.pp = 2, .dp_shard = -1, .cp = 2}.resolved(8);
   EXPECT_EQ(dims.pp, 2);
+  EXPECT_EQ(dims.cp, 2);
   EXPECT_EQ(dims.dp_shard, 2);
+  // Context-parallel ranks shard parameters with FSDP even without dp_shard.
+  EXPECT_TRUE((ParallelDims{.dp_shard = 1, .cp = 2}.resolved(2).fsdp_enabled()));
+  expect_error({.dp_shard = 2, .cp = 3}, 4, "cp 3");
 }
 
 TEST(DeviceMesh, WorldOfOneHasGroupsOfOne) {
   const DeviceMesh mesh({}, std::make_shared<LocalProcessGroup>());
-  for (const char* dim :
-       {"pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "dp_shard_mod_ep", "dp", "dp_shard_cp", "dp_cp", "world"}) {
+  for (const char* dim : {"pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "dp_shard_mod_ep", "dp", "dp_shard_cp",
+                          "dp_shard_mod_ep_cp", "dp_cp", "world"}) {
     EXPECT_EQ(mesh.size(dim), 1) << dim;
     EXPECT_EQ(mesh.coordinate(dim), 0) << dim;
   }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli_job.h"
 #include "support/reference.h"
@@ -69,6 +71,16 @@ JobRun ParityJobs::resume(const std::string& from, const std::string& name, int 
   fs::copy(dir_ / from / "checkpoint" / "step-000005", dir_ / name / "checkpoint" / "step-000005",
            fs::copy_options::recursive);
   return collect(name, run(launcher(ranks) + arguments(name, 4 / dp, extra)));
+}
+
+std::vector<double> ParityJobs::validation_losses(const std::string& name) const {
+  std::vector<double> losses;
+  std::ifstream file(dir_ / name / "metrics.jsonl");
+  for (std::string line; std::getline(file, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("validation_loss")) losses.push_back(record["validation_loss"].get<double>());
+  }
+  return losses;
 }
 
 std::string ParityJobs::failure(const std::string& name, int ranks, int64_t local_batch,

@@ -38,6 +38,8 @@ class ParityJobs {
   // Job `name` started from job `from`'s step-5 checkpoint (copied into its
   // dump folder), in one process (ranks 1) or under mpirun: steps 6-10.
   JobRun resume(const std::string& from, const std::string& name, int ranks, int dp, const std::string& extra) const;
+  // The validation losses job `name` logged (every validation.freq steps).
+  std::vector<double> validation_losses(const std::string& name) const;
   // The output of a job that must fail.
   std::string failure(const std::string& name, int ranks, int64_t local_batch, const std::string& extra) const;
 

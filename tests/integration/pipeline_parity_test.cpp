@@ -84,17 +84,8 @@ TEST(PipelineParity, AccumulationCheckpointingAndValidation) {
   const JobRun single = jobs().single("single_accumulate", extra);
   const JobRun pp = jobs().distributed("pp2_accumulate", 2, 1, pipeline(2, "ZBVZeroBubble", extra));
   expect_matches(single, pp, "PP 2, accumulation 2, full activation checkpointing", true);
-  // The records that have a validation loss (every validation.freq steps).
-  const auto validation = [](const std::string& name) {
-    std::vector<double> losses;
-    std::ifstream file(jobs().dir() / name / "metrics.jsonl");
-    for (std::string line; std::getline(file, line);) {
-      const nlohmann::json record = nlohmann::json::parse(line);
-      if (record.contains("validation_loss")) losses.push_back(record["validation_loss"].get<double>());
-    }
-    return losses;
-  };
-  const std::vector<double> expected = validation("single_accumulate"), actual = validation("pp2_accumulate");
+  const std::vector<double> expected = jobs().validation_losses("single_accumulate"),
+                            actual = jobs().validation_losses("pp2_accumulate");
   ASSERT_EQ(expected.size(), 2u);
   ASSERT_EQ(actual.size(), 2u);
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual[i], expected[i], 1e-5 * expected[i]);

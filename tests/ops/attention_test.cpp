@@ -155,6 +155,83 @@ INSTANTIATE_TEST_SUITE_P(attention, FlashVsNaiveTest,
                                            MaskCase{"shorter_queries", 1, 200, 460, 2, 1, 16, true, 150, 1}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// ---- queries and keys placed by the mask (context parallelism's chunk pairs) ----
+
+struct PlacedCase {
+  const char* name;
+  int64_t q_len, k_len, query_start, key_start;
+  bool causal;
+  int64_t window;
+  bool documents;  // ids (7 p + 1) % 3 of absolute position p: every key range of 3 holds each id
+};
+
+Tensor placed_document_ids(int64_t len, int64_t start) {
+  std::vector<int64_t> ids(static_cast<size_t>(len));
+  for (int64_t j = 0; j < len; ++j) ids[static_cast<size_t>(j)] = ((start + j) * 7 + 1) % 3;
+  return Tensor::from_vector(ids, {1, len});
+}
+
+class PlacedChunksTest : public ::testing::TestWithParam<PlacedCase> {};
+
+// The naive bias (written from the mask's definition) against the flash
+// kernel's block logic, for chunks whose every query sees some key.
+TEST_P(PlacedChunksTest, FlashMatchesNaive) {
+  const PlacedCase& p = GetParam();
+  const MaskCase c{p.name, 1, p.q_len, p.k_len, 4, 2, 16, p.causal, p.window, 0};
+  ops::AttentionMask mask{p.causal, p.window, {}};
+  mask.query_start = p.query_start;
+  mask.key_start = p.key_start;
+  if (p.documents) {
+    mask.document_ids = placed_document_ids(p.k_len, p.key_start);
+    mask.query_document_ids = placed_document_ids(p.q_len, p.query_start);
+  }
+  const AttentionRun flash = run_through_autograd(c, mask, F::AttentionImpl::flash);
+  const AttentionRun naive = run_through_autograd(c, mask, F::AttentionImpl::naive);
+  expect_matches(flash.out, naive.out, DType::f32, "out");
+  expect_matches(flash.grad_q, naive.grad_q, DType::f32, "grad_q");
+  expect_matches(flash.grad_k, naive.grad_k, DType::f32, "grad_k");
+  expect_matches(flash.grad_v, naive.grad_v, DType::f32, "grad_v");
+}
+
+void PrintTo(const PlacedCase& c, std::ostream* out) { *out << c.name; }
+
+INSTANTIATE_TEST_SUITE_P(attention, PlacedChunksTest,
+                         ::testing::Values(PlacedCase{"keys_before", 200, 300, 700, 100, true, 0, false},
+                                           PlacedCase{"overlapping", 260, 300, 300, 100, true, 0, false},
+                                           PlacedCase{"more_queries_than_keys", 400, 150, 300, 0, true, 0, false},
+                                           PlacedCase{"window", 250, 300, 500, 400, true, 70, false},
+                                           PlacedCase{"not_causal_after", 150, 200, 0, 500, false, 0, false},
+                                           PlacedCase{"documents", 260, 270, 600, 200, true, 0, true},
+                                           PlacedCase{"documents_window", 200, 270, 400, 200, true, 150, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Queries wholly before their keys under a causal mask see nothing: zero
+// output, lse -inf, zero gradients (what the ring merge relies on).
+TEST(PlacedChunks, HiddenChunkGivesZerosAndMinusInfinity) {
+  const Tensor q = testing::random_leaf({1, 130, 2, 8}, 1).detach();
+  const Tensor k = testing::random_leaf({1, 140, 2, 8}, 2).detach();
+  const Tensor v = testing::random_leaf({1, 140, 2, 8}, 3).detach();
+  ops::AttentionMask mask{true, 0, {}};
+  mask.query_start = 0;
+  mask.key_start = 200;
+  const ops::AttentionOutput out = ops::flash_attention(q, k, v, mask, 0.5f);
+  for (float value : out.out.to_floats()) EXPECT_EQ(value, 0.0f);
+  for (float value : out.lse.to_floats()) EXPECT_EQ(value, -INFINITY);
+  const ops::AttentionGrads grads = ops::flash_attention_backward(q, q, k, v, out.out, out.lse, mask, 0.5f);
+  for (const Tensor& grad : {grads.grad_q, grads.grad_k, grads.grad_v}) {
+    for (float value : grad.to_floats()) EXPECT_EQ(value, 0.0f);
+  }
+}
+
+TEST(PlacedChunks, PlacedQueriesWithDocumentsNeedTheirOwnIds) {
+  const Tensor q = Tensor::zeros({1, 4, 1, 8}), k = Tensor::zeros({1, 4, 1, 8});
+  ops::AttentionMask mask{true, 0, Tensor::from_vector(std::vector<int64_t>{0, 0, 1, 1}, {1, 4})};
+  mask.query_start = 8;
+  EXPECT_THROW(ops::flash_attention(q, k, k, mask, 1.0f), Error);
+  mask.query_document_ids = Tensor::from_vector(std::vector<int64_t>{1, 1, 1}, {1, 3});
+  EXPECT_THROW(ops::flash_attention(q, k, k, mask, 1.0f), Error);
+}
+
 // The flash path against central differences, independently of any reference.
 class FlashGradcheckTest : public ::testing::TestWithParam<std::string> {};
 

@@ -32,7 +32,6 @@ ParallelDims ParallelDims::resolved(int64_t world) const {
               "parallelism: expert_parallel_degree {} must divide data_parallel_shard_degree {} (expert "
               "parallelism borrows its ranks from the FSDP shards)",
               out.ep, out.dp_shard);
-  TITAN_CHECK(out.cp == 1, "parallelism: context parallelism is not implemented yet ({})", describe());
   return out;
 }
 
@@ -68,6 +67,7 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> w
   make_group("dp_shard", {2, 3});
   make_group("dp", {1, 2, 3});
   make_group("dp_shard_cp", {2, 3, 4});
+  make_group("dp_shard_mod_ep_cp", {2, 4});
   make_group("dp_cp", {1, 2, 3, 4});
   groups_["world"] = world;
 }

@@ -31,7 +31,7 @@ struct ParallelDims {
   // Fills a -1 degree and checks the product equals `world`; errors name every degree.
   ParallelDims resolved(int64_t world) const;
   int64_t dp() const { return dp_replicate * dp_shard; }
-  bool fsdp_enabled() const { return dp_shard > 1; }
+  bool fsdp_enabled() const { return dp_shard * cp > 1; }  // context parallel ranks shard too
   bool tp_enabled() const { return tp > 1; }
 };
 
@@ -42,7 +42,8 @@ class DeviceMesh {
 
   const ParallelDims& dims() const { return dims_; }
   // "pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "dp_shard_mod_ep" (dp_shard / ep), or the
-  // flattened "dp" (dp_replicate x dp_shard), "dp_shard_cp", "dp_cp", "world".
+  // flattened "dp" (dp_replicate x dp_shard), "dp_shard_cp" (FSDP's ranks under context
+  // parallelism), "dp_shard_mod_ep_cp" (its experts'), "dp_cp", "world".
   const std::shared_ptr<ProcessGroup>& group(const std::string& dim) const;
   // This rank's index along a dim (or flattened view).
   int coordinate(const std::string& dim) const { return group(dim)->rank(); }

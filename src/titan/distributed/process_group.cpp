@@ -63,4 +63,16 @@ int64_t check_all_to_all(const ProcessGroup& group, const Tensor& output, const 
   return shape_numel(Shape(input.shape().begin() + 1, input.shape().end()));
 }
 
+std::vector<std::vector<double>> gather_per_rank(ProcessGroup& group, const std::vector<double>& mine) {
+  const int64_t count = static_cast<int64_t>(mine.size());
+  const Tensor all = Tensor::empty({group.size(), count});
+  group.all_gather(all, Tensor::from_floats(std::vector<float>(mine.begin(), mine.end()), {count}))->wait();
+  const std::vector<float> values = all.to_floats();
+  std::vector<std::vector<double>> result(mine.size(), std::vector<double>(static_cast<size_t>(group.size())));
+  for (size_t rank = 0; rank < result.front().size(); ++rank) {
+    for (size_t i = 0; i < mine.size(); ++i) result[i][rank] = values[rank * mine.size() + i];
+  }
+  return result;
+}
+
 }  // namespace titan::distributed

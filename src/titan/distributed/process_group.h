@@ -72,6 +72,10 @@ class ProcessGroup {
   std::string name_;
 };
 
+// Every member's `mine` (the same count of host numbers on each), as
+// result[value][rank]: for metrics that report each rank's own figures.
+std::vector<std::vector<double>> gather_per_rank(ProcessGroup& group, const std::vector<double>& mine);
+
 // Checks shared by backends: shapes and dtypes that fit each collective.
 void check_all_gather(const ProcessGroup& group, const Tensor& output, const Tensor& input);
 void check_reduce_scatter(const ProcessGroup& group, const Tensor& output, const Tensor& input);

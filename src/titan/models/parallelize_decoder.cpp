@@ -85,13 +85,14 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
 // (the root, gathered first and kept until the backward ends). Apply after
 // activation checkpointing, so the gather wraps the checkpointed block.
 // Experts split by expert parallelism get units of their own, sharded over
-// the ranks that hold the same experts (dp_shard_mod_ep) and gathered when
+// the ranks that hold the same experts (dp_shard_mod_ep x cp) and gathered when
 // first used; they come after the blocks' units so as not to break the
 // blocks' prefetch chain.
 std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh,
                                               const ParallelizeOptions& options) {
+  // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
   auto fsdp =
-      std::make_shared<distributed::Fsdp>(mesh.group("dp_shard"), mesh.group("dp_replicate"),
+      std::make_shared<distributed::Fsdp>(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"),
                                           distributed::FsdpOptions{options.param_dtype, options.reshard_after_forward});
   std::vector<nn::Parameter*> root;
   for (auto& [name, parameter] : model.named_parameters()) {
@@ -119,7 +120,7 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
   // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
   const float expert_scale = 1.0f / static_cast<float>(mesh.size("ep"));
   for (const auto& [name, experts] : expert_units) {
-    fsdp->add_unit(name, experts, mesh.group("dp_shard_mod_ep"), expert_scale);
+    fsdp->add_unit(name, experts, mesh.group("dp_shard_mod_ep_cp"), expert_scale);
   }
   return fsdp;
 }
@@ -136,6 +137,25 @@ void apply_expert_parallel(Decoder& model, const distributed::DeviceMesh& mesh) 
     nn::TransformerBlock& block = *(*model.layers)[i];
     if (block.moe) distributed::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
   }
+}
+
+// Every attention layer computes ring attention over cp on its slice of the sequence.
+std::shared_ptr<distributed::RingAttention> apply_context_parallel(Decoder& model, const distributed::DeviceMesh& mesh,
+                                                                   const ParallelizeOptions& options) {
+  const std::shared_ptr<ProcessGroup> cp = mesh.group("cp");
+  if (cp->size() == 1) return nullptr;
+  auto ring = std::make_shared<distributed::RingAttention>(cp, options.context_parallel_rotate,
+                                                           options.context_parallel_load_balance);
+  for (size_t i = 0; i < model.layers->size(); ++i) {
+    nn::Attention& attention = *(*model.layers)[i]->attention;
+    TITAN_CHECK(attention.config.attention_impl == "flash",
+                "context parallelism: layers.{}.attention uses the {} attention kernel; ring attention computes "
+                "with flash attention's chunk kernels (model.attention = \"flash\")",
+                model.layers->key(i), attention.config.attention_impl);
+    attention.set_core([ring](const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                              float scale) { return (*ring)(q, k, v, mask, scale); });
+  }
+  return ring;
 }
 
 }  // namespace
@@ -161,9 +181,10 @@ ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceM
                                       const ParallelizeOptions& options) {
   apply_tensor_parallel(model, mesh);
   apply_expert_parallel(model, mesh);
-  distributed::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
   ParallelizedModel parallelized;
-  if (mesh.dims().dp() > 1) {
+  parallelized.ring_attention = apply_context_parallel(model, mesh, options);
+  distributed::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
+  if (mesh.dims().dp() * mesh.dims().cp > 1) {
     parallelized.fsdp = apply_fsdp(model, mesh, options);
   } else {
     distributed::apply_mixed_precision(model, options.param_dtype);

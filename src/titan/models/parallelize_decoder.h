@@ -1,6 +1,8 @@
 // The decoder's parallelize plan, applied to a built model from outside per
 // the job config, in TorchTitan's order: tensor + sequence parallelism and
-// expert parallelism, activation checkpointing, then FSDP (whose gather
+// expert parallelism, context parallelism (every attention layer's core
+// becomes ring attention over cp), activation checkpointing, then FSDP over
+// dp_shard x cp (whose gather
 // materialises parameters in the compute dtype) or, without data
 // parallelism, plain mixed precision. The plan is written by module kind
 // (what an Attention, a FeedForward or a MoE block gets), never by walking a
@@ -10,6 +12,7 @@
 #include <memory>
 
 #include "titan/distributed/activation_checkpoint.h"
+#include "titan/distributed/context_parallel.h"
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
@@ -21,10 +24,13 @@ struct ParallelizeOptions {
   distributed::ActivationCheckpointMode activation_checkpoint = distributed::ActivationCheckpointMode::none;
   int64_t selective_every = 2;
   distributed::ReshardPolicy reshard_after_forward = distributed::ReshardPolicy::default_policy;
+  distributed::RotateMethod context_parallel_rotate = distributed::RotateMethod::allgather;
+  bool context_parallel_load_balance = true;  // head-tail chunks
 };
 
 struct ParallelizedModel {
-  std::shared_ptr<distributed::Fsdp> fsdp;  // null without data parallelism
+  std::shared_ptr<distributed::Fsdp> fsdp;                     // null without data or context parallelism
+  std::shared_ptr<distributed::RingAttention> ring_attention;  // null without context parallelism
 };
 
 ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceMesh& mesh,

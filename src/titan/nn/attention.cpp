@@ -49,19 +49,21 @@ Attention::Projected Attention::project(const Tensor& x, const AttentionInputs& 
   return {q, k, v};
 }
 
-Tensor Attention::attend(const Projected& p, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask) const {
+Tensor Attention::attend(const Projected& p, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                         const AttentionCore& core) const {
   ops::AttentionMask effective = mask;
   if (config.sliding_window > 0) effective.sliding_window = config.sliding_window;
   const int64_t head = config.head_size();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
-  const Tensor out =
-      F::scaled_dot_product_attention(p.q, k, v, effective, scale, F::parse_attention_impl(config.attention_impl));
+  const Tensor out = core ? core(p.q, k, v, effective, scale)
+                          : F::scaled_dot_product_attention(p.q, k, v, effective, scale,
+                                                            F::parse_attention_impl(config.attention_impl));
   return wo->forward(F::view(out, {p.q.size(0), p.q.size(1), -1}));
 }
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const {
   const Projected p = project(pre_forward(x), inputs);
-  return post_forward(attend(p, p.k, p.v, inputs.mask));
+  return post_forward(attend(p, p.k, p.v, inputs.mask, core_));
 }
 
 Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
@@ -73,7 +75,7 @@ Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs,
   ops::copy_(key_cache.narrow(1, start, x.size(1)), p.k);
   ops::copy_(value_cache.narrow(1, start, x.size(1)), p.v);
   // The queries sit at the end of the visible keys: causal masking aligns them there.
-  return attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask);
+  return attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask, nullptr);
 }
 
 void Attention::init_weights(Generator& generator, double output_std) {

@@ -3,6 +3,7 @@
 // computes attention ("flash" or "naive") is a config choice, not model code.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,12 @@ struct AttentionInputs {
   ops::AttentionMask mask;  // causal / window / document ids
 };
 
+// Attention proper, from rotated q [B, S, Hq, D] and k, v [B, S, Hkv, D]: the
+// config's kernel unless a parallelism installs its own (context parallelism's
+// ring attention), as GroupedExperts takes a dispatcher.
+using AttentionCore = std::function<Tensor(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const ops::AttentionMask& mask, float scale)>;
+
 class Attention : public Module {
  public:
   Attention(const AttentionConfig& config, Device device);
@@ -52,6 +59,8 @@ class Attention : public Module {
                         const Tensor& value_cache, int64_t start) const;
   // q/k/v: N(0, 0.02); output projection: N(0, output_std) (depth-scaled).
   void init_weights(Generator& generator, double output_std);
+  // Replaces the kernel for training forwards (forward_cached, for decoding, keeps the kernel).
+  void set_core(AttentionCore core) { core_ = std::move(core); }
 
   const AttentionConfig config;
   std::shared_ptr<Linear> wq, wk, wv, wo;
@@ -62,7 +71,10 @@ class Attention : public Module {
     Tensor q, k, v;  // [B, S, heads, head_dim], normed and rotated
   };
   Projected project(const Tensor& x, const AttentionInputs& inputs) const;
-  Tensor attend(const Projected& p, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask) const;
+  Tensor attend(const Projected& p, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                const AttentionCore& core) const;
+
+  AttentionCore core_;
 };
 
 }  // namespace titan::nn

@@ -22,20 +22,42 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
               shape_str(q.shape()), shape_str(k.shape()));
   TITAN_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0,
               "{}: {} query heads are not a multiple of {} key/value heads", op, q.size(2), k.size(2));
-  TITAN_CHECK(q.size(1) <= k.size(1), "{}: {} queries but only {} keys", op, q.size(1), k.size(1));
+  TITAN_CHECK(mask.query_start >= 0 || q.size(1) <= k.size(1), "{}: {} queries but only {} keys", op, q.size(1),
+              k.size(1));
   TITAN_CHECK(mask.sliding_window >= 0, "{}: sliding_window must be >= 0, got {}", op, mask.sliding_window);
+  TITAN_CHECK(mask.key_start >= 0 && mask.query_start >= -1, "{}: key_start {} / query_start {} out of range", op,
+              mask.key_start, mask.query_start);
+  check_document_ids(op, mask, q.size(0), q.size(1), k.size(1));
+}
+
+}  // namespace
+
+void check_document_ids(const char* op, const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len) {
+  if (mask.query_document_ids.defined()) {
+    TITAN_CHECK(mask.document_ids.defined(), "{}: query_document_ids without the keys' document_ids", op);
+    check_dtype(op, mask.query_document_ids, {DType::i32, DType::i64}, "query_document_ids");
+    TITAN_CHECK(mask.query_document_ids.dim() == 2 && mask.query_document_ids.size(0) == batch &&
+                    mask.query_document_ids.size(1) == q_len,
+                "{}: query_document_ids {} must be [B, Sq] = [{}, {}]", op, shape_str(mask.query_document_ids.shape()),
+                batch, q_len);
+  } else if (mask.document_ids.defined()) {
+    TITAN_CHECK(mask.query_start < 0 && mask.key_start == 0,
+                "{}: queries placed by query_start/key_start need their own query_document_ids", op);
+  }
   if (mask.document_ids.defined()) {
     check_dtype(op, mask.document_ids, {DType::i32, DType::i64}, "document_ids");
-    TITAN_CHECK(mask.document_ids.dim() == 2 && mask.document_ids.size(0) == k.size(0) &&
-                    mask.document_ids.size(1) == k.size(1),
-                "{}: document_ids {} must be [B, Sk] = [{}, {}]", op, shape_str(mask.document_ids.shape()), k.size(0),
-                k.size(1));
+    TITAN_CHECK(
+        mask.document_ids.dim() == 2 && mask.document_ids.size(0) == batch && mask.document_ids.size(1) == k_len,
+        "{}: document_ids {} must be [B, Sk] = [{}, {}]", op, shape_str(mask.document_ids.shape()), batch, k_len);
   }
 }
+
+namespace {
 
 AttentionMask contiguous_mask(const AttentionMask& mask) {
   AttentionMask result = mask;
   if (mask.document_ids.defined()) result.document_ids = mask.document_ids.contiguous();
+  if (mask.query_document_ids.defined()) result.query_document_ids = mask.query_document_ids.contiguous();
   return result;
 }
 
@@ -75,13 +97,26 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q,
   return grads;
 }
 
+void attention_merge_(const Tensor& out_acc, const Tensor& lse_acc, const Tensor& out, const Tensor& lse) {
+  const char* op = "attention_merge_";
+  check_rank(op, out_acc, 4, "out_acc [B, S, Hq, D]");
+  check_dtype(op, out_acc, {DType::f32}, "out_acc");
+  check_dtype(op, lse_acc, {DType::f32}, "lse_acc");
+  check_dtype(op, lse, {DType::f32}, "lse");
+  check_same_shape(op, out_acc, out);
+  check_same_shape(op, lse_acc, lse);
+  TITAN_CHECK(lse.shape() == (Shape{out.size(0), out.size(2), out.size(1)}),
+              "{}: lse {} must be [B, Hq, S] = [{}, {}, {}]", op, shape_str(lse.shape()), out.size(0), out.size(2),
+              out.size(1));
+  TITAN_CHECK(out_acc.is_contiguous() && lse_acc.is_contiguous(), "{}: the accumulators must be contiguous", op);
+  if (out.device().is_meta()) return;
+  attention_merge_kernels(out.device(), out_acc, lse_acc, out.contiguous(), lse.contiguous());
+}
+
 Tensor attention_mask_bias(const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len, Device device) {
-  TITAN_CHECK(q_len <= k_len, "attention_mask_bias: {} queries but only {} keys", q_len, k_len);
-  if (mask.document_ids.defined()) {
-    TITAN_CHECK(
-        mask.document_ids.dim() == 2 && mask.document_ids.size(0) == batch && mask.document_ids.size(1) == k_len,
-        "attention_mask_bias: document_ids {} must be [{}, {}]", shape_str(mask.document_ids.shape()), batch, k_len);
-  }
+  TITAN_CHECK(mask.query_start >= 0 || q_len <= k_len, "attention_mask_bias: {} queries but only {} keys", q_len,
+              k_len);
+  check_document_ids("attention_mask_bias", mask, batch, q_len, k_len);
   Tensor bias = Tensor::empty({batch, q_len, k_len}, DType::f32, device);
   if (!device.is_meta()) mask_bias_kernels(device, bias, contiguous_mask(mask));
   return bias;

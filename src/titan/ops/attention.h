@@ -4,6 +4,8 @@
 // Layout is [B, S, H, D], what the q/k/v projections produce with no transpose.
 #pragma once
 
+#include <utility>
+
 #include "titan/core/tensor.h"
 #include "titan/ops/dispatch.h"
 
@@ -14,10 +16,30 @@ namespace titan::ops {
 //   causal:         j <= pos(i)
 //   sliding_window: pos(i) - j < sliding_window   (0 = unlimited)
 //   document_ids:   doc[b, pos(i)] == doc[b, j]   ([B, Sk] i32/i64; undefined = one document)
+//
+// Context parallelism attends a chunk of queries to a chunk of keys cut from
+// elsewhere in the sequence: query_start and key_start then give the absolute
+// positions of query 0 and key 0 (query i at query_start + i, key j at
+// key_start + j, compared as above), and query_document_ids [B, Sq] the
+// queries' own ids. The defaults are the layout above.
 struct AttentionMask {
+  AttentionMask() = default;
+  AttentionMask(bool causal, int64_t sliding_window = 0, Tensor document_ids = {})
+      : causal(causal), sliding_window(sliding_window), document_ids(std::move(document_ids)) {}
+
   bool causal = true;
   int64_t sliding_window = 0;
   Tensor document_ids;
+  int64_t query_start = -1;  // -1: key_start + Sk - Sq
+  int64_t key_start = 0;
+  Tensor query_document_ids;  // undefined: document_ids at the queries' positions
+
+  // Whether the queries sit where they do by default (the end of the keys, with their ids).
+  bool default_layout() const { return query_start < 0 && key_start == 0 && !query_document_ids.defined(); }
+  // Query 0's position relative to key 0.
+  int64_t query_offset(int64_t q_len, int64_t k_len) const {
+    return query_start < 0 ? k_len - q_len : query_start - key_start;
+  }
 };
 
 struct AttentionOutput {
@@ -35,9 +57,23 @@ AttentionOutput flash_attention(const Tensor& q, const Tensor& k, const Tensor& 
 AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                         const Tensor& out, const Tensor& lse, const AttentionMask& mask, float scale);
 
+// Errors naming `op` unless the mask's document ids are [B, Sk] (keys) and
+// [B, Sq] (queries), and queries placed by query_start/key_start carry their own.
+void check_document_ids(const char* op, const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len);
+
 // The same mask as an additive bias [B, Sq, Sk] f32 (0 visible, -inf hidden):
 // what the naive reference attention adds to its materialised scores.
 Tensor attention_mask_bias(const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len, Device device);
+
+// Context parallelism computes one query chunk's attention piecewise, one key
+// chunk at a time; this folds a piece (out [B, S, Hq, D] any float dtype, lse
+// [B, Hq, S] f32) into the running f32 result in place: with m = max of the two
+// lse, acc = (e^(lse_acc - m) acc + e^(lse - m) out) / (e^(lse_acc - m) + e^(lse - m))
+// and lse_acc = m + log(the denominator). Rows with both lse = -inf stay zero.
+void attention_merge_(const Tensor& out_acc, const Tensor& lse_acc, const Tensor& out, const Tensor& lse);
+
+using AttentionMergeKernel = void(const Tensor& out_acc, const Tensor& lse_acc, const Tensor& out, const Tensor& lse);
+inline Op<AttentionMergeKernel> attention_merge_kernels{"attention_merge"};
 
 using FlashAttentionKernel = void(const AttentionOutput& result, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const AttentionMask& mask, float scale);

@@ -134,6 +134,8 @@ struct ParallelismSection {
   int64_t tensor_parallel_degree = 1;
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
+  std::string context_parallel_rotate_method = "allgather";
+  std::string context_parallel_load_balancer = "headtail";
   int64_t expert_parallel_degree = 1;
   std::string fsdp_reshard_after_forward = "default";
   std::string pipeline_parallel_schedule = "1F1B";
@@ -148,7 +150,13 @@ struct ParallelismSection {
     v.field("data_parallel_shard_degree", data_parallel_shard_degree, "FSDP shards (-1: the rest of the world)");
     v.field("tensor_parallel_degree", tensor_parallel_degree, "tensor parallel degree");
     v.field("pipeline_parallel_degree", pipeline_parallel_degree, "pipeline parallel degree");
-    v.field("context_parallel_degree", context_parallel_degree, "context parallel degree");
+    v.field("context_parallel_degree", context_parallel_degree,
+            "ranks each sequence is cut over along its length (ring attention; FSDP shards over dp_shard x cp)");
+    v.field("context_parallel_rotate_method", context_parallel_rotate_method,
+            "how keys/values reach every context-parallel rank: allgather, or alltoall (a ring of point-to-point "
+            "passes overlapped with compute)");
+    v.field("context_parallel_load_balancer", context_parallel_load_balancer,
+            "headtail (rank r holds chunks r and 2cp-1-r, equal causal work) or none (contiguous slices)");
     v.field("expert_parallel_degree", expert_parallel_degree,
             "ranks the MoE experts are split over, taken from data_parallel_shard_degree (which it must divide)");
     v.field("fsdp_reshard_after_forward", fsdp_reshard_after_forward,

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -78,6 +79,10 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
                         m.expert_load_worst_layer);
   }
   if (m.pipeline_bubble) line += fmt::format("  bubble {:.1f}%", 100.0 * *m.pipeline_bubble);
+  if (!m.context_parallel_rank_wait_seconds.empty()) {
+    const auto& waits = m.context_parallel_rank_wait_seconds;
+    line += fmt::format("  kv_wait {:.1f}%", 100.0 * *std::max_element(waits.begin(), waits.end()) / m.step_seconds);
+  }
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
   if (m.checkpoint_stall_seconds > 0) line += fmt::format("  ckpt_stall {:.3f}s", m.checkpoint_stall_seconds);
   if (progress && m.step > 0) {
@@ -122,6 +127,11 @@ void MetricsLogger::log(const StepMetrics& m) {
     record["pipeline_bubble"] = *m.pipeline_bubble;
     record["pipeline_rank_bubble"] = m.pipeline_rank_bubble;
     record["pipeline_rank_peak_memory_gib"] = m.pipeline_rank_peak_memory_gib;
+  }
+  if (!m.context_parallel_rank_wait_seconds.empty()) {
+    record["context_parallel_rank_attention_seconds"] = m.context_parallel_rank_attention_seconds;
+    record["context_parallel_rank_wait_seconds"] = m.context_parallel_rank_wait_seconds;
+    record["context_parallel_rank_peak_memory_gib"] = m.context_parallel_rank_peak_memory_gib;
   }
   append_record(record.dump() + "\n");
 }

@@ -51,6 +51,10 @@ struct StepMetrics {
   // transfers compute did not hide), and peak memory; and the bubble's mean.
   std::optional<double> pipeline_bubble;
   std::vector<double> pipeline_rank_bubble, pipeline_rank_peak_memory_gib;
+  // Context parallelism, per cp rank: seconds in ring attention's kernels and
+  // merges, seconds waiting for keys/values (or their gradients), peak memory.
+  std::vector<double> context_parallel_rank_attention_seconds, context_parallel_rank_wait_seconds,
+      context_parallel_rank_peak_memory_gib;
 };
 
 // The console line and metrics.jsonl. A line that cannot be written (a full

@@ -24,6 +24,7 @@
 #include "titan/ops/grad_clip.h"
 #include "titan/ops/reduction.h"
 #include "titan/train/config_loader.h"
+#include "titan/train/context_batch.h"
 #include "titan/train/device_peak.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/memory_check.h"
@@ -68,6 +69,10 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "far (NCCL matches sends and receives in issue order, without tags, which the pipeline runner's "
               "early-posted receives rely on)",
               config_.parallelism.pipeline_parallel_degree);
+  TITAN_CHECK(!device.is_cuda() || config_.parallelism.context_parallel_degree == 1,
+              "parallelism.context_parallel_degree {} on CUDA: context parallelism runs on the CPU backend only so far "
+              "(the CUDA attention kernels do not yet place query and key chunks)",
+              config_.parallelism.context_parallel_degree);
   TITAN_CHECK(!multi_gpu || !config_.training.graph_capture,
               "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
               "capture runs single-GPU jobs only so far",
@@ -84,6 +89,14 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   }
   mesh_ = std::make_unique<distributed::DeviceMesh>(dims, root);
   rank_ = world.rank();
+  // Checked before any work: the sequence must cut into 2 x cp chunks.
+  const distributed::RotateMethod rotate =
+      distributed::parse_rotate_method(config_.parallelism.context_parallel_rotate_method);
+  const bool load_balance = distributed::parse_load_balancer(config_.parallelism.context_parallel_load_balancer);
+  if (mesh_->size("cp") > 1) {
+    context_layout_ = distributed::SequenceLayout{config_.training.seq_len, mesh_->size("cp"), load_balance};
+    context_layout_->check("training.seq_len");
+  }
   if (rank_ == 0) {
     dump_folder_lock_ = std::make_unique<DumpFolderLock>(config_.job.dump_folder);
     if (!dump_folder_lock_->previous_holder().empty()) {
@@ -137,11 +150,15 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   parallelize.activation_checkpoint = distributed::parse_activation_checkpoint_mode(config_.activation_checkpoint.mode);
   parallelize.selective_every = config_.activation_checkpoint.selective_every;
   parallelize.reshard_after_forward = distributed::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward);
+  parallelize.context_parallel_rotate = rotate;
+  parallelize.context_parallel_load_balance = load_balance;
   // As TorchTitan: under pipeline parallelism the default keeps blocks gathered, for the step's many micro-batches.
   if (pipeline_ && parallelize.reshard_after_forward == distributed::ReshardPolicy::default_policy) {
     parallelize.reshard_after_forward = distributed::ReshardPolicy::never;
   }
-  fsdp_ = spec.parallelize(*model_, *mesh_, parallelize).fsdp;
+  const models::ParallelizedModel parallelized = spec.parallelize(*model_, *mesh_, parallelize);
+  fsdp_ = parallelized.fsdp;
+  ring_attention_ = parallelized.ring_attention;
   if (fsdp_ && pipeline_) fsdp_->set_reduce_in_backward(false);
 
   std::vector<std::pair<std::string, Tensor>> named;
@@ -188,10 +205,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
                                             config_.metrics.progress, config_.metrics.stop_on_write_error);
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
-      "%s, %.2f TFLOP/s peak, %d rank(s): pp %lld x dp_replicate %lld x dp_shard %lld x tp %lld, %lld bytes of "
-      "parameters and "
-      "optimizer "
-      "state on rank 0\n",
+      "%s, %.2f TFLOP/s peak, %d rank(s): pp %lld x dp_replicate %lld x dp_shard %lld x cp %lld x tp %lld, %lld "
+      "bytes of parameters and optimizer state on rank 0\n",
       config_.model.name.c_str(), config_.model.flavor.c_str(),
       static_cast<long long>(models::parameter_count(model_config)), static_cast<long long>(vocab),
       static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
@@ -199,17 +214,22 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       device.is_cpu() ? fmt::format("CPU kernels {}", ops::cpu::selected_isa()).c_str() : device.str().c_str(),
       peak_tflops_, world.size(), static_cast<long long>(mesh_->dims().pp),
       static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard),
-      static_cast<long long>(mesh_->dims().tp), static_cast<long long>(state_bytes));
+      static_cast<long long>(mesh_->dims().cp), static_cast<long long>(mesh_->dims().tp),
+      static_cast<long long>(state_bytes));
 }
 
 Trainer::~Trainer() = default;
 
+data::Batch Trainer::local_batch(const data::Batch& batch) const {
+  if (!context_layout_) return batch;
+  return context_shard(batch, *context_layout_, mesh_->coordinate("cp"), config_.model.document_masking);
+}
+
 models::DecoderInputs Trainer::model_inputs(const data::Batch& batch) const {
   models::DecoderInputs inputs{batch.input_ids.to(device_), {}, {}};
-  if (config_.model.document_masking) {
-    inputs.positions = batch.positions.to(device_);
-    inputs.document_ids = batch.document_ids.to(device_);
-  }
+  // A context-parallel slice carries its global positions.
+  if (config_.model.document_masking || context_layout_) inputs.positions = batch.positions.to(device_);
+  if (config_.model.document_masking) inputs.document_ids = batch.document_ids.to(device_);
   return inputs;
 }
 
@@ -219,16 +239,24 @@ StepMetrics Trainer::train_step() {
   Allocator& allocator = allocator_for(device_.type);
   allocator.reset_peak();
   const int64_t retries_before = allocator.stats().alloc_retries;
-  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp"}) mesh_->group(dim)->reset_stats();
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp", "cp", "dp_shard_cp"}) {
+    mesh_->group(dim)->reset_stats();
+  }
+  if (ring_attention_) ring_attention_->reset_stats();
   // The host half: this step's batches on the device, the optimizer's scalars.
   double data_seconds = 0.0;
   int64_t tokens = 0;
   StepInputs step;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto data_start = Clock::now();
-    const data::Batch batch = batches_();
+    const data::Batch loaded = batches_();
     data_seconds += seconds_since(data_start);
-    tokens += batch.input_ids.numel();
+    tokens += loaded.input_ids.numel();
+    const data::Batch batch = local_batch(loaded);
+    const bool weighted = context_layout_ && loaded.label_tokens > 0;
+    step.loss_weights.push_back(weighted ? static_cast<float>(context_layout_->ranks * batch.label_tokens) /
+                                               static_cast<float>(loaded.label_tokens)
+                                         : 1.0f);
     step.inputs.push_back(model_inputs(batch));
     step.labels.push_back(batch.labels.to(device_));
   }
@@ -241,7 +269,10 @@ StepMetrics Trainer::train_step() {
   const double host_seconds = seconds_since(start);
   // Read back once the device has the whole step queued.
   double loss_sum = 0.0, aux_sum = 0.0;
-  for (const Tensor& loss : out.losses) loss_sum += loss.item();
+  // Under pipeline parallelism each accumulation step has pipeline_microbatches_ losses.
+  for (size_t i = 0; i < out.losses.size(); ++i) {
+    loss_sum += out.losses[i].item() * step.loss_weights[i / static_cast<size_t>(pipeline_microbatches_)];
+  }
   for (const Tensor& aux : out.aux_losses) aux_sum += aux.item();
   const std::vector<float> clip = out.clip.to_floats();
 
@@ -259,10 +290,10 @@ StepMetrics Trainer::train_step() {
   m.host_seconds = host_seconds;
   m.data_seconds = data_seconds;
   m.tokens = tokens;
-  // Per device: the ranks of one tensor- and pipeline-parallel group share
-  // their dp rank's tokens (and its FLOPs), as TorchTitan counts it.
-  m.tokens_per_second =
-      static_cast<double>(tokens) / m.step_seconds / static_cast<double>(mesh_->size("tp") * mesh_->size("pp"));
+  // Per device: the ranks of one tensor-, context- and pipeline-parallel group
+  // share their dp rank's tokens (and its FLOPs), as TorchTitan counts it.
+  m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds /
+                        static_cast<double>(mesh_->size("tp") * mesh_->size("pp") * mesh_->size("cp"));
   m.tflops = flops_per_token_ * m.tokens_per_second / 1e12;
   m.mfu_percent = 100.0 * m.tflops / peak_tflops_;
   const MemoryStats memory = allocator.stats();
@@ -271,7 +302,8 @@ StepMetrics Trainer::train_step() {
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib(device_);
   m.alloc_retries = memory.alloc_retries - retries_before;
   if (pipeline_) pipeline_metrics(m);
-  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp"}) {
+  if (ring_attention_) context_parallel_metrics(m);
+  for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp", "cp", "dp_shard_cp"}) {
     const distributed::CommStats comm = mesh_->group(dim)->stats();
     m.comm_busy_seconds += comm.busy_seconds;
     m.comm_exposed_seconds += comm.exposed_seconds;
@@ -292,7 +324,7 @@ void Trainer::finish_moe_step(StepMetrics& m) {
     // Every rank that routed its own tokens: the data-parallel ranks, and under
     // sequence parallelism the tensor-parallel ranks, which route a slice each.
     Tensor total = moe->tokens_per_expert->clone();
-    for (const char* dim : {"dp", "tp"}) {
+    for (const char* dim : {"dp_cp", "tp"}) {
       if (mesh_->size(dim) > 1) mesh_->group(dim)->all_reduce(total, distributed::ReduceOp::sum)->wait();
     }
     const std::vector<float> load = total.to_floats();
@@ -327,6 +359,15 @@ void Trainer::finish_moe_step(StepMetrics& m) {
   if (moe_layers > 0) m.expert_load_mean = ratio_sum / static_cast<double>(moe_layers);
 }
 
+void Trainer::context_parallel_metrics(StepMetrics& m) const {
+  const distributed::RingAttentionStats& ring = ring_attention_->stats();
+  const auto each =
+      distributed::gather_per_rank(*mesh_->group("cp"), {ring.compute_seconds, ring.wait_seconds, m.peak_memory_gib});
+  m.context_parallel_rank_attention_seconds = each[0];
+  m.context_parallel_rank_wait_seconds = each[1];
+  m.context_parallel_rank_peak_memory_gib = each[2];
+}
+
 Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
   NoHostReadsScope no_host_reads("the training step's device work");
   StepOutputs out;
@@ -338,7 +379,8 @@ Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
         model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)], &parts);
     out.losses.push_back(parts.lm);
     if (parts.aux.defined()) out.aux_losses.push_back(parts.aux);
-    if (accumulation_ > 1) loss = F::scale(loss, 1.0f / static_cast<float>(accumulation_));
+    const float scale = step.loss_weights[static_cast<size_t>(micro)] / static_cast<float>(accumulation_);
+    if (scale != 1.0f) loss = F::scale(loss, scale);
     autograd::backward({loss});
     if (fsdp_) {
       fsdp_->set_sync_replicas(micro + 1 == accumulation_);
@@ -376,6 +418,7 @@ Trainer::StepOutputs Trainer::replay_captured_step(const StepInputs& step) {
           {static_copy(in.input_ids), static_copy(in.positions), static_copy(in.document_ids)});
     }
     for (const Tensor& labels : step.labels) captured->inputs.labels.push_back(static_copy(labels));
+    captured->inputs.loss_weights = step.loss_weights;
     captured->recorder = make_step_recorder(device_.type);
     captured->recorder->begin();
     try {
@@ -428,7 +471,7 @@ Tensor Trainer::synchronize_and_clip_gradients() {
     }
   }
   std::vector<distributed::ProcessGroup*> dp_groups, split_groups;
-  if (fsdp_) dp_groups.push_back(mesh_->group("dp_shard").get());
+  if (fsdp_) dp_groups.push_back(mesh_->group("dp_shard_cp").get());
   // Pipeline stages hold disjoint parameters.
   if (pipeline_) dp_groups.push_back(mesh_->group("pp").get());
   split_groups = dp_groups;
@@ -443,7 +486,8 @@ Tensor Trainer::synchronize_and_clip_gradients() {
 }
 
 double Trainer::mean_over_dp(double value) const {
-  const auto& dp = mesh_->group("dp");
+  // Context-parallel ranks' slices are equal in size: the mean of their means is the mean over every token.
+  const auto& dp = mesh_->group("dp_cp");
   if (dp->size() == 1) return value;
   Tensor total = Tensor::full({1}, value, DType::f32);
   dp->all_reduce(total, distributed::ReduceOp::avg)->wait();
@@ -455,8 +499,9 @@ double Trainer::validate() {
   data::ValidationIterator batches = loader_->validation();
   double weighted = 0.0;
   int64_t tokens = 0;
-  data::Batch batch;
-  for (int64_t i = 0; i < config_.validation.steps && batches.next(batch); ++i) {
+  data::Batch loaded;
+  for (int64_t i = 0; i < config_.validation.steps && batches.next(loaded); ++i) {
+    const data::Batch batch = local_batch(loaded);
     // Under pipeline parallelism the last stage's rank has the loss (and counts the tokens).
     const Tensor loss = pipeline_ ? pipeline_->evaluate(model_inputs(batch), batch.labels.to(device_))
                                   : model_->loss(model_inputs(batch), batch.labels.to(device_));
@@ -465,11 +510,11 @@ double Trainer::validate() {
     weighted += loss.item() * static_cast<double>(batch.label_tokens);
     tokens += batch.label_tokens;
   }
-  // Every rank's token-weighted sum and token count, summed over the data-parallel (and pipeline) ranks.
+  // Every rank's token-weighted sum and token count, summed over the data-, context-parallel (and pipeline) ranks.
   Tensor totals =
       Tensor::from_vector(std::vector<float>{static_cast<float>(weighted), static_cast<float>(tokens)}, {2});
   if (mesh_->size("pp") > 1) mesh_->group("pp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
-  if (mesh_->size("dp") > 1) mesh_->group("dp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
+  if (mesh_->size("dp_cp") > 1) mesh_->group("dp_cp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
   const std::vector<float> summed = totals.to_floats();
   TITAN_CHECK(summed[1] > 0, "validation: the held-out split is empty (raise validation.split?)");
   return summed[0] / summed[1];

@@ -8,11 +8,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "titan/core/generator.h"
 #include "titan/core/step_recorder.h"
 #include "titan/data/data_loader.h"
+#include "titan/distributed/context_parallel.h"
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/models/decoder.h"
@@ -60,6 +62,10 @@ class Trainer {
   struct StepInputs {
     std::vector<models::DecoderInputs> inputs;
     std::vector<Tensor> labels;
+    // Per micro-batch, what its mean loss is multiplied by: under context
+    // parallelism cp x (labels in this rank's slice) / (labels in the whole
+    // sequences), so that the mean over cp ranks weighs every label alike.
+    std::vector<float> loss_weights;
   };
   // What the device half of a step leaves for the host to read after it.
   struct StepOutputs {
@@ -74,13 +80,17 @@ class Trainer {
     StepOutputs outputs;
   };
 
+  // This rank's part of a loaded batch: the whole of it, or its slice of every sequence under context parallelism.
+  data::Batch local_batch(const data::Batch& batch) const;
   models::DecoderInputs model_inputs(const data::Batch& batch) const;
   // Forward, backward, gradient synchronisation and clipping, optimizer update:
   // device work only (run under NoHostReadsScope), so it can be recorded.
   StepOutputs run_device_step(const StepInputs& step);
   StepOutputs replay_captured_step(const StepInputs& step);
-  // The average of a per-rank number over the data-parallel ranks.
+  // The average of a per-rank number over the data- and context-parallel ranks.
   double mean_over_dp(double value) const;
+  // Every context-parallel rank's attention and K/V wait seconds and peak memory this step, into the metrics.
+  void context_parallel_metrics(StepMetrics& metrics) const;
   // After a step: every MoE layer's tokens per expert, summed over the ranks
   // that routed different tokens, into the expert-load metrics and the
   // aux-loss-free bias update; then cleared for the next step.
@@ -112,6 +122,9 @@ class Trainer {
   Device device_;
   std::unique_ptr<distributed::DeviceMesh> mesh_;
   std::shared_ptr<distributed::Fsdp> fsdp_;
+  // Context parallelism: how sequences are cut over cp, and the attention layers' ring.
+  std::optional<distributed::SequenceLayout> context_layout_;
+  std::shared_ptr<distributed::RingAttention> ring_attention_;
   int rank_ = 0;
   std::unique_ptr<data::DataLoader> loader_;
   BatchSource batches_;

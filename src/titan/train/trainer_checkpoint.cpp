@@ -47,7 +47,7 @@ std::vector<StateTensor> Trainer::state_tensors() {
     }
   }
   // Buffers that are model state (the MoE expert bias): whole and alike on every rank, saved by the first.
-  const bool first_rank = mesh_->coordinate("dp") == 0 && first_tp;
+  const bool first_rank = mesh_->coordinate("dp_cp") == 0 && first_tp;
   for (auto& [name, buffer] : model_->named_persistent_buffers()) {
     tensors.push_back({"model." + name, "model", *buffer, buffer->shape(),
                        std::vector<int64_t>(buffer->shape().size(), 0), first_rank});

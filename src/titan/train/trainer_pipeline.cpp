@@ -48,7 +48,8 @@ void Trainer::run_pipeline_step(const StepInputs& step, StepOutputs& out) {
       inputs.push_back({slice(batch.input_ids, m), slice(batch.positions, m), slice(batch.document_ids, m)});
       labels.push_back(slice(step.labels[static_cast<size_t>(micro)], m));
     }
-    const std::vector<Tensor> losses = pipeline_->train(inputs, labels, scale);
+    const std::vector<Tensor> losses =
+        pipeline_->train(inputs, labels, scale * step.loss_weights[static_cast<size_t>(micro)]);
     pipeline_pass_seconds_ += pipeline_->pass_seconds();
     pipeline_compute_seconds_ += pipeline_->compute_seconds();
     out.losses.insert(out.losses.end(), losses.begin(), losses.end());
@@ -69,21 +70,13 @@ double Trainer::sum_over_pp(double value) const {
 }
 
 void Trainer::pipeline_metrics(StepMetrics& m) const {
-  const auto& pp = mesh_->group("pp");
-  const int ranks = pp->size();
-  // [bubble of rank 0..n-1, peak GiB of rank 0..n-1], each rank filling its own.
-  std::vector<float> mine(static_cast<size_t>(2 * ranks), 0.0f);
   const double bubble = pipeline_pass_seconds_ > 0 ? 1.0 - pipeline_compute_seconds_ / pipeline_pass_seconds_ : 0.0;
-  mine[static_cast<size_t>(pp->rank())] = static_cast<float>(bubble);
-  mine[static_cast<size_t>(ranks + pp->rank())] = static_cast<float>(m.peak_memory_gib);
-  Tensor all = Tensor::from_floats(mine, {2 * ranks});
-  pp->all_reduce(all, distributed::ReduceOp::sum)->wait();
-  const std::vector<float> values = all.to_floats();
-  m.pipeline_rank_bubble.assign(values.begin(), values.begin() + ranks);
-  m.pipeline_rank_peak_memory_gib.assign(values.begin() + ranks, values.end());
+  const auto each = distributed::gather_per_rank(*mesh_->group("pp"), {bubble, m.peak_memory_gib});
+  m.pipeline_rank_bubble = each[0];
+  m.pipeline_rank_peak_memory_gib = each[1];
   double sum = 0.0;
   for (double rank_bubble : m.pipeline_rank_bubble) sum += rank_bubble;
-  m.pipeline_bubble = sum / static_cast<double>(ranks);
+  m.pipeline_bubble = sum / static_cast<double>(m.pipeline_rank_bubble.size());
 }
 
 std::shared_ptr<models::Decoder> Trainer::gather_pipeline_model(

@@ -33,6 +33,10 @@ AttentionProblem problem_of(const char* op, const Tensor& q, const Tensor& k, co
   // Grids put batch * heads on x, which holds up to 2^31 - 1 blocks.
   TITAN_CHECK(batch * heads <= INT_MAX, "{}: batch {} x {} heads exceeds the CUDA kernels' limit of {}", op, batch,
               heads, INT_MAX);
+  // Not yet in the CUDA kernels (they place query i at k_len - q_len + i):
+  // context parallelism's chunk-to-chunk attention runs on the CPU backend.
+  TITAN_CHECK(mask.default_layout(),
+              "{}: query_start/key_start/query_document_ids (context parallelism) are not supported on CUDA yet", op);
   AttentionProblem problem;
   problem.batch = batch;
   problem.q_len = static_cast<int>(q_len);

@@ -11,6 +11,8 @@ namespace {
 
 void mask_bias_kernel(const Tensor& bias, const AttentionMask& mask) {
   if (bias.dtype() != DType::f32) unsupported_dtype("attention_mask_bias", bias.device(), bias.dtype());
+  TITAN_CHECK(mask.default_layout(),
+              "attention_mask_bias: query_start/key_start/query_document_ids are not supported on CUDA yet");
   const Tensor& docs = mask.document_ids;
   if (docs.defined()) {
     if (docs.dtype() != DType::i32 && docs.dtype() != DType::i64) {

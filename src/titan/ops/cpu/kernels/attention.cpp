@@ -74,11 +74,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Geometry {
   int64_t batch, q_len, k_len, heads, kv_heads, group, dim;
-  int64_t q_offset;  // absolute position of query 0: k_len - q_len
+  int64_t q_offset;  // position of query 0 relative to key 0 (k_len - q_len unless the mask places it)
   int64_t q_blocks, k_blocks;
   int64_t q_row, kv_row;  // elements between consecutive positions of one head
 
-  Geometry(const Tensor& q, const Tensor& k)
+  Geometry(const Tensor& q, const Tensor& k, const AttentionMask& mask)
       : batch(q.size(0)),
         q_len(q.size(1)),
         k_len(k.size(1)),
@@ -86,7 +86,7 @@ struct Geometry {
         kv_heads(k.size(2)),
         group(q.size(2) / k.size(2)),
         dim(q.size(3)),
-        q_offset(k.size(1) - q.size(1)),
+        q_offset(mask.query_offset(q.size(1), k.size(1))),
         q_blocks((q.size(1) + kBlockQ - 1) / kBlockQ),
         k_blocks((k.size(1) + kBlockK - 1) / kBlockK),
         q_row(q.size(2) * q.size(3)),
@@ -105,45 +105,50 @@ class BlockMask {
  public:
   BlockMask(const AttentionMask& mask, const Geometry& g) : g_(g), causal_(mask.causal), window_(mask.sliding_window) {
     if (!mask.document_ids.defined()) return;
-    if (mask.document_ids.dtype() == DType::i32) {
-      doc32_ = mask.document_ids.data<int32_t>();
-    } else {
-      doc64_ = mask.document_ids.data<int64_t>();
-    }
-    const auto summarise = [&](int64_t blocks, int64_t block, int64_t first_position, int64_t end_position,
-                               std::vector<int64_t>& lo, std::vector<int64_t>& hi) {
+    key_docs_ = DocumentIds(mask.document_ids);
+    // Without their own ids, queries read the keys' ids at their positions.
+    query_docs_ = mask.query_document_ids.defined() ? DocumentIds(mask.query_document_ids) : key_docs_;
+    const int64_t query_shift = mask.query_document_ids.defined() ? 0 : g.q_offset;
+    const int64_t query_stride = mask.query_document_ids.defined() ? g.q_len : g.k_len;
+    const auto summarise = [&](const DocumentIds& ids, int64_t stride, int64_t blocks, int64_t block,
+                               int64_t first_index, int64_t end_index, std::vector<int64_t>& lo,
+                               std::vector<int64_t>& hi) {
       lo.assign(static_cast<size_t>(g.batch * blocks), 0);
       hi.assign(static_cast<size_t>(g.batch * blocks), 0);
       for (int64_t b = 0; b < g.batch; ++b) {
         for (int64_t i = 0; i < blocks; ++i) {
-          const int64_t begin = first_position + i * block, end = std::min(end_position, begin + block);
-          int64_t low = doc(b, begin), high = low;
+          const int64_t begin = first_index + i * block, end = std::min(end_index, begin + block);
+          int64_t low = ids(b * stride + begin), high = low;
           for (int64_t p = begin + 1; p < end; ++p) {
-            low = std::min(low, doc(b, p));
-            high = std::max(high, doc(b, p));
+            low = std::min(low, ids(b * stride + p));
+            high = std::max(high, ids(b * stride + p));
           }
           lo[static_cast<size_t>(b * blocks + i)] = low;
           hi[static_cast<size_t>(b * blocks + i)] = high;
         }
       }
     };
-    summarise(g.q_blocks, kBlockQ, g.q_offset, g.k_len, q_doc_lo_, q_doc_hi_);
-    summarise(g.k_blocks, kBlockK, 0, g.k_len, k_doc_lo_, k_doc_hi_);
+    query_doc_base_ = query_shift;
+    query_doc_stride_ = query_stride;
+    summarise(query_docs_, query_stride, g.q_blocks, kBlockQ, query_shift, query_shift + g.q_len, q_doc_lo_, q_doc_hi_);
+    summarise(key_docs_, g.k_len, g.k_blocks, kBlockK, 0, g.k_len, k_doc_lo_, k_doc_hi_);
   }
 
-  // Key blocks [first, end) that can hold a key visible from query block qb.
+  // Key blocks [first, end) that can hold a key visible from query block qb
+  // (queries placed by the mask may lie before or after every key).
   std::pair<int64_t, int64_t> key_blocks(int64_t qb) const {
     const int64_t first_query = q_position(qb), last_query = first_query + g_.q_rows(qb) - 1;
-    const int64_t first = window_ > 0 ? std::max<int64_t>(0, first_query - window_ + 1) / kBlockK : 0;
-    const int64_t end = causal_ ? last_query / kBlockK + 1 : g_.k_blocks;
-    return {first, end};
+    const int64_t first =
+        window_ > 0 ? std::min(g_.k_blocks, std::max<int64_t>(0, first_query - window_ + 1) / kBlockK) : 0;
+    const int64_t end = causal_ ? (last_query < 0 ? 0 : std::min(g_.k_blocks, last_query / kBlockK + 1)) : g_.k_blocks;
+    return {std::min(first, end), end};
   }
 
   // Query blocks [first, end) that can see a key of key block kb.
   std::pair<int64_t, int64_t> query_blocks(int64_t kb) const {
     const int64_t first_key = kb * kBlockK, last_key = first_key + g_.k_rows(kb) - 1;
     // Query index i sits at position q_offset + i.
-    const int64_t first = causal_ ? std::max<int64_t>(0, first_key - g_.q_offset) / kBlockQ : 0;
+    const int64_t first = causal_ ? std::min(g_.q_blocks, std::max<int64_t>(0, first_key - g_.q_offset) / kBlockQ) : 0;
     int64_t end = g_.q_blocks;
     if (window_ > 0) {
       const int64_t last_query = last_key + window_ - 1 - g_.q_offset;  // the latest query still in reach
@@ -183,11 +188,11 @@ class BlockMask {
     const int64_t first_query = q_position(qb), first_key = kb * kBlockK;
     int64_t key_docs[kBlockK] = {};
     if (has_docs()) {
-      for (int64_t c = 0; c < cols; ++c) key_docs[c] = doc(b, first_key + c);
+      for (int64_t c = 0; c < cols; ++c) key_docs[c] = key_docs_(b * g_.k_len + first_key + c);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t query = first_query + r;
-      const int64_t query_doc = has_docs() ? doc(b, query) : 0;
+      const int64_t query_doc = has_docs() ? query_doc_at(b, qb * kBlockQ + r) : 0;
       const int64_t lowest = window_ > 0 ? query - window_ + 1 : 0;
       const int64_t highest = causal_ ? query : g_.k_len;
       float* row = scores + r * kBlockK;
@@ -201,18 +206,35 @@ class BlockMask {
   }
 
  private:
-  bool has_docs() const { return doc32_ != nullptr || doc64_ != nullptr; }
-  int64_t doc(int64_t b, int64_t position) const {
-    const int64_t index = b * g_.k_len + position;
-    return doc32_ != nullptr ? doc32_[index] : doc64_[index];
-  }
+  // Document ids of either dtype, read by flat index.
+  class DocumentIds {
+   public:
+    DocumentIds() = default;
+    explicit DocumentIds(const Tensor& ids) {
+      if (ids.dtype() == DType::i32) {
+        ids32_ = ids.data<int32_t>();
+      } else {
+        ids64_ = ids.data<int64_t>();
+      }
+    }
+    bool defined() const { return ids32_ != nullptr || ids64_ != nullptr; }
+    int64_t operator()(int64_t index) const { return ids32_ != nullptr ? ids32_[index] : ids64_[index]; }
+
+   private:
+    const int32_t* ids32_ = nullptr;
+    const int64_t* ids64_ = nullptr;
+  };
+
+  bool has_docs() const { return key_docs_.defined(); }
+  // The document id of query index i.
+  int64_t query_doc_at(int64_t b, int64_t i) const { return query_docs_(b * query_doc_stride_ + query_doc_base_ + i); }
   int64_t q_position(int64_t qb) const { return g_.q_offset + qb * kBlockQ; }
 
   const Geometry& g_;
   bool causal_;
   int64_t window_;
-  const int32_t* doc32_ = nullptr;
-  const int64_t* doc64_ = nullptr;
+  DocumentIds key_docs_, query_docs_;
+  int64_t query_doc_base_ = 0, query_doc_stride_ = 0;
   // Per (batch, block): the smallest and largest document id of the block's positions.
   std::vector<int64_t> q_doc_lo_, q_doc_hi_, k_doc_lo_, k_doc_hi_;
 };
@@ -337,7 +359,7 @@ void online_softmax(float* scores, int64_t rows, int64_t cols, float* row_max, f
 template <typename T>
 void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, const Tensor& v,
              const AttentionMask& mask, float scale) {
-  const Geometry g(q, k);
+  const Geometry g(q, k, mask);
   const BlockMask blocks(mask, g);
   const T* q_data = q.data<T>();
   const T* k_data = k.data<T>();
@@ -538,7 +560,7 @@ bool fused_backward_pays(int64_t fused_tasks) {
 template <typename T>
 void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
               const Tensor& out, const Tensor& lse, const AttentionMask& mask, float scale) {
-  const Geometry g(q, k);
+  const Geometry g(q, k, mask);
   const BlockMask blocks(mask, g);
   const int64_t D = g.dim;
   Gemm gemm;

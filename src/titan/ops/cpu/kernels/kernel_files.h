@@ -14,6 +14,7 @@
   X(rope)                         \
   X(attention)                    \
   X(attention_mask)               \
+  X(attention_merge)              \
   X(cross_entropy)                \
   X(adamw)                        \
   X(moe_routing)

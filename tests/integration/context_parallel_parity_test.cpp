@@ -1,0 +1,132 @@
+// Context parallelism against one process: the parity job (parity_job.h)
+// under CP 2 and CP 4 (both rotate methods, with and without load
+// balancing), CP composed with FSDP, TP and PP, packed documents with their
+// masks, checkpoints moved across CP degrees, and the configurations context
+// parallelism refuses, with messages naming the key.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_job.h"
+#include "parity_job.h"
+
+namespace titan {
+namespace {
+
+using testing::expect_matches;
+using testing::JobRun;
+
+const testing::ParityJobs& jobs() {
+  static const testing::ParityJobs instance("context_parallel_parity");
+  return instance;
+}
+
+// The context-parallel flags, with no data parallelism unless `extra` (given last, so it wins) sets some.
+std::string context(int degree, const std::string& extra = "") {
+  return fmt::format("--parallelism.context_parallel_degree {} --parallelism.data_parallel_shard_degree 1 {}", degree,
+                     extra);
+}
+
+// Each CP rank holds 1/cp of every sequence (its loss the mean over its
+// slice, the ranks' mean the whole batch's): only the order of f32 sums
+// differs from one process, within expect_matches' 1e-5.
+TEST(ContextParallelParity, TwoAndFourRanksMatchOneProcess) {
+  const JobRun single = jobs().single("single");
+  ASSERT_EQ(single.losses.size(), 10u);
+  expect_matches(single, jobs().distributed("cp2", 2, 1, context(2)), "CP 2 (allgather, headtail)", true);
+  expect_matches(single,
+                 jobs().distributed("cp2_ring_none", 2, 1,
+                                    context(2,
+                                            "--parallelism.context_parallel_rotate_method alltoall "
+                                            "--parallelism.context_parallel_load_balancer none")),
+                 "CP 2 (alltoall, no balancer)", true);
+  const JobRun cp4 =
+      jobs().distributed("cp4", 4, 1, context(4, "--parallelism.context_parallel_rotate_method alltoall"));
+  expect_matches(single, cp4, "CP 4 (alltoall, headtail)", true);
+  // Parameters and optimizer state are sharded over the cp ranks.
+  EXPECT_LT(cp4.state_bytes, single.state_bytes / 3);
+}
+
+TEST(ContextParallelParity, ComposesWithFsdpTensorExpertAndPipelineParallelism) {
+  const JobRun single = jobs().single("single_compose");
+  // With gradient accumulation: two micro-batches per step.
+  const std::string accumulate = "--training.global_batch_size 8 ";
+  expect_matches(
+      jobs().single("single_accumulate", accumulate),
+      jobs().distributed("cp2_fsdp2", 4, 2, context(2, accumulate + "--parallelism.data_parallel_shard_degree 2")),
+      "CP 2 x FSDP 2, accumulation 2", true);
+  expect_matches(single, jobs().distributed("cp2_tp2", 4, 1, context(2, "--parallelism.tensor_parallel_degree 2")),
+                 "CP 2 x TP 2", true);
+  // Mixture of experts: CP 2 x EP 2, the experts sharded over dp_shard_mod_ep x cp.
+  const std::string moe = "--model.name qwen3_moe --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 1e-3 ";
+  expect_matches(jobs().single("moe_single", moe),
+                 jobs().distributed("cp2_ep2", 4, 2,
+                                    context(2, moe + "--parallelism.data_parallel_shard_degree 2 "
+                                                     "--parallelism.expert_parallel_degree 2")),
+                 "CP 2 x EP 2", true);
+  expect_matches(single,
+                 jobs().distributed("cp2_pp2", 4, 1,
+                                    context(2,
+                                            "--parallelism.pipeline_parallel_degree 2 "
+                                            "--parallelism.pipeline_parallel_schedule 1F1B")),
+                 "CP 2 x PP 2", true);
+}
+
+// Packed documents: positions restart per document and attention stays
+// inside each, across chunk and rank boundaries. Each document's last label is
+// ignored, so slices hold different numbers of counted labels: the loss weighs
+// every label alike across the cp ranks. With full activation checkpointing
+// (the ring runs again in the recompute) and validation through the cp ranks.
+TEST(ContextParallelParity, PackedDocumentsCheckpointingAndValidation) {
+  const std::string extra =
+      "--model.document_masking true --activation_checkpoint.mode full --validation.enable true "
+      "--validation.freq 5 --validation.steps 2 ";
+  const JobRun single = jobs().single("single_documents", extra);
+  expect_matches(single,
+                 jobs().distributed("cp2_documents", 2, 1,
+                                    context(2, extra + "--parallelism.context_parallel_rotate_method alltoall")),
+                 "CP 2, packed documents", true);
+  const std::vector<double> expected = jobs().validation_losses("single_documents"),
+                            actual = jobs().validation_losses("cp2_documents");
+  ASSERT_EQ(expected.size(), 2u);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual[i], expected[i], 1e-5 * expected[i]);
+}
+
+// A CP 2 checkpoint resumes in one process and a single process's under CP 4:
+// the checkpoint does not depend on the CP degree.
+TEST(ContextParallelParity, CheckpointsMoveAcrossContextParallelDegrees) {
+  const std::string saving = "--checkpoint.enable true --checkpoint.interval 5 ";
+  const JobRun single = jobs().single("single_saving", saving);
+  jobs().distributed("cp2_saving", 2, 1, context(2, saving));
+  const auto resume = [&](const std::string& from, const std::string& name, int ranks, const std::string& extra) {
+    const JobRun resumed = jobs().resume(from, name, ranks, 1, saving + extra);
+    ASSERT_EQ(resumed.losses.size(), 5u) << name;
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_NEAR(resumed.losses[i], single.losses[i + 5], 1e-5 * single.losses[i + 5]) << name << ", step " << i + 6;
+    }
+    ASSERT_EQ(resumed.weights.size(), single.weights.size()) << name;
+  };
+  resume("cp2_saving", "cp2_to_single", 1, "");
+  resume("single_saving", "single_to_cp4", 4, context(4));
+}
+
+TEST(ContextParallelParity, RefusedConfigurationsNameTheKey) {
+  EXPECT_NE(jobs().failure("bad_length", 4, 4, context(4, "--training.seq_len 100")).find("training.seq_len"),
+            std::string::npos);
+  EXPECT_NE(jobs()
+                .failure("bad_method", 2, 4, context(2, "--parallelism.context_parallel_rotate_method ring"))
+                .find("context_parallel_rotate_method"),
+            std::string::npos);
+  EXPECT_NE(jobs()
+                .failure("bad_balancer", 2, 4, context(2, "--parallelism.context_parallel_load_balancer zigzag"))
+                .find("context_parallel_load_balancer"),
+            std::string::npos);
+  EXPECT_NE(jobs().failure("naive_attention", 2, 4, context(2, "--model.attention naive")).find("model.attention"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace titan

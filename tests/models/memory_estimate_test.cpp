@@ -34,6 +34,37 @@ TEST(MemoryEstimate, ActivationModesKeepTheirNumberOfBlocks) {
   EXPECT_EQ(a.loss_bytes, b.loss_bytes);
 }
 
+// Under context parallelism a rank is a rank with seq_len / cp tokens whose
+// parameters shard over dp_shard x cp, plus ring attention's buffers: for
+// llama3 1B (32 query, 8 key/value heads of 64) at batch 1, bf16, alltoall
+// holds its f32 output and dq accumulators for its queries (2 x 4 x S/cp x
+// 2048 bytes), two ranks' K/V (2 x 2 x S/cp x 512 x 2 bytes) and three f32 K/V
+// gradient buffers (3 x 4 x 2 x S/cp x 512); allgather every rank's K/V with
+// their f32 gradients and the reduce-scatter's copy.
+TEST(MemoryEstimate, ContextParallelRanksHoldTheirSliceAndRingBuffers) {
+  const DecoderConfig config = model_config("llama3", "1B");
+  MemoryEstimateOptions o;
+  o.seq_len = 65536;
+  o.cp = 4;
+  o.cp_rotate_method = "alltoall";
+  const MemoryEstimate ring = estimate_memory(config, o);
+  MemoryEstimateOptions slice;
+  slice.seq_len = 65536 / 4;
+  slice.dp_shard = 4;
+  const MemoryEstimate local = estimate_memory(config, slice);
+  EXPECT_DOUBLE_EQ(ring.activation_bytes, local.activation_bytes);
+  EXPECT_DOUBLE_EQ(ring.loss_bytes, local.loss_bytes);
+  EXPECT_DOUBLE_EQ(ring.parameter_bytes, local.parameter_bytes);
+  const double tokens = 65536.0 / 4.0, kv = 2.0 * tokens * 512.0;
+  EXPECT_DOUBLE_EQ(ring.ring_attention_bytes, 2.0 * 4.0 * tokens * 2048.0 + kv * (2.0 * 2.0 + 3.0 * 4.0));
+  o.cp_rotate_method = "allgather";
+  EXPECT_DOUBLE_EQ(estimate_memory(config, o).ring_attention_bytes,
+                   2.0 * 4.0 * tokens * 2048.0 + 4.0 * kv * (2.0 + 2.0 * 4.0));
+  EXPECT_DOUBLE_EQ(ring.total() - ring.ring_attention_bytes, local.total());
+  o.seq_len = 65537;
+  EXPECT_THROW(estimate_memory(config, o), Error);
+}
+
 // Under pipeline parallelism each rank counts its stages' parameters (which
 // add up to the model's), the loss only on the last stage's rank, and a
 // stage's activations once per micro-batch the schedule keeps in flight:

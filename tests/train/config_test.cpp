@@ -113,6 +113,37 @@ module_fqns_per_model_part = [["tok_embeddings", "layers.0"], ["layers.1", "norm
             std::string::npos);
 }
 
+// TorchTitan's context-parallel keys, and what validation refuses before any rank starts.
+TEST(Config, ContextParallelKeysAndTheirChecks) {
+  train::JobConfig config;
+  train::load_toml_string(config, R"(
+[parallelism]
+context_parallel_degree = 4
+context_parallel_rotate_method = "alltoall"
+context_parallel_load_balancer = "none"
+[training]
+seq_len = 64
+)",
+                          "job.toml");
+  EXPECT_EQ(config.parallelism.context_parallel_degree, 4);
+  EXPECT_EQ(config.parallelism.context_parallel_rotate_method, "alltoall");
+  EXPECT_EQ(config.parallelism.context_parallel_load_balancer, "none");
+  EXPECT_NO_THROW(train::validate(config));
+  config.training.seq_len = 60;  // not a multiple of 2 x 4
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("training.seq_len 60"), std::string::npos);
+  config.training.seq_len = 64;
+  config.model.attention = "naive";
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("model.attention"), std::string::npos);
+  config.model.attention = "flash";
+  config.parallelism.context_parallel_rotate_method = "ring";
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("context_parallel_rotate_method 'ring'"),
+            std::string::npos);
+  config.parallelism.context_parallel_rotate_method = "allgather";
+  config.parallelism.context_parallel_load_balancer = "zigzag";
+  EXPECT_NE(error_of([&] { train::validate(config); }).find("context_parallel_load_balancer 'zigzag'"),
+            std::string::npos);
+}
+
 TEST(Config, OverridesParseAndValidate) {
   train::TrainArguments args =
       train::parse_train_arguments({"--training.steps", "12", "--optimizer.lr=1e-3", "--model.fused_loss", "false",

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "bench/checkpoint_bench.h"
+#include "bench/context_parallel_bench.h"
 #include "bench/gpu_bench.h"
 #include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
@@ -22,14 +23,17 @@ Subcommand make_bench_subcommand() {
   auto gpu = std::make_shared<bench::GpuBenchOptions>();
   auto moe = std::make_shared<bench::MoeBenchOptions>();
   auto pipeline = std::make_shared<bench::PipelineBenchOptions>();
+  auto context = std::make_shared<bench::ContextParallelBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, suite](CLI::App& parent) {
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
-        "bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, gpu)");
-    app->add_option("suite", *suite, "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, gpu")
+        "bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu)");
+    app->add_option("suite", *suite,
+                    "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "gpu"}));
+        ->check(CLI::IsMember(
+            {"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "context-parallel", "gpu"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -54,11 +58,15 @@ Subcommand make_bench_subcommand() {
         ->check(CLI::PositiveNumber);
     app->add_option("--microbatches", pipeline->microbatches, "pipeline suite: micro-batches per step (default 8)")
         ->check(CLI::PositiveNumber);
+    app->add_option("--cp-ranks", context->ranks, "context-parallel suite: context-parallel ranks (default 4)")
+        ->check(CLI::PositiveNumber);
+    app->add_option("--cp-seq-len", context->seq_len, "context-parallel suite: sequence length (default 32768)")
+        ->check(CLI::PositiveNumber);
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, suite] {
     if (*suite == "moe") {
       moe->json_path = options->json_path;
       moe->peer = train->peer;
@@ -80,6 +88,14 @@ Subcommand make_bench_subcommand() {
         pipeline->seq_len = 64;
       }
       return bench::run_pipeline_bench(*pipeline);
+    }
+    if (*suite == "context-parallel") {
+      context->json_path = options->json_path;
+      if (options->quick) {
+        context->steps = 1;
+        context->seq_len = 1024;
+      }
+      return bench::run_context_parallel_bench(*context);
     }
     if (*suite == "gpu") {
       gpu->json_path = options->json_path;

@@ -14,8 +14,8 @@ namespace titan::cli {
 namespace {
 struct EstimateArguments {
   std::string model = "llama3", flavor = "8B", compute_dtype = "bf16", state_dtype = "f32", ac = "none";
-  std::string schedule = "1F1B";
-  int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2, pp = 1, microbatch_size = 1;
+  std::string schedule = "1F1B", cp_rotate_method = "alltoall";
+  int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2, pp = 1, microbatch_size = 1, cp = 1;
 };
 }  // namespace
 
@@ -43,24 +43,36 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    app->add_option("--cp", args->cp, "context parallel degree (each rank holds seq-len / cp of every sequence)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app->add_option("--cp-rotate-method", args->cp_rotate_method, "context parallelism: allgather or alltoall")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"allgather", "alltoall"}));
     return app;
   };
   subcommand.run = [args] {
     const models::ModelSpec& spec = models::model_spec(args->model);
     const models::DecoderConfig config = models::model_config(args->model, args->flavor, args->vocab);
-    models::MemoryEstimateOptions options{args->batch,
-                                          args->seq,
-                                          parse_dtype(args->compute_dtype),
-                                          parse_dtype(args->state_dtype),
-                                          args->ac,
-                                          args->selective_every,
-                                          args->dp_shard,
-                                          std::nullopt};
+    models::MemoryEstimateOptions options;
+    options.batch = args->batch;
+    options.seq_len = args->seq;
+    options.compute_dtype = parse_dtype(args->compute_dtype);
+    options.optimizer_state_dtype = parse_dtype(args->state_dtype);
+    options.activation_checkpoint = args->ac;
+    options.selective_every = args->selective_every;
+    options.dp_shard = args->dp_shard;
+    options.cp = args->cp;
+    options.cp_rotate_method = args->cp_rotate_method;
     TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective" || args->ac == "offload",
                 "--activation-checkpoint must be none, full, selective or offload, got '{}'", args->ac);
-    std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld\n", args->model.c_str(), args->flavor.c_str(),
+    std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld%s\n", args->model.c_str(), args->flavor.c_str(),
                 static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
-                static_cast<long long>(args->dp_shard));
+                static_cast<long long>(args->dp_shard),
+                args->cp > 1 ? fmt::format(", CP {} ({}; FSDP shards over dp_shard x cp)", args->cp,
+                                           args->cp_rotate_method)
+                                   .c_str()
+                             : "");
     if (args->pp == 1) {
       std::printf("%s", models::format_memory_estimate(spec.memory_estimate(config, options)).c_str());
       return 0;

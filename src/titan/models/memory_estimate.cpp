@@ -74,9 +74,40 @@ std::vector<int64_t> layer_indices(const std::vector<std::string>& modules) {
   return layers;
 }
 
+// Ring attention's buffers for the largest layer, beyond what the layer saves:
+// its f32 output and dq accumulators for the rank's queries, and the keys and
+// values of other ranks with their f32 gradients. allgather holds every
+// rank's K/V (the whole sequence) and, in backward, f32 gradients for all of
+// them plus their stacked copy for the reduce-scatter; alltoall holds two
+// ranks' K/V (the current and the incoming) and three f32 gradient buffers
+// (this rank's sum, the one arriving, the one being sent).
+double ring_attention_bytes(const DecoderConfig& config, const MemoryEstimateOptions& o) {
+  if (o.cp <= 1) return 0.0;
+  double largest = 0.0;
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    const nn::AttentionConfig& a = block.attention;
+    const double local = static_cast<double>(o.batch * (o.seq_len / o.cp));
+    const double queries = local * static_cast<double>(a.n_heads * a.head_size());
+    const double kv_per_rank = 2.0 * local * static_cast<double>(a.kv_heads() * a.head_size());
+    const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
+    const double ranks = static_cast<double>(o.cp);
+    const double kv = o.cp_rotate_method == "alltoall" ? kv_per_rank * (2.0 * compute_size + 3.0 * 4.0)
+                                                       : kv_per_rank * ranks * (compute_size + 2.0 * 4.0);
+    largest = std::max(largest, 2.0 * 4.0 * queries + kv);
+  }
+  return largest;
+}
+
 }  // namespace
 
-MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimateOptions& o) {
+MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimateOptions& options) {
+  TITAN_CHECK(options.cp >= 1 && options.seq_len % options.cp == 0,
+              "memory estimate: a sequence of {} tokens does not split over {} context-parallel ranks", options.seq_len,
+              options.cp);
+  // A context-parallel rank is a rank training on seq_len / cp tokens whose parameters shard over dp_shard x cp.
+  MemoryEstimateOptions o = options;
+  o.seq_len = options.seq_len / options.cp;
+  o.dp_shard = options.dp_shard * options.cp;
   MemoryEstimate e;
   const std::shared_ptr<Decoder> model = config.build(Device::meta());
   e.model_parameters = model->num_parameters();
@@ -128,6 +159,7 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     e.compute_copy_bytes = compute_size * (o.dp_shard > 1 ? 2.0 * per_layer : static_cast<double>(e.parameters));
   }
   e.activation_bytes = activation_bytes;
+  e.ring_attention_bytes = ring_attention_bytes(config, options);
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
     e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(config.vocab_size * config.dim());
@@ -148,6 +180,7 @@ std::string format_memory_estimate(const MemoryEstimate& e) {
   out << (e.in_flight_microbatches > 1 ? fmt::format(" ({} micro-batches in flight)\n", e.in_flight_microbatches)
                                        : std::string("\n"));
   out << fmt::format("loss              {:12.3f} GiB\n", gib(e.loss_bytes));
+  if (e.ring_attention_bytes > 0) out << fmt::format("ring attention    {:12.3f} GiB\n", gib(e.ring_attention_bytes));
   out << fmt::format("total per rank    {:12.3f} GiB\n", gib(e.total()));
   return out.str();
 }

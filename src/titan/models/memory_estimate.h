@@ -33,6 +33,12 @@ struct MemoryEstimateOptions {
   // in flight on the rank at once (from a forward until its full or weight
   // backward; the input-gradient half frees part of them earlier, not counted).
   std::optional<PipelinePlacement> pipeline;
+  // Context parallelism: a rank holds seq_len / cp of every sequence (its
+  // activations and loss shrink by cp, its parameters are sharded over
+  // dp_shard x cp), and ring attention's key/value buffers come on top
+  // (context_parallel_rotate_method: allgather or alltoall).
+  int64_t cp = 1;
+  std::string cp_rotate_method = "allgather";
 };
 
 struct MemoryEstimate {
@@ -45,8 +51,10 @@ struct MemoryEstimate {
   double compute_copy_bytes = 0;       // parameters materialised in the compute dtype while alive for backward
   double activation_bytes = 0;         // saved for backward at the peak (end of forward)
   double loss_bytes = 0;               // fused loss: its hidden and weight gradients
+  double ring_attention_bytes = 0;     // context parallelism: one layer's K/V and gradient buffers in flight
   double total() const {
-    return parameter_bytes + gradient_bytes + optimizer_bytes + compute_copy_bytes + activation_bytes + loss_bytes;
+    return parameter_bytes + gradient_bytes + optimizer_bytes + compute_copy_bytes + activation_bytes + loss_bytes +
+           ring_attention_bytes;
   }
 };
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/distributed/context_parallel.h"
 
 namespace titan::train {
 namespace {
@@ -450,6 +451,18 @@ void validate(const JobConfig& c) {
                 "training.graph_capture with parallelism.pipeline_parallel_degree {}: a recorded step cannot wait for "
                 "another stage from the host",
                 p.pipeline_parallel_degree);
+  }
+  distributed::parse_rotate_method(p.context_parallel_rotate_method);
+  distributed::parse_load_balancer(p.context_parallel_load_balancer);
+  if (p.context_parallel_degree > 1) {
+    TITAN_CHECK(c.training.seq_len % (2 * p.context_parallel_degree) == 0,
+                "training.seq_len {} is not a multiple of 2 x parallelism.context_parallel_degree = {} (context "
+                "parallelism cuts each sequence into 2 x cp equal chunks)",
+                c.training.seq_len, 2 * p.context_parallel_degree);
+    TITAN_CHECK(c.model.attention == "flash",
+                "model.attention = \"{}\" with parallelism.context_parallel_degree {}: ring attention computes with "
+                "flash attention's kernels (set model.attention = \"flash\")",
+                c.model.attention, p.context_parallel_degree);
   }
   TITAN_CHECK(c.validation.split >= 0.0 && c.validation.split < 1.0, "validation.split must be in [0, 1)");
   if (c.validation.enable) {

@@ -60,6 +60,8 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.selective_every = config.activation_checkpoint.selective_every;
   // Tensor parallelism shards the weights too; the estimate only knows FSDP's shards.
   options.dp_shard = std::max<int64_t>(1, dims.dp_shard) * tp;
+  options.cp = std::max<int64_t>(1, dims.cp);
+  options.cp_rotate_method = config.parallelism.context_parallel_rotate_method;
   const models::ModelSpec& spec = models::model_spec(config.model.name);
   models::MemoryEstimate estimate;
   if (dims.pp > 1) {

@@ -109,6 +109,7 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"tflops", m.tflops},
                         {"mfu_percent", m.mfu_percent},
                         {"peak_memory_gib", m.peak_memory_gib},
+                        {"step_memory_gib", m.step_memory_gib},
                         {"reserved_memory_gib", m.reserved_memory_gib},
                         {"alloc_retries", m.alloc_retries},
                         {"memory_percent", m.memory_percent},
@@ -132,6 +133,7 @@ void MetricsLogger::log(const StepMetrics& m) {
     record["context_parallel_rank_attention_seconds"] = m.context_parallel_rank_attention_seconds;
     record["context_parallel_rank_wait_seconds"] = m.context_parallel_rank_wait_seconds;
     record["context_parallel_rank_peak_memory_gib"] = m.context_parallel_rank_peak_memory_gib;
+    record["context_parallel_rank_step_memory_gib"] = m.context_parallel_rank_step_memory_gib;
   }
   append_record(record.dump() + "\n");
 }

@@ -27,6 +27,7 @@ struct StepMetrics {
   double tflops = 0.0;
   double mfu_percent = 0.0;
   double peak_memory_gib = 0.0;      // most bytes live during the step
+  double step_memory_gib = 0.0;      // that peak over the bytes live when the step began: activations, gradients, buffers
   double reserved_memory_gib = 0.0;  // most bytes held from the system during the step
   double memory_percent = 0.0;       // peak as a share of the device's memory
   int64_t alloc_retries = 0;         // allocations that had to release the allocator's cache and retry
@@ -52,9 +53,9 @@ struct StepMetrics {
   std::optional<double> pipeline_bubble;
   std::vector<double> pipeline_rank_bubble, pipeline_rank_peak_memory_gib;
   // Context parallelism, per cp rank: seconds in ring attention's kernels and
-  // merges, seconds waiting for keys/values (or their gradients), peak memory.
+  // merges, seconds waiting for keys/values (or their gradients), peak and step memory.
   std::vector<double> context_parallel_rank_attention_seconds, context_parallel_rank_wait_seconds,
-      context_parallel_rank_peak_memory_gib;
+      context_parallel_rank_peak_memory_gib, context_parallel_rank_step_memory_gib;
 };
 
 // The console line and metrics.jsonl. A line that cannot be written (a full

@@ -238,7 +238,7 @@ StepMetrics Trainer::train_step() {
   ++step_;
   Allocator& allocator = allocator_for(device_.type);
   allocator.reset_peak();
-  const int64_t retries_before = allocator.stats().alloc_retries;
+  const MemoryStats before = allocator.stats();
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp", "cp", "dp_shard_cp"}) {
     mesh_->group(dim)->reset_stats();
   }
@@ -300,7 +300,8 @@ StepMetrics Trainer::train_step() {
   m.peak_memory_gib = static_cast<double>(memory.peak_bytes) / kGiB;
   m.reserved_memory_gib = static_cast<double>(memory.peak_reserved_bytes) / kGiB;
   m.memory_percent = 100.0 * m.peak_memory_gib / device_memory_gib(device_);
-  m.alloc_retries = memory.alloc_retries - retries_before;
+  m.step_memory_gib = static_cast<double>(memory.peak_bytes - before.live_bytes) / kGiB;
+  m.alloc_retries = memory.alloc_retries - before.alloc_retries;
   if (pipeline_) pipeline_metrics(m);
   if (ring_attention_) context_parallel_metrics(m);
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp", "cp", "dp_shard_cp"}) {
@@ -361,11 +362,12 @@ void Trainer::finish_moe_step(StepMetrics& m) {
 
 void Trainer::context_parallel_metrics(StepMetrics& m) const {
   const distributed::RingAttentionStats& ring = ring_attention_->stats();
-  const auto each =
-      distributed::gather_per_rank(*mesh_->group("cp"), {ring.compute_seconds, ring.wait_seconds, m.peak_memory_gib});
+  const auto each = distributed::gather_per_rank(
+      *mesh_->group("cp"), {ring.compute_seconds, ring.wait_seconds, m.peak_memory_gib, m.step_memory_gib});
   m.context_parallel_rank_attention_seconds = each[0];
   m.context_parallel_rank_wait_seconds = each[1];
   m.context_parallel_rank_peak_memory_gib = each[2];
+  m.context_parallel_rank_step_memory_gib = each[3];
 }
 
 Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {

@@ -260,6 +260,23 @@ TEST_F(Checkpoints, PipelineResumeAfterSigtermIsBitwiseExact) {
   expect_same_run("pp_straight", "pp_stop");
 }
 
+// Under context parallelism (CP 2, the ring with head-tail chunks, packed
+// documents), SIGTERM reaching one cp rank saves both ranks' shards, and the
+// resumed run (the data loader's cursor shared by the cp ranks) is bitwise
+// the uninterrupted one.
+TEST_F(Checkpoints, ContextParallelResumeAfterSigtermIsBitwiseExact) {
+  fresh({"cp_straight", "cp_stop"});
+  const std::string cp =
+      "--parallelism.context_parallel_degree 2 --parallelism.context_parallel_rotate_method alltoall "
+      "--parallelism.data_parallel_shard_degree 1 --model.document_masking true";
+  run(testing::mpirun(2) + kCli + job("cp_straight", cp));
+  const std::string first = run(testing::mpirun(2, "-x TITAN_TEST_SIGTERM_AT_STEP=10 -x TITAN_TEST_SIGTERM_RANK=1 ") +
+                                kCli + job("cp_stop", cp));
+  EXPECT_NE(first.find("stopping after step 10"), std::string::npos) << first;
+  run(testing::mpirun(2) + kCli + job("cp_stop", cp));
+  expect_same_run("cp_straight", "cp_stop");
+}
+
 // Every tensor of a checkpoint, whole, read the way a one-process job reads it.
 std::map<std::string, Tensor> load_whole(const std::string& folder) {
   const checkpoint::CheckpointMetadata metadata =

@@ -120,18 +120,23 @@ AttentionRun run_through_autograd(const MaskCase& c, const ops::AttentionMask& m
   return {out.detach(), q.grad(), k.grad(), v.grad()};
 }
 
-class FlashVsNaiveTest : public ::testing::TestWithParam<MaskCase> {};
-
-TEST_P(FlashVsNaiveTest, OutputAndGradientsAgree) {
-  const MaskCase& c = GetParam();
-  ops::AttentionMask mask{c.causal, c.window, {}};
-  if (c.documents != 0) mask.document_ids = document_ids(c.batch, c.k_len, c.documents);
+// Output and q/k/v gradients of the flash path against the naive one.
+void expect_flash_matches_naive(const MaskCase& c, const ops::AttentionMask& mask) {
   const AttentionRun flash = run_through_autograd(c, mask, F::AttentionImpl::flash);
   const AttentionRun naive = run_through_autograd(c, mask, F::AttentionImpl::naive);
   expect_matches(flash.out, naive.out, DType::f32, "out");
   expect_matches(flash.grad_q, naive.grad_q, DType::f32, "grad_q");
   expect_matches(flash.grad_k, naive.grad_k, DType::f32, "grad_k");
   expect_matches(flash.grad_v, naive.grad_v, DType::f32, "grad_v");
+}
+
+class FlashVsNaiveTest : public ::testing::TestWithParam<MaskCase> {};
+
+TEST_P(FlashVsNaiveTest, OutputAndGradientsAgree) {
+  const MaskCase& c = GetParam();
+  ops::AttentionMask mask{c.causal, c.window, {}};
+  if (c.documents != 0) mask.document_ids = document_ids(c.batch, c.k_len, c.documents);
+  expect_flash_matches_naive(c, mask);
 }
 
 void PrintTo(const MaskCase& c, std::ostream* out) { *out << c.name; }
@@ -185,12 +190,7 @@ TEST_P(PlacedChunksTest, FlashMatchesNaive) {
     mask.document_ids = placed_document_ids(p.k_len, p.key_start);
     mask.query_document_ids = placed_document_ids(p.q_len, p.query_start);
   }
-  const AttentionRun flash = run_through_autograd(c, mask, F::AttentionImpl::flash);
-  const AttentionRun naive = run_through_autograd(c, mask, F::AttentionImpl::naive);
-  expect_matches(flash.out, naive.out, DType::f32, "out");
-  expect_matches(flash.grad_q, naive.grad_q, DType::f32, "grad_q");
-  expect_matches(flash.grad_k, naive.grad_k, DType::f32, "grad_k");
-  expect_matches(flash.grad_v, naive.grad_v, DType::f32, "grad_v");
+  expect_flash_matches_naive(c, mask);
 }
 
 void PrintTo(const PlacedCase& c, std::ostream* out) { *out << c.name; }

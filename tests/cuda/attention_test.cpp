@@ -104,16 +104,21 @@ struct Case {
   // q is uniform in [-q_range, q_range]: 30 makes scores of spread ~10, so
   // row maxima jump during the key loop (the forward's rescaling paths).
   double q_range = 1.0;
+  // Context parallelism's placed chunks (ops/attention.h): query 0 and key 0
+  // at these absolute positions (query_start -1: the default layout).
+  int64_t query_start = -1, key_start = 0;
 };
 
 // Packed: documents of 54 tokens from a different offset per batch row, so
 // most 64-row tiles share no document (whole tiles skipped) and the rest mix
 // two. Unsorted: ids that jump back and forth, masked element by element.
-Tensor document_ids(int64_t batch, int64_t len, Documents kind) {
+// Ids are those of absolute positions first, first + 1, ...
+Tensor document_ids(int64_t batch, int64_t len, Documents kind, int64_t first = 0) {
   std::vector<int64_t> ids(static_cast<size_t>(batch * len));
   for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t j = 0; j < len; ++j) {
-      ids[static_cast<size_t>(b * len + j)] = kind == Documents::unsorted ? (j * 7 + b) % 3 : (j + 13 * b) / 54;
+    for (int64_t j = first; j < first + len; ++j) {
+      ids[static_cast<size_t>(b * len + j - first)] =
+          kind == Documents::unsorted ? (j * 7 + b) % 3 : (j + 13 * b) / 54;
     }
   }
   const Tensor t = Tensor::from_vector(ids, {batch, len});
@@ -134,6 +139,14 @@ Inputs make_inputs(const Case& c, DType dtype) {
   in.grad_out = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 14);
   in.mask = ops::AttentionMask{c.causal, c.window, {}};
   if (c.documents != Documents::none) in.mask.document_ids = document_ids(c.batch, c.k_len, c.documents);
+  if (c.query_start >= 0) {
+    in.mask.query_start = c.query_start;
+    in.mask.key_start = c.key_start;
+    if (c.documents != Documents::none) {
+      in.mask.document_ids = document_ids(c.batch, c.k_len, c.documents, c.key_start);
+      in.mask.query_document_ids = document_ids(c.batch, c.q_len, c.documents, c.query_start);
+    }
+  }
   in.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
   return in;
 }
@@ -141,6 +154,7 @@ Inputs make_inputs(const Case& c, DType dtype) {
 ops::AttentionMask mask_on_cuda(const ops::AttentionMask& mask) {
   ops::AttentionMask result = mask;
   if (mask.document_ids.defined()) result.document_ids = on_cuda(mask.document_ids);
+  if (mask.query_document_ids.defined()) result.query_document_ids = on_cuda(mask.query_document_ids);
   return result;
 }
 
@@ -210,6 +224,16 @@ const Case kCases[] = {
     // a tile's corner: an off-by-one in a whole-tile visibility test shows.
     {"corner_causal_d128", 1, 140, 202, 2, 1, 128, true, 0, Documents::none},
     {"corner_window_not_causal_d64", 1, 150, 212, 2, 1, 64, false, 125, Documents::none},
+    // Placed chunks (context parallelism): queries after, overlapping, inside
+    // a window of, and before (not causal) their keys; every query still sees
+    // a key (the overlapping ones see their own position).
+    {"placed_keys_before_d64", 2, 130, 150, 4, 2, 64, true, 0, Documents::none, 1.0, 400, 100},
+    {"placed_keys_before_f32_path_d32", 1, 130, 150, 2, 1, 32, true, 0, Documents::none, 1.0, 400, 100},
+    {"placed_overlap_documents_d64", 2, 100, 200, 2, 1, 64, true, 0, Documents::packed_i64, 1.0, 300, 200},
+    {"placed_overlap_documents_d16", 2, 100, 200, 2, 1, 16, true, 0, Documents::packed_i32, 1.0, 300, 200},
+    {"placed_window_d128", 1, 130, 200, 2, 1, 128, true, 150, Documents::none, 1.0, 500, 400},
+    {"placed_after_not_causal_d16", 1, 77, 90, 2, 2, 16, false, 0, Documents::none, 1.0, 0, 500},
+    {"placed_unsorted_not_causal_d64", 1, 70, 100, 2, 1, 64, false, 0, Documents::unsorted, 1.0, 50, 300},
 };
 
 INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionTest,
@@ -279,6 +303,29 @@ TEST_P(CudaAttentionDTypeTest, UnsupportedHeadDimNamesIt) {
   const DType dtype = GetParam();
   const Tensor q = on_cuda(random_cpu({1, 8, 2, 160}, dtype, 1)), k = on_cuda(random_cpu({1, 8, 1, 160}, dtype, 2));
   expect_error([&] { ops::flash_attention(q, k, k, ops::AttentionMask{}, 0.1f); }, {"flash_attention", "D = 160"});
+}
+
+// The log-sum-exp merge of context parallelism: the CUDA kernel against the
+// CPU one on the same accumulators and piece, with rows where the piece saw no
+// key (left alone) and rows that saw nothing before (taking the piece whole).
+// Both compute in f32 with expf/logf against std::exp/std::log: a few ulps.
+TEST_P(CudaAttentionDTypeTest, MergeMatchesCpu) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const int64_t batch = 2, seq = 37, heads = 3, dim = 24;
+  const Tensor acc = random_cpu({batch, seq, heads, dim}, DType::f32, 21);
+  const Tensor piece = random_cpu({batch, seq, heads, dim}, dtype, 22);
+  std::vector<float> old_lse = random_cpu({batch, heads, seq}, DType::f32, 23).to_floats();
+  std::vector<float> new_lse = random_cpu({batch, heads, seq}, DType::f32, 24).to_floats();
+  for (size_t i = 0; i < old_lse.size(); i += 5) old_lse[i] = -std::numeric_limits<float>::infinity();
+  for (size_t i = 2; i < new_lse.size(); i += 7) new_lse[i] = -std::numeric_limits<float>::infinity();
+  const Tensor lse_acc = Tensor::from_floats(old_lse, {batch, heads, seq});
+  const Tensor lse = Tensor::from_floats(new_lse, {batch, heads, seq});
+  const Tensor cuda_acc = on_cuda(acc), cuda_lse_acc = on_cuda(lse_acc);
+  ops::attention_merge_(acc, lse_acc, piece, lse);
+  ops::attention_merge_(cuda_acc, cuda_lse_acc, on_cuda(piece), on_cuda(lse));
+  expect_close(cuda_acc, acc, DType::f32, dim, "out_acc");
+  expect_lse_close(cuda_lse_acc, lse_acc);
 }
 
 INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionDTypeTest, ::testing::Values(DType::f32, DType::bf16),

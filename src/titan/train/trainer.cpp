@@ -69,10 +69,12 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "far (NCCL matches sends and receives in issue order, without tags, which the pipeline runner's "
               "early-posted receives rely on)",
               config_.parallelism.pipeline_parallel_degree);
-  TITAN_CHECK(!device.is_cuda() || config_.parallelism.context_parallel_degree == 1,
-              "parallelism.context_parallel_degree {} on CUDA: context parallelism runs on the CPU backend only so far "
-              "(the CUDA attention kernels do not yet place query and key chunks)",
-              config_.parallelism.context_parallel_degree);
+  TITAN_CHECK(!multi_gpu || config_.parallelism.context_parallel_degree == 1 ||
+                  config_.parallelism.context_parallel_rotate_method == "allgather",
+              "parallelism.context_parallel_rotate_method alltoall on CUDA: the ring's point-to-point passes run on "
+              "the CPU backend only so far (NCCL matches sends and receives in issue order, and every rank receives "
+              "before it sends); use allgather",
+              config_.parallelism.context_parallel_rotate_method);
   TITAN_CHECK(!multi_gpu || !config_.training.graph_capture,
               "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
               "capture runs single-GPU jobs only so far",

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads)
   // Causal: early keys are seen by the most queries, and go first.
   const int k0 = static_cast<int>(blockIdx.y) * kTile;
   const int k_rows = min(kTile, p.k_len - k0);
-  const int q_position = p.k_len - p.q_len;  // absolute position of query 0
+  const int q_position = p.q_offset;  // absolute position of query 0
   const int64_t q_stride = int64_t{p.heads} * p.dim, kv_stride = int64_t{p.kv_heads} * p.dim;
   const int64_t kv_offset = ((b * p.k_len + k0) * p.kv_heads + kvh) * p.dim;
 
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t row_head = (b * p.heads + h) * p.q_len;        // its lse and D
     for (int qt = range.first; qt < range.end; ++qt) {
       const int q0 = qt * kTile, q_rows = min(kTile, p.q_len - q0);
-      load_documents(p, b, q_position + q0, q_rows, q_docs);
+      load_query_documents(p, b, q0, q_rows, q_docs);
       const int t = static_cast<int>(threadIdx.x);
       if (t < kTile) {
         row_lse[t] = t < q_rows ? lse[row_head + q0 + t] : -INFINITY;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
   const int h = static_cast<int>(blockIdx.x % p.heads), kvh = h / (p.heads / p.kv_heads);
   const int q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kTile;  // longest causal tiles first
   const int q_rows = min(kTile, p.q_len - q0);
-  const int first_query = p.k_len - p.q_len + q0;
+  const int first_query = p.q_offset + q0;
   const int64_t q_stride = int64_t{p.heads} * p.dim, kv_stride = int64_t{p.kv_heads} * p.dim;
   const int64_t q_offset = ((b * p.q_len + q0) * p.heads + h) * p.dim;
   const int64_t kv_head = (b * p.k_len * p.kv_heads + kvh) * p.dim;  // key 0 of kv head kvh
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile(q + q_offset, q_stride, q_rows, p.dim, q_tile, ld);
   load_tile(grad_out + q_offset, q_stride, q_rows, p.dim, grad_out_tile, ld);
-  load_documents(p, b, first_query, q_rows, q_docs);
+  load_query_documents(p, b, q0, q_rows, q_docs);
   float query_lse[kMicro], query_delta[kMicro];
 #pragma unroll
   for (int i = 0; i < kMicro; ++i) {

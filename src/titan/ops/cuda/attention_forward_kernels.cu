@@ -40,14 +40,14 @@ __global__ void __launch_bounds__(kThreads)
   // Causal rows grow with the query index: the longest tiles go first.
   const int q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kTile;
   const int q_rows = min(kTile, p.q_len - q0);
-  const int first_query = p.k_len - p.q_len + q0;  // absolute position of row 0
+  const int first_query = p.q_offset + q0;  // absolute position of row 0
   const int64_t q_stride = int64_t{p.heads} * p.dim, kv_stride = int64_t{p.kv_heads} * p.dim;
   const T* k_head = k + (b * p.k_len * p.kv_heads + kvh) * p.dim;
   const T* v_head = v + (b * p.k_len * p.kv_heads + kvh) * p.dim;
   const int64_t q_offset = ((b * p.q_len + q0) * p.heads + h) * p.dim;
 
   load_tile(q + q_offset, q_stride, q_rows, p.dim, q_tile, ld);
-  load_documents(p, b, first_query, q_rows, q_docs);
+  load_query_documents(p, b, q0, q_rows, q_docs);
 
   int cols[kCols];
   owned_columns(p.dim, tx, cols);

@@ -22,11 +22,17 @@ enum class AttentionElement { f32, bf16 };
 struct AttentionProblem {
   int64_t batch = 0;
   int q_len = 0, k_len = 0, heads = 0, kv_heads = 0, dim = 0;
+  // Query i sits at position q_offset + i relative to key 0 (ops/attention.h:
+  // k_len - q_len unless the mask places the chunks, as context parallelism does).
+  int q_offset = 0;
   bool causal = true;
-  int window = 0;  // 0 = unlimited; the caller clamps windows >= k_len to 0
+  int window = 0;  // 0 = unlimited; the caller clamps windows no query-key distance reaches to 0
   // [B, Sk] document ids, at most one set; both null = one document.
   const int32_t* doc32 = nullptr;
   const int64_t* doc64 = nullptr;
+  // [B, Sq] the queries' own ids, at most one set; both null = the keys' ids at the queries' positions.
+  const int32_t* q_doc32 = nullptr;
+  const int64_t* q_doc64 = nullptr;
   float scale = 1.0f;
 };
 

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kBlockThreads, key_gradients_blocks<D>())
   const int kvh = static_cast<int>(blockIdx.x % p.kv_heads), group = p.heads / p.kv_heads;
   const int k0 = static_cast<int>(blockIdx.y) * kTile;  // early keys see the most queries: first
   const int k_rows = min(kTile, p.k_len - k0);
-  const int q_position = p.k_len - p.q_len;  // absolute position of query 0
+  const int q_position = p.q_offset;  // absolute position of query 0
   const int64_t q_stride = int64_t{p.heads} * D, kv_stride = int64_t{p.kv_heads} * D;
   const int64_t kv_offset = ((b * p.k_len + k0) * p.kv_heads + kvh) * D;
   const int warp_row0 = me.warp * kWarpRows, row = warp_row0 + me.row;  // this lane's key in the tile
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kBlockThreads, key_gradients_blocks<D>())
         row_delta[t] = t < q_rows ? delta[row_head + q0 + t] : 0.0f;
       }
       if (documents) {
-        load_documents(p, b, q_position + q0, q_rows, q_docs);
+        load_query_documents(p, b, q0, q_rows, q_docs);
         __syncthreads();  // q_docs (and on the first pass k_docs) are in place
       }
       const bool full = tile_fully_visible(p, q_position + q0, q_rows, k0, k_rows);
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(kBlockThreads, query_gradient_blocks<D>())
   const int h = static_cast<int>(blockIdx.x % p.heads), kvh = h / (p.heads / p.kv_heads);
   const int q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kTile;  // longest causal tiles first
   const int q_rows = min(kTile, p.q_len - q0);
-  const int first_query = p.k_len - p.q_len + q0;
+  const int first_query = p.q_offset + q0;
   const int64_t q_stride = int64_t{p.heads} * D, kv_stride = int64_t{p.kv_heads} * D;
   const int64_t q_offset = ((b * p.q_len + q0) * p.heads + h) * D;
   const bf16* k_head = k + (b * p.k_len * p.kv_heads + kvh) * D;
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kBlockThreads, query_gradient_blocks<D>())
                                              threadIdx.x);
   }
   __pipeline_commit();
-  if (documents) load_documents(p, b, first_query, q_rows, q_docs);
+  if (documents) load_query_documents(p, b, q0, q_rows, q_docs);
   const float query_lse = row < q_rows ? lse[row_head + row] * kLog2e : -INFINITY;
   const float query_delta = row < q_rows ? delta[row_head + row] : 0.0f;
   __pipeline_wait_prior(1);

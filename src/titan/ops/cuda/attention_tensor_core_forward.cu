@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kBlockThreads, forward_blocks<D>())
   const int h = static_cast<int>(blockIdx.x % p.heads), kvh = h / (p.heads / p.kv_heads);
   const int q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kTile;  // longest causal tiles first
   const int q_rows = min(kTile, p.q_len - q0);
-  const int first_query = p.k_len - p.q_len + q0;
+  const int first_query = p.q_offset + q0;
   const int64_t q_stride = int64_t{p.heads} * D, kv_stride = int64_t{p.kv_heads} * D;
   const bf16* k_head = k + (b * p.k_len * p.kv_heads + kvh) * D;
   const bf16* v_head = v + (b * p.k_len * p.kv_heads + kvh) * D;
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kBlockThreads, forward_blocks<D>())
                                              min(kTile, p.k_len - range.first * kTile), k_tile, threadIdx.x);
   }
   __pipeline_commit();
-  if (documents) load_documents(p, b, first_query, q_rows, q_docs);
+  if (documents) load_query_documents(p, b, q0, q_rows, q_docs);
   __pipeline_wait_prior(1);
   __syncwarp();  // every lane's Q copies have landed
   wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> q_frag[kSteps];

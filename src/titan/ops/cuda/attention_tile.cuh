@@ -58,6 +58,25 @@ __device__ __forceinline__ void load_documents(const AttentionProblem& p, int64_
   }
 }
 
+// Document ids of queries [q0, q0 + valid) of batch row b into ids[0, kTile):
+// their own ids when the problem has them, else the keys' at their positions.
+__device__ __forceinline__ void load_query_documents(const AttentionProblem& p, int64_t b, int q0, int valid,
+                                                     int64_t* ids) {
+  if (p.q_doc32 == nullptr && p.q_doc64 == nullptr) {
+    load_documents(p, b, p.q_offset + q0, valid, ids);
+    return;
+  }
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < kTile) {
+    int64_t id = 0;
+    if (t < valid) {
+      const int64_t index = b * p.q_len + q0 + t;
+      id = p.q_doc32 != nullptr ? static_cast<int64_t>(p.q_doc32[index]) : p.q_doc64[index];
+    }
+    ids[t] = id;
+  }
+}
+
 // ops/attention.h: key `key` is visible from the query at absolute position `query`.
 __device__ __forceinline__ bool visible(const AttentionProblem& p, int query, int key, int64_t query_doc,
                                         int64_t key_doc) {
@@ -96,23 +115,24 @@ struct TileRange {
   int first, end;
 };
 
-// Key tiles that can hold a key visible from query rows [q0, q0 + q_rows).
+// Key tiles that can hold a key visible from query rows [q0, q0 + q_rows)
+// (queries placed by the mask may lie before or after every key).
 __device__ __forceinline__ TileRange key_tiles(const AttentionProblem& p, int q0, int q_rows) {
-  const int first_query = p.k_len - p.q_len + q0, last_query = first_query + q_rows - 1;
-  const int first = p.window > 0 ? max(0, first_query - p.window + 1) / kTile : 0;
-  const int end = p.causal ? min(tiles(p.k_len), last_query / kTile + 1) : tiles(p.k_len);
-  return {first, end};
+  const int first_query = p.q_offset + q0, last_query = first_query + q_rows - 1;
+  const int first = p.window > 0 ? min(tiles(p.k_len), max(0, first_query - p.window + 1) / kTile) : 0;
+  const int end = p.causal ? (last_query < 0 ? 0 : min(tiles(p.k_len), last_query / kTile + 1)) : tiles(p.k_len);
+  return {min(first, end), end};
 }
 
 // Query tiles that can see a key of rows [k0, k0 + k_rows).
 __device__ __forceinline__ TileRange query_tiles(const AttentionProblem& p, int k0, int k_rows) {
-  const int offset = p.k_len - p.q_len;  // query i sits at position offset + i
+  const int offset = p.q_offset;  // query i sits at position offset + i
   int end = tiles(p.q_len);
   if (p.window > 0) {
     const int last_query = k0 + k_rows - 1 + p.window - 1 - offset;  // the latest query still in reach
     end = last_query < 0 ? 0 : min(end, last_query / kTile + 1);
   }
-  const int first = p.causal ? max(0, k0 - offset) / kTile : 0;
+  const int first = p.causal ? min(tiles(p.q_len), max(0, k0 - offset) / kTile) : 0;
   return {min(first, end), end};
 }
 

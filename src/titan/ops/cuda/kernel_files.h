@@ -20,6 +20,7 @@
   X(gemm)                          \
   X(fused_cross_entropy)           \
   X(attention)                     \
+  X(attention_merge)               \
   X(synchronize)                   \
   X(host_swap)                     \
   X(step_recorder)

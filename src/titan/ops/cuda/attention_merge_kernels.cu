@@ -1,0 +1,54 @@
+// CUDA log-sum-exp merge of one attention piece into the running result, the
+// same arithmetic as the CPU kernel (ops/cpu/kernels/attention_merge.cpp):
+// one thread per (row, head) computes the two weights once, then walks the
+// head's D values (consecutive threads take consecutive heads of a row).
+#include <cuda_bf16.h>
+
+#include "titan/ops/cuda/attention_merge_kernels.cuh"
+#include "titan/ops/cuda/device_math.cuh"
+
+namespace titan::ops::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void attention_merge(float* __restrict__ out_acc, float* __restrict__ lse_acc, const T* __restrict__ out,
+                                const float* __restrict__ lse, int64_t batch, int64_t seq, int64_t heads,
+                                int64_t dim) {
+  const int64_t items = batch * seq * heads;
+  for (int64_t item = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; item < items;
+       item += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t h = item % heads, row = item / heads;  // row = b * seq + i
+    const int64_t b = row / seq, i = row % seq;
+    const int64_t stat = (b * heads + h) * seq + i;
+    const float old_lse = lse_acc[stat], new_lse = lse[stat];
+    if (new_lse == -INFINITY) continue;  // the piece saw no key
+    const float m = fmaxf(old_lse, new_lse);
+    const float keep = expf(old_lse - m), take = expf(new_lse - m);
+    const float total = keep + take;
+    const float keep_share = keep / total, take_share = take / total;
+    float* o = out_acc + item * dim;
+    const int64_t piece = item * dim;
+    for (int64_t d = 0; d < dim; ++d) o[d] = keep_share * o[d] + take_share * load_f32(out, piece + d);
+    lse_acc[stat] = m + logf(total);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_attention_merge(DType piece_dtype, float* out_acc, float* lse_acc, const void* out, const float* lse,
+                                   int64_t batch, int64_t seq, int64_t heads, int64_t dim, cudaStream_t stream) {
+  const int64_t items = batch * seq * heads;
+  if (items == 0) return cudaSuccess;
+  if (piece_dtype == DType::bf16) {
+    attention_merge<<<grid_for(items, kThreads), kThreads, 0, stream>>>(
+        out_acc, lse_acc, static_cast<const __nv_bfloat16*>(out), lse, batch, seq, heads, dim);
+  } else {
+    attention_merge<<<grid_for(items, kThreads), kThreads, 0, stream>>>(out_acc, lse_acc, static_cast<const float*>(out),
+                                                                        lse, batch, seq, heads, dim);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace titan::ops::cuda

@@ -111,8 +111,9 @@ Row measure(const ContextParallelBenchOptions& o, const Job& job, const fs::path
 // estimate-memory's figure per GPU for one 1M-token sequence of Llama 3 8B.
 nlohmann::json million_token_table() {
   const models::DecoderConfig config = models::model_config("llama3", "8B", 0);
-  std::printf("\nLlama 3 8B, one sequence of 1,048,576 tokens, bf16, full activation checkpointing, alltoall "
-              "(titan estimate-memory --model llama3 --flavor 8B --seq-len 1048576 --activation-checkpoint full --cp N):\n");
+  std::printf(
+      "\nLlama 3 8B, one sequence of 1,048,576 tokens, bf16, full activation checkpointing, alltoall "
+      "(titan estimate-memory --model llama3 --flavor 8B --seq-len 1048576 --activation-checkpoint full --cp N):\n");
   std::printf("%6s %14s %14s %14s %14s\n", "CP", "weights+opt", "activations", "ring buffers", "total GiB");
   nlohmann::json rows = nlohmann::json::array();
   for (int cp : {8, 16, 32}) {
@@ -180,8 +181,8 @@ int run_context_parallel_bench(const ContextParallelBenchOptions& o) {
   std::printf("\nCP %d's step memory per rank is %.2f of one process's (target <= 0.33: %s)\n", o.ranks,
               balanced_memory / single_memory, balanced_memory <= single_memory / 3.0 ? "met" : "missed");
   const nlohmann::json million = million_token_table();
-  write_json_report(o.json_path, {{"ranks", o.ranks}, {"seq_len", o.seq_len}, {"jobs", results},
-                                  {"llama3_8b_1m_tokens", million}});
+  write_json_report(o.json_path,
+                    {{"ranks", o.ranks}, {"seq_len", o.seq_len}, {"jobs", results}, {"llama3_8b_1m_tokens", million}});
   return 0;
 }
 

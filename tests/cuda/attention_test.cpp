@@ -117,8 +117,7 @@ Tensor document_ids(int64_t batch, int64_t len, Documents kind, int64_t first = 
   std::vector<int64_t> ids(static_cast<size_t>(batch * len));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t j = first; j < first + len; ++j) {
-      ids[static_cast<size_t>(b * len + j - first)] =
-          kind == Documents::unsorted ? (j * 7 + b) % 3 : (j + 13 * b) / 54;
+      ids[static_cast<size_t>(b * len + j - first)] = kind == Documents::unsorted ? (j * 7 + b) % 3 : (j + 13 * b) / 54;
     }
   }
   const Tensor t = Tensor::from_vector(ids, {batch, len});

@@ -26,9 +26,11 @@ Subcommand make_bench_subcommand() {
   auto context = std::make_shared<bench::ContextParallelBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, suite](CLI::App& parent) {
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context,
+                    suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
-        "bench", "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu)");
+        "bench",
+        "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu)");
     app->add_option("suite", *suite,
                     "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu")
         ->required()

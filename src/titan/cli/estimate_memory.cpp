@@ -66,13 +66,13 @@ Subcommand make_estimate_memory_subcommand() {
     options.cp_rotate_method = args->cp_rotate_method;
     TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective" || args->ac == "offload",
                 "--activation-checkpoint must be none, full, selective or offload, got '{}'", args->ac);
-    std::printf("%s %s, batch %lld x seq %lld, %s compute, FSDP %lld%s\n", args->model.c_str(), args->flavor.c_str(),
-                static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
-                static_cast<long long>(args->dp_shard),
-                args->cp > 1 ? fmt::format(", CP {} ({}; FSDP shards over dp_shard x cp)", args->cp,
-                                           args->cp_rotate_method)
-                                   .c_str()
-                             : "");
+    std::printf(
+        "%s %s, batch %lld x seq %lld, %s compute, FSDP %lld%s\n", args->model.c_str(), args->flavor.c_str(),
+        static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
+        static_cast<long long>(args->dp_shard),
+        args->cp > 1
+            ? fmt::format(", CP {} ({}; FSDP shards over dp_shard x cp)", args->cp, args->cp_rotate_method).c_str()
+            : "");
     if (args->pp == 1) {
       std::printf("%s", models::format_memory_estimate(spec.memory_estimate(config, options)).c_str());
       return 0;

@@ -110,8 +110,6 @@ class RingProblem {
         all_documents_(all_documents) {}
 
   int64_t chunk() const { return layout_.chunk_len(); }
-  int64_t ranks() const { return layout_.ranks; }
-  int64_t rank() const { return rank_; }
   float scale() const { return scale_; }
 
   // The mask between this rank's query chunk qi and source rank's key chunk

@@ -181,10 +181,13 @@ void check_whole(const Schedule& schedule, ActionIndex& index) {
   }
 }
 
-// Pass 3: the replay. Only a receive can wait; any other unmet need is an
-// ordering error on its own rank, since nothing else can meet it later.
-void check_replay(const Schedule& schedule, ActionIndex& index) {
-  std::vector<char> done(index.size(), 0);
+// Runs every rank's actions in order, round-robin, until no rank can move: a
+// receive waits until `arrived(its matching send)`, any other action runs at
+// once; `run(rank, position, action)` sees each action as it runs. Returns
+// each rank's first action that did not run. The checker and the simulator
+// share it, so they agree on what a schedule does.
+template <typename Arrived, typename Run>
+std::vector<size_t> replay(const Schedule& schedule, Arrived&& arrived, Run&& run) {
   std::vector<size_t> next(schedule.ranks, 0);
   for (bool progress = true; progress;) {
     progress = false;
@@ -192,21 +195,34 @@ void check_replay(const Schedule& schedule, ActionIndex& index) {
       const std::vector<Action>& actions = schedule.actions[r];
       for (; next[r] < actions.size(); ++next[r]) {
         const Action& a = actions[next[r]];
-        if (is_receive(a.type) && !done[index.slot(matching_send(a))]) break;
+        if (is_receive(a.type) && !arrived(matching_send(a))) break;
+        run(r, next[r], a);
+        progress = true;
+      }
+    }
+  }
+  return next;
+}
+
+// Pass 3: the replay. Only a receive can wait; any other unmet need is an
+// ordering error on its own rank, since nothing else can meet it later.
+void check_replay(const Schedule& schedule, ActionIndex& index) {
+  std::vector<char> done(index.size(), 0);
+  const std::vector<size_t> next = replay(
+      schedule, [&](const Action& send) { return done[index.slot(send)] != 0; },
+      [&](int r, size_t position, const Action& a) {
         for (const std::vector<Action>& need : local_needs(schedule, r, a)) {
-          const bool met = std::any_of(need.begin(), need.end(), [&](const Action& n) { return done[index.slot(n)]; });
+          const bool met =
+              std::any_of(need.begin(), need.end(), [&](const Action& n) { return done[index.slot(n)] != 0; });
           if (met) continue;
           const auto later = std::find_if(need.begin(), need.end(), [&](const Action& n) { return index[n].exists(); });
           const std::string when = later != need.end() ? fmt::format("runs it later (action {})", index[*later].index)
                                                        : std::string("never runs it");
           fail("pipeline schedule '{}': {} needs {} first, but rank {} {}", schedule.name,
-               describe(schedule, r, static_cast<int>(next[r])), quoted(need), r, when);
+               describe(schedule, r, static_cast<int>(position)), quoted(need), r, when);
         }
         done[index.slot(a)] = 1;
-        progress = true;
-      }
-    }
-  }
+      });
   std::vector<std::string> blocked;
   for (int r = 0; r < schedule.ranks; ++r) {
     if (next[r] == schedule.actions[r].size()) continue;
@@ -285,30 +301,19 @@ Timeline simulate_schedule(const Schedule& schedule, double forward_cost, double
   timeline.end_times.resize(schedule.ranks);
   timeline.busy.assign(schedule.ranks, 0);
   std::vector<double> clock(schedule.ranks, 0);
-  std::vector<size_t> next(schedule.ranks, 0);
-  // The checker proved the replay completes, so this loop ends.
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int r = 0; r < schedule.ranks; ++r) {
-      const std::vector<Action>& actions = schedule.actions[r];
-      for (; next[r] < actions.size(); ++next[r]) {
-        const Action& a = actions[next[r]];
+  // The checker proved the replay completes.
+  replay(
+      schedule, [&](const Action& send) { return sent_at[index.slot(send)] >= 0; },
+      [&](int r, size_t, const Action& a) {
         double start = clock[r];
-        if (is_receive(a.type)) {
-          const double sent = sent_at[index.slot(matching_send(a))];
-          if (sent < 0) break;
-          start = std::max(start, sent);
-        }
+        if (is_receive(a.type)) start = std::max(start, sent_at[index.slot(matching_send(a))]);
         const double cost = cost_of(a.type, forward_cost, backward_input_cost, backward_weight_cost);
         timeline.start_times[r].emplace_back(start, a);
         clock[r] = start + cost;
         timeline.end_times[r].push_back(clock[r]);
         timeline.busy[r] += cost;
         if (is_send(a.type)) sent_at[index.slot(a)] = start;
-        progress = true;
-      }
-    }
-  }
+      });
   timeline.makespan = *std::max_element(clock.begin(), clock.end());
   double idle = 0;
   for (int r = 0; r < schedule.ranks; ++r) {

@@ -100,6 +100,15 @@ double ring_attention_bytes(const DecoderConfig& config, const MemoryEstimateOpt
 
 }  // namespace
 
+std::vector<std::string> PipelinePlacement::held_modules() const {
+  std::vector<std::string> held;
+  for (int stage : schedule.stages_of(rank)) {
+    const std::vector<std::string>& part = parts[static_cast<size_t>(stage)];
+    held.insert(held.end(), part.begin(), part.end());
+  }
+  return held;
+}
+
 MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimateOptions& options) {
   TITAN_CHECK(options.cp >= 1 && options.seq_len % options.cp == 0,
               "memory estimate: a sequence of {} tokens does not split over {} context-parallel ranks", options.seq_len,
@@ -116,13 +125,12 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   double activation_bytes = 0.0;
   if (o.pipeline) {
     const PipelinePlacement& p = *o.pipeline;
-    std::vector<std::string> held;
     std::vector<double> stage_bytes(p.parts.size(), 0.0);
     for (int stage : p.schedule.stages_of(p.rank)) {
-      const std::vector<std::string>& part = p.parts[static_cast<size_t>(stage)];
-      held.insert(held.end(), part.begin(), part.end());
-      stage_bytes[static_cast<size_t>(stage)] = saved_activation_bytes(config, o, layer_indices(part));
+      stage_bytes[static_cast<size_t>(stage)] =
+          saved_activation_bytes(config, o, layer_indices(p.parts[static_cast<size_t>(stage)]));
     }
+    const std::vector<std::string> held = p.held_modules();
     model->retain_modules(held);
     held_layers = layer_indices(held);
     holds_loss = p.schedule.stage_rank.back() == p.rank;

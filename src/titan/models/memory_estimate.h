@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <optional>
 
@@ -18,6 +19,9 @@ struct PipelinePlacement {
   ModelParts parts;
   distributed::pipeline::Schedule schedule;
   int rank = 0;
+
+  // The modules of every stage this rank holds, in stage order.
+  std::vector<std::string> held_modules() const;
 };
 
 struct MemoryEstimateOptions {

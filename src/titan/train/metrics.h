@@ -26,8 +26,8 @@ struct StepMetrics {
   double tokens_per_second = 0.0;
   double tflops = 0.0;
   double mfu_percent = 0.0;
-  double peak_memory_gib = 0.0;      // most bytes live during the step
-  double step_memory_gib = 0.0;      // that peak over the bytes live when the step began: activations, gradients, buffers
+  double peak_memory_gib = 0.0;  // most bytes live during the step
+  double step_memory_gib = 0.0;  // that peak over the bytes live when the step began: activations, gradients, buffers
   double reserved_memory_gib = 0.0;  // most bytes held from the system during the step
   double memory_percent = 0.0;       // peak as a share of the device's memory
   int64_t alloc_retries = 0;         // allocations that had to release the allocator's cache and retry

@@ -91,7 +91,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   }
   mesh_ = std::make_unique<distributed::DeviceMesh>(dims, root);
   rank_ = world.rank();
-  // Checked before any work: the sequence must cut into 2 x cp chunks.
+  // Checked before any work: the sequence must cut into 2 x cp equal chunks.
   const distributed::RotateMethod rotate =
       distributed::parse_rotate_method(config_.parallelism.context_parallel_rotate_method);
   const bool load_balance = distributed::parse_load_balancer(config_.parallelism.context_parallel_load_balancer);
@@ -255,10 +255,7 @@ StepMetrics Trainer::train_step() {
     data_seconds += seconds_since(data_start);
     tokens += loaded.input_ids.numel();
     const data::Batch batch = local_batch(loaded);
-    const bool weighted = context_layout_ && loaded.label_tokens > 0;
-    step.loss_weights.push_back(weighted ? static_cast<float>(context_layout_->ranks * batch.label_tokens) /
-                                               static_cast<float>(loaded.label_tokens)
-                                         : 1.0f);
+    step.loss_weights.push_back(context_layout_ ? context_loss_weight(loaded, batch, context_layout_->ranks) : 1.0f);
     step.inputs.push_back(model_inputs(batch));
     step.labels.push_back(batch.labels.to(device_));
   }

@@ -19,6 +19,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// A parameter's AdamW moment as the checkpoint names it.
+std::string moment_name(const char* moment, const std::string& parameter) {
+  return fmt::format("optimizer.{}.{}", moment, parameter);
+}
+
 }  // namespace
 
 std::vector<StateTensor> Trainer::state_tensors() {
@@ -40,7 +45,7 @@ std::vector<StateTensor> Trainer::state_tensors() {
     tensors.push_back(t);
     for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
       StateTensor m = t;
-      m.name = fmt::format("optimizer.{}.{}", moment, name);
+      m.name = moment_name(moment, name);
       m.part = "optimizer";
       m.tensor = moments.at(fmt::format("{}.{}", moment, name));
       tensors.push_back(m);
@@ -126,8 +131,7 @@ void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::
     const std::shared_ptr<models::Decoder> whole = model_->config.build(Device::meta());
     for (const auto& [name, tensor] : whole->named_state()) model_names.insert("model." + name);
     for (const auto& [name, parameter] : whole->named_parameters()) {
-      for (const char* moment : {"exp_avg", "exp_avg_sq"})
-        model_names.insert(fmt::format("optimizer.{}.{}", moment, name));
+      for (const char* moment : {"exp_avg", "exp_avg_sq"}) model_names.insert(moment_name(moment, name));
     }
   }
   const Checkpointer::Loaded loaded =

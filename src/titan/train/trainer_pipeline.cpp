@@ -24,12 +24,7 @@ void Trainer::setup_pipeline(const models::ModelSpec& spec) {
   models::PipelinePlacement placement = plan_pipeline(config_, spec, model_->config, mesh_->coordinate("pp"));
   pipeline_microbatches_ = pipeline_microbatches(config_);
   pipeline_parts_ = placement.parts;
-  std::vector<std::string> held;
-  for (int stage : placement.schedule.stages_of(placement.rank)) {
-    const std::vector<std::string>& part = pipeline_parts_[static_cast<size_t>(stage)];
-    held.insert(held.end(), part.begin(), part.end());
-  }
-  model_->retain_modules(held);
+  model_->retain_modules(placement.held_modules());
   pipeline_ =
       std::make_unique<PipelineRunner>(*model_, pipeline_parts_, std::move(placement.schedule), mesh_->group("pp"));
 }

@@ -14,8 +14,7 @@ constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void attention_merge(float* __restrict__ out_acc, float* __restrict__ lse_acc, const T* __restrict__ out,
-                                const float* __restrict__ lse, int64_t batch, int64_t seq, int64_t heads,
-                                int64_t dim) {
+                                const float* __restrict__ lse, int64_t batch, int64_t seq, int64_t heads, int64_t dim) {
   const int64_t items = batch * seq * heads;
   for (int64_t item = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; item < items;
        item += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -45,8 +44,8 @@ cudaError_t launch_attention_merge(DType piece_dtype, float* out_acc, float* lse
     attention_merge<<<grid_for(items, kThreads), kThreads, 0, stream>>>(
         out_acc, lse_acc, static_cast<const __nv_bfloat16*>(out), lse, batch, seq, heads, dim);
   } else {
-    attention_merge<<<grid_for(items, kThreads), kThreads, 0, stream>>>(out_acc, lse_acc, static_cast<const float*>(out),
-                                                                        lse, batch, seq, heads, dim);
+    attention_merge<<<grid_for(items, kThreads), kThreads, 0, stream>>>(
+        out_acc, lse_acc, static_cast<const float*>(out), lse, batch, seq, heads, dim);
   }
   return cudaGetLastError();
 }

@@ -23,16 +23,11 @@
 #include <memory>
 #include <string>
 
+#include "titan/distributed/context_parallel_options.h"
 #include "titan/distributed/process_group.h"
 #include "titan/ops/attention.h"
 
 namespace titan::distributed {
-
-enum class RotateMethod { allgather, alltoall };
-RotateMethod parse_rotate_method(const std::string& name);  // errors name the key and the choices
-
-// parallelism.context_parallel_load_balancer: "headtail" (default) or "none".
-bool parse_load_balancer(const std::string& name);
 
 // How a sequence of seq_len positions is cut over `ranks` ranks.
 struct SequenceLayout {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
-#include "titan/distributed/context_parallel.h"
+#include "titan/distributed/context_parallel_options.h"
 
 namespace titan::train {
 namespace {

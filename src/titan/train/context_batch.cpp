@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "titan/data/packed_stream.h"
+
 namespace titan::train {
 
 data::Batch context_shard(const data::Batch& batch, const distributed::SequenceLayout& layout, int64_t rank,
@@ -19,7 +21,7 @@ data::Batch context_shard(const data::Batch& batch, const distributed::SequenceL
   }
   local.positions = distributed::shard_sequence(positions, layout, rank);
   local.label_tokens = 0;
-  for (int64_t label : local.labels.to_ints()) local.label_tokens += label != -100 ? 1 : 0;
+  for (int64_t label : local.labels.to_ints()) local.label_tokens += label != data::kIgnoreIndex ? 1 : 0;
   return local;
 }
 

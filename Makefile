@@ -8,7 +8,7 @@ FUZZ_BUILD ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure build cli run test unit-test asan-test fuzz format format-check package clean
+.PHONY: all configure build cli run test unit-test asan-test fuzz format format-check package bench-profiler clean
 
 all: build
 
@@ -47,11 +47,12 @@ asan-test:
 
 # libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
 # shards, safetensors headers, checkpoint metadata, TOML job configs, Hugging
-# Face config.json and model.safetensors.index.json, pipeline schedule CSVs), FUZZ_SECONDS each, from
+# Face config.json and model.safetensors.index.json, pipeline schedule CSVs,
+# flight recorder dumps, run histories' metrics.jsonl), FUZZ_SECONDS each, from
 # the seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
 FUZZ_SECONDS ?= 12
 FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header checkpoint_metadata job_config \
-	hf_config hf_index pipeline_schedule_csv
+	hf_config hf_index pipeline_schedule_csv flight_dump run_history
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
 		-DTITAN_CUDA=OFF -DTITAN_TESTS=OFF
@@ -74,6 +75,15 @@ package:
 	cmake --build $(PACKAGE_BUILD) -j $(JOBS)
 	cd $(PACKAGE_BUILD) && cpack
 
+# The profiler's cost: this build against one compiled without the profiler
+# (build-noprof, -DTITAN_PROFILER=OFF), the same job in the same run.
+NOPROF_BUILD ?= build-noprof
+bench-profiler: cli
+	cmake -S . -B $(NOPROF_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_WERROR=ON -DTITAN_CUDA=OFF \
+		-DTITAN_TESTS=OFF -DTITAN_PROFILER=OFF $(CMAKE_FLAGS)
+	cmake --build $(NOPROF_BUILD) -j $(JOBS) --target titan_cli
+	$(BUILD)/bin/titan bench profiler --baseline $(abspath $(NOPROF_BUILD))/bin/titan
+
 format:
 	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i
 
@@ -81,4 +91,4 @@ format-check:
 	@git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror && echo "format: clean"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(PACKAGE_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(PACKAGE_BUILD) $(NOPROF_BUILD)

@@ -24,9 +24,10 @@ fs::path bench_corpus() {
 }
 
 void run_training_job(const std::string& what, int ranks, int threads, const fs::path& folder,
-                      const std::string& arguments) {
+                      const std::string& arguments, const std::string& executable) {
   const std::string train =
-      fmt::format("{} train --job.dump_folder {} {}", titan_executable(), folder.string(), arguments);
+      fmt::format("{} train --job.dump_folder {} {}", executable.empty() ? titan_executable() : executable,
+                  folder.string(), arguments);
   // Waiting ranks yield their core (ranks may outnumber cores).
   const std::string command = ranks == 1
                                   ? fmt::format("OMP_NUM_THREADS={} {}", threads, train)
@@ -46,7 +47,8 @@ std::vector<nlohmann::json> metrics_after(const fs::path& folder, int warmup) {
   std::ifstream metrics(folder / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     nlohmann::json record = nlohmann::json::parse(line);
-    if (record["step"].get<int>() > warmup) records.push_back(std::move(record));
+    // The closing goodput record has no step.
+    if (record.contains("step") && record["step"].get<int>() > warmup) records.push_back(std::move(record));
   }
   return records;
 }

@@ -16,9 +16,10 @@ std::string titan_executable();
 std::filesystem::path bench_corpus();
 // `titan train <arguments>` on `ranks` processes (mpirun when more than one,
 // each with `threads` OpenMP threads) dumping into `folder`, which starts
-// empty; errors name the log of a run that failed.
+// empty; errors name the log of a run that failed. `executable`: another
+// titan build to run instead of this one.
 void run_training_job(const std::string& what, int ranks, int threads, const std::filesystem::path& folder,
-                      const std::string& arguments);
+                      const std::string& arguments, const std::string& executable = "");
 // Every record of the job's metrics.jsonl after `warmup` steps.
 std::vector<nlohmann::json> metrics_after(const std::filesystem::path& folder, int warmup);
 

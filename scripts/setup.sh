@@ -12,6 +12,7 @@ packages=(
   libpcre2-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy       # the PyTorch reference the tests compare against
+  python3-protobuf                  # the independent TensorBoard event-file reader (tests/reference)
   libopenblas0-pthread              # an optimised BLAS for that peer (Debian's torch uses the system BLAS)
   clang-format clang libclang-rt-14-dev  # formatting check, libFuzzer
   nodejs npm                        # tokenizer compatibility peers

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distributed/mpi_test_support.h"
+#include "titan/core/profiler.h"
 
 namespace titan::distributed {
 namespace {
@@ -258,6 +259,47 @@ TEST(Collectives, AllToAllUnevenSplits) {
   too_many[0] += 1;
   EXPECT_THROW(group.all_to_all(output, input, output_splits, too_many), Error);
   EXPECT_THROW(group.all_to_all(output, input, output_splits, std::vector<int64_t>(n + 1, 0)), Error);
+}
+
+}  // namespace
+}  // namespace titan::distributed
+
+namespace titan::distributed {
+namespace {
+
+// Under the profiler each collective is a span on its group's own track (the
+// worker thread) carrying its byte counts, group and sequence number, and the
+// caller's wait for it is a span on the calling thread.
+TEST(Collectives, ProfilerRecordsEachCollectiveWithItsBytes) {
+  ProcessGroup& group = world();
+  const int n = group.size();
+  const Tensor reduced = testing::f32_tensor(values_of(group.rank(), 1000));
+  const Tensor input = testing::f32_tensor(values_of(group.rank(), 24));
+  const Tensor gathered = Tensor::empty({24 * n}, DType::f32);
+  group.barrier();
+  profiler::start();
+  const int caller = profiler::thread_index();
+  group.all_reduce(reduced, ReduceOp::sum)->wait();
+  group.all_gather(gathered, input)->wait();
+  const std::vector<profiler::Event> events = profiler::stop();
+  std::vector<const profiler::Event*> comm, waits;
+  for (const profiler::Event& e : events) {
+    if (e.category == "comm") comm.push_back(&e);
+    if (e.category == "wait") waits.push_back(&e);
+  }
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_EQ(comm[0]->name, "all_reduce");
+  EXPECT_EQ(comm[0]->args["bytes_in"], 4000);
+  EXPECT_EQ(comm[0]->args["bytes_out"], 4000);
+  EXPECT_EQ(comm[1]->name, "all_gather");
+  EXPECT_EQ(comm[1]->args["bytes_in"], 24 * 4);
+  EXPECT_EQ(comm[1]->args["bytes_out"], 24 * 4 * n);
+  EXPECT_EQ(comm[0]->args["group"], group.name());
+  EXPECT_EQ(comm[1]->args["sequence"].get<uint64_t>(), comm[0]->args["sequence"].get<uint64_t>() + 1);
+  // The collectives ran on the group's worker, the waits on this thread.
+  EXPECT_NE(comm[0]->thread, caller);
+  ASSERT_EQ(waits.size(), 2u);
+  for (const profiler::Event* wait : waits) EXPECT_EQ(wait->thread, caller);
 }
 
 }  // namespace

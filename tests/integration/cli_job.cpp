@@ -87,7 +87,11 @@ std::string tiny_train_command(const fs::path& data, const fs::path& config_json
 std::vector<double> metrics_column(const fs::path& jsonl, const char* field) {
   std::vector<double> values;
   std::ifstream metrics(jsonl);
-  for (std::string line; std::getline(metrics, line);) values.push_back(nlohmann::json::parse(line)[field]);
+  for (std::string line; std::getline(metrics, line);) {
+    // Step records only: the job's closing goodput record has no step.
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("step")) values.push_back(record[field]);
+  }
   return values;
 }
 

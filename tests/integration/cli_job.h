@@ -33,7 +33,7 @@ std::filesystem::path write_tiny_llama_config(const std::filesystem::path& folde
 // wrote into `data`, seq 128 x batch 4, dumping into `dump`; `extra` goes last.
 std::string tiny_train_command(const std::filesystem::path& data, const std::filesystem::path& config_json,
                                const std::filesystem::path& dump, const std::string& extra = "");
-// One field of every record of a metrics.jsonl.
+// One field of every step record of a metrics.jsonl.
 std::vector<double> metrics_column(const std::filesystem::path& jsonl, const char* field);
 // Every tensor of a safetensors file (empty when there is none).
 std::map<std::string, Tensor> read_all_tensors(const std::filesystem::path& safetensors);

@@ -1,5 +1,10 @@
 #include "titan/autograd/engine.h"
 
+#include <optional>
+
+#include "titan/core/profiler.h"
+#include "titan/core/trace_context.h"
+
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -49,6 +54,12 @@ std::vector<Tensor> apply_along(Node& node, std::vector<Tensor>&& grads, const E
   std::vector<Tensor> input_grads;
   {
     const RunningNode running(&node);
+    const trace::ModuleScope module(node.module);
+    std::optional<profiler::Span> span;
+    if (profiler::active()) {
+      span.emplace("backward", node.name());
+      span->args()["module"] = node.module != nullptr ? *node.module : std::string();
+    }
     input_grads = node.apply(std::move(grads));
   }
   if (any_hidden) {

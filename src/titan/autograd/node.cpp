@@ -1,5 +1,7 @@
 #include "titan/autograd/node.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/autograd/grad_mode.h"
 #include "titan/core/autograd_meta.h"
 #include "titan/ops/elementwise.h"
@@ -15,7 +17,7 @@ RunningNode::~RunningNode() { running_node = previous_; }
 
 bool input_grad_wanted(size_t input) { return running_node == nullptr || running_node->needs_input_grad(input); }
 
-Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)), module(trace::current_module()) {}
 
 AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
 

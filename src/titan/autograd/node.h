@@ -58,6 +58,9 @@ class Node : public std::enable_shared_from_this<Node> {
   // Creation order: the engine runs later nodes first, so gradients flow in
   // reverse forward order (what FSDP prefetching relies on).
   uint64_t sequence_nr;
+  // The module whose forward created this node (trace::current_module then):
+  // its backward is shown and its allocations attributed under that name.
+  const std::string* module;
   // Hooks on the gradient of output `first` (tensor hooks on non-leaf tensors).
   std::vector<std::pair<uint32_t, std::function<Tensor(const Tensor&)>>> output_hooks;
 };

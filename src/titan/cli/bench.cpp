@@ -7,6 +7,7 @@
 #include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
 #include "bench/pipeline_bench.h"
+#include "bench/profiler_bench.h"
 #include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
 #include "bench/train_bench.h"
@@ -24,18 +25,21 @@ Subcommand make_bench_subcommand() {
   auto moe = std::make_shared<bench::MoeBenchOptions>();
   auto pipeline = std::make_shared<bench::PipelineBenchOptions>();
   auto context = std::make_shared<bench::ContextParallelBenchOptions>();
+  auto profiler = std::make_shared<bench::ProfilerBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context,
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler,
                     suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "bench",
-        "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu)");
-    app->add_option("suite", *suite,
-                    "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, gpu")
+        "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
+        "gpu)");
+    app->add_option(
+           "suite", *suite,
+           "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, gpu")
         ->required()
-        ->check(CLI::IsMember(
-            {"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "context-parallel", "gpu"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
+                               "context-parallel", "profiler", "gpu"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -64,11 +68,24 @@ Subcommand make_bench_subcommand() {
         ->check(CLI::PositiveNumber);
     app->add_option("--cp-seq-len", context->seq_len, "context-parallel suite: sequence length (default 32768)")
         ->check(CLI::PositiveNumber);
+    app->add_option("--baseline", profiler->baseline,
+                    "profiler suite: a titan built with -DTITAN_PROFILER=OFF, the no-profiler case");
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, suite] {
+    if (*suite == "profiler") {
+      profiler->json_path = options->json_path;
+      profiler->rounds = options->repeats;
+      if (options->quick) {
+        profiler->steps = 2;
+        profiler->warmup = 1;
+        profiler->rounds = 1;
+        profiler->seq_len = 64;
+      }
+      return bench::run_profiler_bench(*profiler);
+    }
     if (*suite == "moe") {
       moe->json_path = options->json_path;
       moe->peer = train->peer;

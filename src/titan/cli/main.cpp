@@ -9,16 +9,19 @@
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
+#include "titan/distributed/flight_recorder.h"
 #include "titan/distributed/world.h"
 #include "titan/train/preemption.h"
 
 namespace {
 
 // Under a launcher, one rank's error must end every rank now (not after the
-// others wait out a collective's timeout).
-int end_job(int code) {
+// others wait out a collective's timeout), after this rank's flight recorder
+// dump (`why`: the error) shows what it was doing.
+int end_job(int code, const char* why) {
   if (titan::distributed::World::started_by_launcher()) {
     std::fflush(stderr);
+    titan::distributed::FlightRecorder::instance().dump(fmt::format("fatal error: {}", why), /*final=*/true);
     titan::distributed::abort_job(code);
   }
   return code;
@@ -28,7 +31,7 @@ int end_job(int code) {
 
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread titan, OpenMP, oneDNN and
-  // MPI start later inherits the blocked SIGTERM/SIGINT (train/preemption.h).
+  // MPI start later inherits the blocked SIGTERM/SIGINT/SIGUSR1 (train/preemption.h).
   titan::train::install_signal_thread();
   CLI::App app{"titan: pre-train Llama- and Qwen-style language models natively"};
   app.require_subcommand(1);
@@ -44,18 +47,18 @@ int main(int argc, char** argv) {
     return app.exit(error);
   } catch (const titan::Error& error) {
     std::fprintf(stderr, "titan: error: %s\n", error.what());
-    return end_job(1);
+    return end_job(1, error.what());
   } catch (const std::filesystem::filesystem_error& error) {
     // A path the user gave (or its permissions, or a full disk), not a bug in titan.
     std::fprintf(stderr, "titan: error: %s\n", error.what());
-    return end_job(1);
+    return end_job(1, error.what());
   } catch (const std::bad_alloc&) {
     std::fprintf(
         stderr, "titan: error: out of memory (an allocation failed); `titan estimate-memory` shows what a job needs\n");
-    return end_job(1);
+    return end_job(1, "out of memory");
   } catch (const std::exception& error) {
     std::fprintf(stderr, "titan: internal error: %s\n", error.what());
-    return end_job(2);
+    return end_job(2, error.what());
   }
   return 0;
 }

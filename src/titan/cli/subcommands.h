@@ -28,11 +28,15 @@ Subcommand make_estimate_memory_subcommand();
 Subcommand make_generate_subcommand();
 Subcommand make_convert_subcommand();
 Subcommand make_pipeline_subcommand();
+Subcommand make_debug_subcommand();
+Subcommand make_plot_subcommand();
+Subcommand make_compare_subcommand();
 
 inline std::vector<Subcommand> all_subcommands() {
   return {make_train_subcommand(),     make_bench_subcommand(),           make_data_subcommand(),
           make_tokenizer_subcommand(), make_estimate_memory_subcommand(), make_generate_subcommand(),
-          make_convert_subcommand(),   make_pipeline_subcommand()};
+          make_convert_subcommand(),   make_pipeline_subcommand(),        make_debug_subcommand(),
+          make_plot_subcommand(),      make_compare_subcommand()};
 }
 
 }  // namespace titan::cli

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "titan/core/profiler.h"
 #include "titan/distributed/stall_census.h"
 #include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
@@ -78,6 +79,14 @@ class MpiProcessGroup::Task final : public Work {
   // Runs the collective; finish() then releases waiters. Two steps so the
   // worker counts a collective in the stats before anyone waiting on it returns.
   void execute() {
+    FlightRecorder::instance().start(record_);
+    // The profiler draws it on this group's own track (the worker thread).
+    profiler::Span span("comm", comm_op_name(call_.op));
+    if (span.recording()) {
+      span.args() = {{"group", group_->name()},          {"sequence", sequence_},
+                     {"bytes_in", call_.bytes_in},       {"bytes_out", call_.bytes_out},
+                     {"dtype", dtype_name(call_.dtype)}, {"what", what_}};
+    }
     try {
       body_();
     } catch (...) {
@@ -87,6 +96,7 @@ class MpiProcessGroup::Task final : public Work {
     // last wait() the program may already be destroying its statics (the CPU
     // allocator among them) while this thread still holds the task.
     body_ = nullptr;
+    FlightRecorder::instance().complete(record_);
   }
 
   void finish() {
@@ -96,6 +106,7 @@ class MpiProcessGroup::Task final : public Work {
   }
 
   void wait() override {
+    const profiler::Span span("wait", what_);
     const auto start = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
     const bool finished = done_changed_.wait_for(lock, std::chrono::duration<double>(group_->timeout_seconds()),
@@ -112,11 +123,17 @@ class MpiProcessGroup::Task final : public Work {
   }
 
   const std::string& what() const { return what_; }
+  void set_record(uint64_t handle, const CommCall& call) {
+    record_ = handle;
+    call_ = call;
+  }
 
  private:
   MpiProcessGroup* group_;
   std::string what_;
-  uint64_t sequence_;  // 1-based number of this collective on the group
+  uint64_t sequence_;    // 1-based number of this collective on the group
+  uint64_t record_ = 0;  // its FlightRecorder handle
+  CommCall call_;
   std::function<void()> body_;
   std::mutex mutex_;
   std::condition_variable done_changed_;
@@ -129,6 +146,7 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, double timeout
       comm_(comm),
       timeout_seconds_(timeout_seconds),
       worker_([this] { run_worker(); }) {
+  recorder_group_ = FlightRecorder::instance().register_group(this->name(), "mpi", world_ranks());
   if (StallCensus* census = stall_census()) {
     census->add_group(this->name(), [this] {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -149,6 +167,7 @@ MpiProcessGroup::~MpiProcessGroup() {
 }
 
 void MpiProcessGroup::run_worker() {
+  profiler::set_thread_name(fmt::format("comm: {}", name()));
   for (;;) {
     std::shared_ptr<Task> task;
     {
@@ -169,30 +188,41 @@ void MpiProcessGroup::run_worker() {
   }
 }
 
-std::shared_ptr<Work> MpiProcessGroup::enqueue(std::string what, std::function<void()> body) {
+std::shared_ptr<Work> MpiProcessGroup::enqueue(std::string what, const CommCall& call, std::function<void()> body) {
   std::shared_ptr<Task> task;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     last_issued_ = what;
     task = std::make_shared<Task>(this, std::move(what), ++issued_, std::move(body));
+    // Under the lock: records of one group enter the ring in sequence order.
+    task->set_record(FlightRecorder::instance().record(recorder_group_, issued_, call), call);
     queue_.push_back(task);
   }
   ready_.notify_one();
   return task;
 }
 
+std::vector<int> MpiProcessGroup::world_ranks() const {
+  MPI_Group group, world;
+  MPI_Comm_group(comm_, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> members, ranks(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) members.push_back(r);
+  MPI_Group_translate_ranks(group, size(), members.data(), world, ranks.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return ranks;
+}
+
 void MpiProcessGroup::abort_stalled(const std::string& what, uint64_t sequence) const {
+  // First, while this rank's view is intact: the dump outlives the abort.
+  FlightRecorder::instance().dump(fmt::format("{} (collective #{} on group '{}') timed out after {:.0f} s", what,
+                                              sequence, name(), timeout_seconds_),
+                                  /*final=*/true);
   std::string peers;
   if (StallCensus* census = stall_census()) {
     // The group's other ranks, as world ranks (the census talks over the world).
-    MPI_Group group, world;
-    MPI_Comm_group(comm_, &group);
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
-    std::vector<int> members, world_ranks(static_cast<size_t>(size()));
-    for (int r = 0; r < size(); ++r) members.push_back(r);
-    MPI_Group_translate_ranks(group, size(), members.data(), world, world_ranks.data());
-    MPI_Group_free(&group);
-    MPI_Group_free(&world);
+    std::vector<int> world_ranks = this->world_ranks();
     world_ranks.erase(world_ranks.begin() + rank());
     for (const std::string& line : census->ask(world_ranks, name(), sequence, 5.0)) peers += "\n  " + line;
   }
@@ -231,7 +261,7 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp
   const int count = checked_count(tensor.numel(), "all_reduce");
   return enqueue(
       fmt::format("all_reduce({}) of {} {}", reduce_op_name(op), shape_str(tensor.shape()), dtype_name(tensor.dtype())),
-      [=, this] {
+      describe_call(CommOp::all_reduce, tensor, tensor, static_cast<int>(op)), [=, this] {
         MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, mpi_type(buffer.dtype()), mpi_op(op), comm_);
         if (op == ReduceOp::avg) ops::scale_(buffer, 1.0f / static_cast<float>(size()));
         if (widen) ops::copy_(tensor, buffer);
@@ -243,10 +273,11 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& output, const Te
   check_cpu(input, "all_gather");
   check_all_gather(*this, output, input);
   const int count = checked_count(input.numel(), "all_gather");
-  return enqueue(fmt::format("all_gather of {} {}", shape_str(input.shape()), dtype_name(input.dtype())), [=, this] {
-    const MPI_Datatype type = mpi_type(input.dtype());
-    MPI_Allgather(input.data_ptr(), count, type, output.data_ptr(), count, type, comm_);
-  });
+  return enqueue(fmt::format("all_gather of {} {}", shape_str(input.shape()), dtype_name(input.dtype())),
+                 describe_call(CommOp::all_gather, input, output), [=, this] {
+                   const MPI_Datatype type = mpi_type(input.dtype());
+                   MPI_Allgather(input.data_ptr(), count, type, output.data_ptr(), count, type, comm_);
+                 });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -261,7 +292,7 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, cons
   const int count = checked_count(output.numel(), "reduce_scatter");
   return enqueue(fmt::format("reduce_scatter({}) of {} {}", reduce_op_name(op), shape_str(input.shape()),
                              dtype_name(input.dtype())),
-                 [=, this] {
+                 describe_call(CommOp::reduce_scatter, input, output, static_cast<int>(op)), [=, this] {
                    MPI_Reduce_scatter_block(send.data_ptr(), receive.data_ptr(), count, mpi_type(send.dtype()),
                                             mpi_op(op), comm_);
                    if (op == ReduceOp::avg) ops::scale_(receive, 1.0f / static_cast<float>(size()));
@@ -274,6 +305,7 @@ std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& tensor, int root)
   TITAN_CHECK(root >= 0 && root < size(), "broadcast on {}: root {} outside [0, {})", name(), root, size());
   const int count = checked_count(tensor.numel(), "broadcast");
   return enqueue(fmt::format("broadcast from {} of {} {}", root, shape_str(tensor.shape()), dtype_name(tensor.dtype())),
+                 describe_call(CommOp::broadcast, tensor, tensor, -1, root),
                  [=, this] { MPI_Bcast(tensor.data_ptr(), count, mpi_type(tensor.dtype()), root, comm_); });
 }
 
@@ -293,11 +325,12 @@ std::shared_ptr<Work> MpiProcessGroup::all_to_all(const Tensor& output, const Te
     receive_offsets.push_back(checked_count(receive_offset, "all_to_all"));
     receive_offset += output_splits[p] * row;
   }
-  return enqueue(fmt::format("all_to_all of {} {}", shape_str(input.shape()), dtype_name(input.dtype())), [=, this] {
-    const MPI_Datatype type = mpi_type(input.dtype());
-    MPI_Alltoallv(input.data_ptr(), send_counts.data(), send_offsets.data(), type, output.data_ptr(),
-                  receive_counts.data(), receive_offsets.data(), type, comm_);
-  });
+  return enqueue(fmt::format("all_to_all of {} {}", shape_str(input.shape()), dtype_name(input.dtype())),
+                 describe_call(CommOp::all_to_all, input, output), [=, this] {
+                   const MPI_Datatype type = mpi_type(input.dtype());
+                   MPI_Alltoallv(input.data_ptr(), send_counts.data(), send_offsets.data(), type, output.data_ptr(),
+                                 receive_counts.data(), receive_offsets.data(), type, comm_);
+                 });
 }
 
 // A posted non-blocking send or receive. Point-to-point bypasses the worker:
@@ -305,14 +338,21 @@ std::shared_ptr<Work> MpiProcessGroup::all_to_all(const Tensor& output, const Te
 // which a worker running one blocking operation at a time would deadlock on.
 class MpiProcessGroup::Request final : public Work {
  public:
-  Request(MpiProcessGroup* group, std::string what, Tensor tensor, MPI_Request request)
-      : group_(group), what_(std::move(what)), tensor_(std::move(tensor)), request_(request) {}
+  // `record`: its FlightRecorder handle; posted to MPI is started.
+  Request(MpiProcessGroup* group, std::string what, Tensor tensor, MPI_Request request, uint64_t record)
+      : group_(group), what_(std::move(what)), tensor_(std::move(tensor)), request_(request), record_(record) {
+    FlightRecorder::instance().start(record_);
+  }
   ~Request() override {
     // A request nobody waited for still owns its buffer until it completes.
-    if (!done_) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    if (!done_) {
+      MPI_Wait(&request_, MPI_STATUS_IGNORE);
+      FlightRecorder::instance().complete(record_);
+    }
   }
 
   void wait() override {
+    const profiler::Span span("wait", what_);
     const auto start = Clock::now();
     for (int polls = 0; !completed(); ++polls) {
       if (std::chrono::duration<double>(Clock::now() - start).count() > group_->timeout_seconds()) {
@@ -337,6 +377,7 @@ class MpiProcessGroup::Request final : public Work {
       MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
       if (flag) {
         done_ = true;
+        FlightRecorder::instance().complete(record_);
         group_->count_transfer();
       }
     }
@@ -348,6 +389,7 @@ class MpiProcessGroup::Request final : public Work {
   std::string what_;
   Tensor tensor_;  // kept alive until MPI is done with its memory
   MPI_Request request_;
+  uint64_t record_;
   std::mutex mutex_;
   bool done_ = false;
 };
@@ -356,18 +398,22 @@ std::shared_ptr<Work> MpiProcessGroup::send(const Tensor& tensor, int peer, int 
   check_cpu(tensor, "send");
   const int count = checked_count(tensor.numel(), "send");
   MPI_Request request;
+  const uint64_t record = FlightRecorder::instance().record(recorder_group_, ++transfers_,
+                                                            describe_call(CommOp::send, tensor, tensor, -1, peer));
   MPI_Isend(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_, &request);
   return std::make_shared<Request>(this, fmt::format("send to {} of {} (tag {})", peer, shape_str(tensor.shape()), tag),
-                                   tensor, request);
+                                   tensor, request, record);
 }
 
 std::shared_ptr<Work> MpiProcessGroup::recv(const Tensor& tensor, int peer, int tag) {
   check_cpu(tensor, "recv");
   const int count = checked_count(tensor.numel(), "recv");
   MPI_Request request;
+  const uint64_t record = FlightRecorder::instance().record(recorder_group_, ++transfers_,
+                                                            describe_call(CommOp::recv, tensor, tensor, -1, peer));
   MPI_Irecv(tensor.data_ptr(), count, mpi_type(tensor.dtype()), peer, tag, comm_, &request);
   return std::make_shared<Request>(
-      this, fmt::format("recv from {} of {} (tag {})", peer, shape_str(tensor.shape()), tag), tensor, request);
+      this, fmt::format("recv from {} of {} (tag {})", peer, shape_str(tensor.shape()), tag), tensor, request, record);
 }
 
 uint64_t MpiProcessGroup::issued() const {
@@ -383,12 +429,14 @@ void MpiProcessGroup::count_transfer() {
 }
 
 void MpiProcessGroup::barrier() {
-  enqueue("barrier", [this] { MPI_Barrier(comm_); })->wait();
+  enqueue("barrier", CommCall{CommOp::barrier}, [this] { MPI_Barrier(comm_); })->wait();
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, const std::string& name) {
   MPI_Comm sub = MPI_COMM_NULL;
-  enqueue(fmt::format("split into '{}'", name), [&, this] { MPI_Comm_split(comm_, color, key, &sub); })->wait();
+  enqueue(fmt::format("split into '{}'", name), CommCall{CommOp::split}, [&, this] {
+    MPI_Comm_split(comm_, color, key, &sub);
+  })->wait();
   return std::make_shared<MpiProcessGroup>(sub, name, timeout_seconds_);
 }
 

@@ -7,12 +7,14 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "titan/distributed/flight_recorder.h"
 #include "titan/distributed/process_group.h"
 
 namespace titan::distributed {
@@ -48,7 +50,9 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   class Task;
   class Request;
-  std::shared_ptr<Work> enqueue(std::string what, std::function<void()> body);
+  // Queues a collective for the worker; `call` is what the flight recorder keeps of it.
+  std::shared_ptr<Work> enqueue(std::string what, const CommCall& call, std::function<void()> body);
+  std::vector<int> world_ranks() const;  // the members' ranks in MPI_COMM_WORLD, in group rank order
   void run_worker();
 
   MPI_Comm comm_;
@@ -58,8 +62,10 @@ class MpiProcessGroup final : public ProcessGroup {
   std::deque<std::shared_ptr<Task>> queue_;
   bool stopping_ = false;
   CommStats stats_;
-  uint64_t issued_ = 0;      // collectives issued so far (under mutex_)
-  std::string last_issued_;  // the last one's description
+  uint64_t issued_ = 0;                 // collectives issued so far (under mutex_)
+  std::string last_issued_;             // the last one's description
+  int recorder_group_ = -1;             // this group in the FlightRecorder
+  std::atomic<uint64_t> transfers_{0};  // sends and receives posted so far (numbered apart from collectives)
   // Last: the thread starts once everything it uses is constructed.
   std::thread worker_;
 };

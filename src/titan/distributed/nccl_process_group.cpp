@@ -28,6 +28,7 @@
 #include <mutex>
 #include <thread>
 
+#include "titan/distributed/flight_recorder.h"
 #include "titan/distributed/world.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/stream.h"
@@ -103,7 +104,9 @@ struct InFlight {
   cudaEvent_t start = nullptr;
   cudaEvent_t end = nullptr;
   std::vector<Tensor> tensors;
-  bool accounted = false;  // its busy time is in the stats
+  bool accounted = false;                             // its busy time is in the stats
+  uint64_t record = 0;                                // its FlightRecorder handle
+  bool started_seen = false, completed_seen = false;  // what the recorder has been told
 
   InFlight() = default;
   InFlight(const InFlight&) = delete;
@@ -146,6 +149,7 @@ class NcclProcessGroup final : public ProcessGroup {
       TITAN_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
       TITAN_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
       barrier_buffer_ = Tensor::zeros({1}, DType::f32, Device::cuda(device_));
+      recorder_group_ = FlightRecorder::instance().register_group(this->name(), "nccl", gather_world_ranks());
     } catch (...) {
       release();
       throw;
@@ -166,7 +170,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_reducible(tensor.dtype(), "all_reduce");
     return launch(fmt::format("all_reduce({}) of {} {}", reduce_op_name(op), shape_str(tensor.shape()),
                               dtype_name(tensor.dtype())),
-                  {tensor}, [&] {
+                  {tensor}, describe_call(CommOp::all_reduce, tensor, tensor, static_cast<int>(op)), [&] {
                     TITAN_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), count(tensor),
                                                    nccl_type(tensor.dtype()), nccl_op(op), comm_, stream_));
                   });
@@ -177,7 +181,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_tensor(input, "all_gather");
     check_all_gather(*this, output, input);
     return launch(fmt::format("all_gather of {} {}", shape_str(input.shape()), dtype_name(input.dtype())),
-                  {output, input}, [&] {
+                  {output, input}, describe_call(CommOp::all_gather, input, output), [&] {
                     TITAN_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), count(input),
                                                    nccl_type(input.dtype()), comm_, stream_));
                   });
@@ -191,7 +195,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_reducible(input.dtype(), "reduce_scatter");
     return launch(fmt::format("reduce_scatter({}) of {} {}", reduce_op_name(op), shape_str(input.shape()),
                               dtype_name(input.dtype())),
-                  {output, input}, [&] {
+                  {output, input}, describe_call(CommOp::reduce_scatter, input, output, static_cast<int>(op)), [&] {
                     TITAN_NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), count(output),
                                                        nccl_type(input.dtype()), nccl_op(op), comm_, stream_));
                   });
@@ -202,7 +206,7 @@ class NcclProcessGroup final : public ProcessGroup {
     TITAN_CHECK(root >= 0 && root < size(), "broadcast on {}: root {} outside [0, {})", name(), root, size());
     return launch(
         fmt::format("broadcast from {} of {} {}", root, shape_str(tensor.shape()), dtype_name(tensor.dtype())),
-        {tensor}, [&] {
+        {tensor}, describe_call(CommOp::broadcast, tensor, tensor, -1, root), [&] {
           TITAN_NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()),
                                          root, comm_, stream_));
         });
@@ -216,7 +220,7 @@ class NcclProcessGroup final : public ProcessGroup {
     const int64_t row_bytes = row * static_cast<int64_t>(input.element_size());
     const ncclDataType_t type = nccl_type(input.dtype());
     return launch(fmt::format("all_to_all of {} {}", shape_str(input.shape()), dtype_name(input.dtype())),
-                  {output, input}, [&] {
+                  {output, input}, describe_call(CommOp::all_to_all, input, output), [&] {
                     // One group call: every send and receive progresses together,
                     // which is what lets rank pairs exchange without deadlock.
                     TITAN_NCCL_CHECK(ncclGroupStart());
@@ -245,21 +249,30 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> send(const Tensor& tensor, int peer, int tag) override {
     check_tensor(tensor, "send");
     check_peer(peer, "send");
-    return launch(fmt::format("send to {} (tag {}) of {}", peer, tag, shape_str(tensor.shape())), {tensor}, [&] {
-      TITAN_NCCL_CHECK(ncclSend(tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), peer, comm_, stream_));
-    });
+    return launch(
+        fmt::format("send to {} (tag {}) of {}", peer, tag, shape_str(tensor.shape())), {tensor},
+        describe_call(CommOp::send, tensor, tensor, -1, peer), [&] {
+          TITAN_NCCL_CHECK(ncclSend(tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), peer, comm_, stream_));
+        });
   }
 
   std::shared_ptr<Work> recv(const Tensor& tensor, int peer, int tag) override {
     check_tensor(tensor, "recv");
     check_peer(peer, "recv");
-    return launch(fmt::format("recv from {} (tag {}) of {}", peer, tag, shape_str(tensor.shape())), {tensor}, [&] {
-      TITAN_NCCL_CHECK(ncclRecv(tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), peer, comm_, stream_));
-    });
+    return launch(
+        fmt::format("recv from {} (tag {}) of {}", peer, tag, shape_str(tensor.shape())), {tensor},
+        describe_call(CommOp::recv, tensor, tensor, -1, peer), [&] {
+          TITAN_NCCL_CHECK(ncclRecv(tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), peer, comm_, stream_));
+        });
   }
 
   // NCCL has no barrier; a one-element all_reduce that every rank waits for is one.
-  void barrier() override { all_reduce(barrier_buffer_, ReduceOp::sum)->wait(); }
+  void barrier() override {
+    launch("barrier", {barrier_buffer_}, CommCall{CommOp::barrier}, [&] {
+      TITAN_NCCL_CHECK(ncclAllReduce(barrier_buffer_.data_ptr(), barrier_buffer_.data_ptr(), 1, ncclFloat32, ncclSum,
+                                     comm_, stream_));
+    })->wait();
+  }
 
   std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name) override {
     TITAN_CHECK(color >= 0, "split of {} into '{}': color {} must be >= 0", this->name(), name, color);
@@ -267,8 +280,14 @@ class NcclProcessGroup final : public ProcessGroup {
     ncclComm_t sub = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      // A collective over this group, issued from the host (not on the stream):
+      // recorded like the others, started and completed around the call.
+      FlightRecorder& recorder = FlightRecorder::instance();
+      const uint64_t record = recorder.record(recorder_group_, ++issued_, CommCall{CommOp::split});
+      recorder.start(record);
       TITAN_CUDA_CHECK(cudaSetDevice(device_));
       TITAN_NCCL_CHECK(ncclCommSplit(comm_, color, key, &sub, nullptr));
+      recorder.complete(record);
     }
     return std::make_shared<NcclProcessGroup>(sub, device_, name, timeout_seconds_, nullptr);
 #else
@@ -316,13 +335,16 @@ class NcclProcessGroup final : public ProcessGroup {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     account(op);
+    observe(op);
     stats_.exposed_seconds += std::chrono::duration<double>(Clock::now() - begin).count();
   }
 
-  bool finished(const InFlight& op) const {
+  bool finished(InFlight& op) {
     const cudaError_t status = cudaEventQuery(op.end);
     TITAN_CHECK(status == cudaSuccess || status == cudaErrorNotReady, "{} on group '{}' (nccl): CUDA error {}", op.what,
                 name(), cudaGetErrorString(status));
+    std::lock_guard<std::mutex> lock(mutex_);
+    observe(op);
     return status == cudaSuccess;
   }
 
@@ -345,14 +367,58 @@ class NcclProcessGroup final : public ProcessGroup {
                 name(), peer, size());
   }
 
+  // The members' world ranks, in group rank order: one in-place all-gather
+  // over the new communicator (for the flight recorder, which must know who
+  // takes part in this group's collectives). Every member runs it, while
+  // constructing the group.
+  std::vector<int> gather_world_ranks() {
+    const int32_t mine = World::instance().rank();
+    const size_t bytes = static_cast<size_t>(size()) * sizeof(int32_t);
+    void* ranks = nullptr;
+    // Plain device memory: nothing else ever touched it, so no stream ordering to arrange.
+    TITAN_CUDA_CHECK(cudaMalloc(&ranks, bytes));
+    std::vector<int32_t> host(static_cast<size_t>(size()));
+    int32_t* slot = static_cast<int32_t*>(ranks) + rank();
+    cudaError_t status = cudaMemcpyAsync(slot, &mine, sizeof(mine), cudaMemcpyHostToDevice, stream_);
+    ncclResult_t gathered = ncclSuccess;
+    if (status == cudaSuccess) gathered = ncclAllGather(slot, ranks, 1, ncclInt32, comm_, stream_);
+    if (status == cudaSuccess && gathered == ncclSuccess) {
+      status = cudaMemcpyAsync(host.data(), ranks, bytes, cudaMemcpyDeviceToHost, stream_);
+    }
+    if (status == cudaSuccess) status = cudaStreamSynchronize(stream_);
+    cudaFree(ranks);
+    TITAN_CUDA_CHECK(status);
+    TITAN_NCCL_CHECK(gathered);
+    return {host.begin(), host.end()};
+  }
+
+  // Moves `op`'s flight record along as far as its events show: the host sees
+  // a collective's progress on the GPU only by polling them. Caller holds mutex_.
+  void observe(InFlight& op) {
+    if (op.record == 0 || op.completed_seen) return;
+    FlightRecorder& recorder = FlightRecorder::instance();
+    if (!op.started_seen && cudaEventQuery(op.start) == cudaSuccess) {
+      op.started_seen = true;
+      recorder.start(op.record);
+    }
+    if (cudaEventQuery(op.end) == cudaSuccess) {
+      op.completed_seen = true;
+      recorder.complete(op.record);
+    }
+  }
+
   // Issues one collective (`issue` makes the NCCL calls on stream_) after
   // everything already queued on the current stream, and returns its Work.
+  // `call` is what the flight recorder keeps of it.
   template <typename Issue>
-  std::shared_ptr<Work> launch(std::string what, std::vector<Tensor> tensors, Issue&& issue) {
+  std::shared_ptr<Work> launch(std::string what, std::vector<Tensor> tensors, const CommCall& call, Issue&& issue) {
     auto op = std::make_shared<InFlight>();
     op->what = std::move(what);
     op->tensors = std::move(tensors);
     std::lock_guard<std::mutex> lock(mutex_);
+    // Queued once issued on the host; started and completed as the events show (observe).
+    op->record =
+        FlightRecorder::instance().record(recorder_group_, is_point_to_point(call.op) ? ++transfers_ : ++issued_, call);
     TITAN_CUDA_CHECK(cudaSetDevice(device_));
     release_finished();
     TITAN_CUDA_CHECK(cudaEventCreate(&op->start));
@@ -372,6 +438,7 @@ class NcclProcessGroup final : public ProcessGroup {
   void release_finished() {
     while (!in_flight_.empty() && cudaEventQuery(in_flight_.front()->end) == cudaSuccess) {
       account(*in_flight_.front());
+      observe(*in_flight_.front());
       in_flight_.pop_front();
     }
   }
@@ -387,6 +454,11 @@ class NcclProcessGroup final : public ProcessGroup {
   }
 
   [[noreturn]] void abort_job_for(const std::string& what, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& op : in_flight_) observe(*op);
+    }
+    FlightRecorder::instance().dump(fmt::format("{} on group '{}' (nccl) {}", what, name(), why), /*final=*/true);
     std::fprintf(stderr, "titan: rank %d: %s on group '%s' (nccl) %s; aborting every rank\n", World::instance().rank(),
                  what.c_str(), name().c_str(), why.c_str());
     std::fflush(stderr);
@@ -417,6 +489,9 @@ class NcclProcessGroup final : public ProcessGroup {
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<InFlight>> in_flight_;
   CommStats stats_;
+  int recorder_group_ = -1;
+  uint64_t issued_ = 0;     // collectives issued so far (under mutex_)
+  uint64_t transfers_ = 0;  // sends and receives issued so far (under mutex_)
 };
 
 void NcclWork::wait() { group_->wait_for(*op_); }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "titan/distributed/flight_recorder.h"
+
 namespace titan::distributed {
 namespace {
 
@@ -62,6 +64,11 @@ void StallCensus::answer_loop() {
       continue;
     }
     const std::string name = receive_string(comm_, status);
+    // A question means a collective timed out on a peer: this rank's records
+    // are what shows where it is (never reached it, or stuck elsewhere), and
+    // the asker aborts the job once answered, so write them first.
+    FlightRecorder::instance().dump(fmt::format(
+        "rank {} timed out in a collective on group '{}' and asked this rank how far it got", status.MPI_SOURCE, name));
     GroupProgress progress;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -58,6 +58,7 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
   } else {
     rope = ops::rope_table(head, config.max_seq_len, config.rope_theta, config.rope_scaling, device);
   }
+  name_modules();
 }
 
 Tensor Decoder::hidden_states(const DecoderInputs& inputs) const { return hidden_states(inputs, nullptr); }
@@ -116,6 +117,7 @@ void Decoder::retain_modules(const std::vector<std::string>& module_fqns) {
 
 Tensor Decoder::forward_part(const std::vector<std::string>& part, const Tensor& hidden,
                              const DecoderInputs& inputs) const {
+  const ForwardScope scope(*this);
   const nn::BlockInputs block = block_inputs(inputs, nullptr);
   Tensor h = hidden;
   for (const std::string& fqn : part) {
@@ -185,6 +187,7 @@ LossFunction cross_entropy_loss(const LossConfig& config) {
 }
 
 Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels, LossParts* parts) const {
+  const ForwardScope scope(*this);
   const std::shared_ptr<nn::MoEAuxLoss> aux = new_aux_loss();
   Tensor lm = loss_function(hidden_states(inputs, aux), output_weight(), labels);
   if (aux) {

@@ -62,6 +62,7 @@ Tensor Attention::attend(const Projected& p, const Tensor& k, const Tensor& v, c
 }
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const {
+  const ForwardScope scope(*this);
   const Projected p = project(pre_forward(x), inputs);
   return post_forward(attend(p, p.k, p.v, inputs.mask, core_));
 }

@@ -17,6 +17,7 @@ Embedding::Embedding(const EmbeddingConfig& config, Device device)
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
+  const ForwardScope scope(*this);
   return post_forward(F::embedding(weight->materialize(), pre_forward(ids)));
 }
 

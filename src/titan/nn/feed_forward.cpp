@@ -15,6 +15,7 @@ FeedForward::FeedForward(const FeedForwardConfig& config, Device device) : confi
 }
 
 Tensor FeedForward::forward(const Tensor& input) const {
+  const ForwardScope scope(*this);
   const Tensor x = pre_forward(input);
   return post_forward(w2->forward(F::swiglu(w1->forward(x), w3->forward(x))));
 }

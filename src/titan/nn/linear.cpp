@@ -15,7 +15,10 @@ Linear::Linear(const LinearConfig& config, Device device)
               config.in_features, config.out_features);
 }
 
-Tensor Linear::forward(const Tensor& x) const { return F::linear(x, weight->materialize()); }
+Tensor Linear::forward(const Tensor& x) const {
+  const ForwardScope scope(*this);
+  return F::linear(x, weight->materialize());
+}
 
 void Linear::init_weights(Generator& generator, double std, double low, double high) {
   ops::trunc_normal_(weight->data, 0.0, std, low, high, generator);

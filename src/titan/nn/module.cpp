@@ -60,6 +60,11 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::st
   return result;
 }
 
+void Module::name_modules(const std::string& prefix) {
+  trace_name_ = prefix.empty() ? "model" : prefix;
+  for (auto& [name, child] : children_) child->name_modules(join(prefix, name));
+}
+
 void Module::remove_child(const std::string& name) {
   const auto found =
       std::find_if(children_.begin(), children_.end(), [&](const auto& child) { return child.first == name; });

@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "titan/core/profiler.h"
 #include "titan/core/tensor.h"
+#include "titan/core/trace_context.h"
 
 namespace titan::nn {
 
@@ -81,12 +83,28 @@ class Module {
   // Drops child `name` and everything under it (a pipeline stage keeping only its part of a model).
   void remove_child(const std::string& name);
 
+  // Gives this module and every module under it its fully-qualified name, for
+  // the profiler and the memory recorder (the root of a model calls it once built).
+  void name_modules(const std::string& prefix = "");
+  const std::string& trace_name() const { return trace_name_; }
+
   // Redistributions installed from outside (tensor/sequence parallelism):
   // forward applies input_hooks to its input and output_hooks to its result.
   // Empty by default, so the module is plain single-device code.
   std::vector<std::function<Tensor(const Tensor&)>> input_hooks, output_hooks;
 
  protected:
+  // Opened at the top of every forward: the ops and allocations inside belong
+  // to this module (trace::current_module), and the profiler draws its span.
+  class ForwardScope {
+   public:
+    explicit ForwardScope(const Module& module) : module_(&module.trace_name_), span_("module", module.trace_name_) {}
+
+   private:
+    trace::ModuleScope module_;
+    profiler::Span span_;
+  };
+
   Tensor pre_forward(const Tensor& input) const;
   Tensor post_forward(const Tensor& output) const;
   Parameter* register_parameter(const std::string& name, Tensor data);
@@ -105,6 +123,7 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Buffer>>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::string trace_name_;
 
   void for_each_tensor(const std::function<Tensor(const Tensor&, bool is_parameter)>& convert);
 };

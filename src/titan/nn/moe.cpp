@@ -74,6 +74,7 @@ GroupedExperts::GroupedExperts(const MoEConfig& config, Device device)
                             Tensor::empty({config.num_experts, config.hidden_dim, config.dim}, DType::f32, device))) {}
 
 Tensor GroupedExperts::forward(const Tensor& rows, const Tensor& counts) const {
+  const ForwardScope scope(*this);
   const ExpertsFunction local = [this](const Tensor& r, const Tensor& c) { return compute(r, c); };
   return dispatcher_ ? dispatcher_(rows, counts, local) : compute(rows, counts);
 }
@@ -139,6 +140,7 @@ MoE::MoE(const MoEConfig& config, Device device)
 }
 
 Tensor MoE::forward(const Tensor& input, const std::shared_ptr<MoEAuxLoss>& aux) const {
+  const ForwardScope scope(*this);
   const Tensor in = pre_forward(input);
   const Shape shape = in.shape();
   const Tensor x = F::reshape(in, {-1, config.dim});

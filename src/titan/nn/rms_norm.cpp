@@ -14,6 +14,7 @@ RMSNorm::RMSNorm(const RMSNormConfig& config, Device device)
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
+  const ForwardScope scope(*this);
   return F::rms_norm(x, weight->materialize(), static_cast<float>(config.eps));
 }
 

@@ -24,6 +24,7 @@ TransformerBlock::TransformerBlock(const TransformerBlockConfig& config, Device 
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, const BlockInputs& inputs) const {
+  const ForwardScope scope(*this);
   if (!runner_) return compute(x, inputs);
   // The body may run again in backward, after this call returns: capture by value.
   return runner_([this, inputs](const Tensor& in) { return compute(in, inputs); }, x);

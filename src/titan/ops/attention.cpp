@@ -1,5 +1,11 @@
 #include "titan/ops/attention.h"
 
+#include "titan/core/trace_context.h"
+
+#include <algorithm>
+
+#include "titan/core/profiler.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
@@ -61,14 +67,38 @@ AttentionMask contiguous_mask(const AttentionMask& mask) {
   return result;
 }
 
+// Query-key pairs the causal mask and window leave visible (packed documents
+// hide more: the count is then an upper bound), for the profiler's FLOPs.
+double visible_pairs(const Tensor& q, const Tensor& k, const AttentionMask& mask) {
+  const int64_t q_len = q.size(1), k_len = k.size(1);
+  if (!mask.causal && mask.sliding_window <= 0) return static_cast<double>(q_len) * static_cast<double>(k_len);
+  const int64_t offset = mask.query_offset(q_len, k_len);
+  double pairs = 0.0;
+  for (int64_t i = 0; i < q_len; ++i) {
+    const int64_t position = offset + i;  // the query's position on the keys' axis
+    const int64_t last = mask.causal ? std::min(position, k_len - 1) : k_len - 1;
+    const int64_t first = mask.sliding_window > 0 ? std::max<int64_t>(0, position - mask.sliding_window + 1) : 0;
+    if (last >= first) pairs += static_cast<double>(last - first + 1);
+  }
+  return pairs;
+}
+
+// Two GEMMs forward (scores, then their product with V): 4 FLOPs per visible pair and head dimension.
+double attention_flops(const Tensor& q, const Tensor& k, const AttentionMask& mask) {
+  if (!profiler::active()) return 0.0;
+  return 4.0 * static_cast<double>(q.size(0) * q.size(2) * q.size(3)) * visible_pairs(q, k, mask);
+}
+
 }  // namespace
 
 AttentionOutput flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                                 float scale) {
+  const trace::OpScope op_scope("flash_attention");
   check_attention_inputs("flash_attention", q, k, v, mask);
   AttentionOutput result{Tensor::empty(q.shape(), q.dtype(), q.device()),
                          Tensor::empty({q.size(0), q.size(2), q.size(1)}, DType::f32, q.device())};
   if (!q.device().is_meta()) {
+    profiler::note_flops(attention_flops(q, k, mask));
     flash_attention_kernels(q.device(), result, q.contiguous(), k.contiguous(), v.contiguous(), contiguous_mask(mask),
                             scale);
   }
@@ -77,6 +107,7 @@ AttentionOutput flash_attention(const Tensor& q, const Tensor& k, const Tensor& 
 
 AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                         const Tensor& out, const Tensor& lse, const AttentionMask& mask, float scale) {
+  const trace::OpScope op_scope("flash_attention_backward");
   check_attention_inputs("flash_attention_backward", q, k, v, mask);
   check_same_shape("flash_attention_backward", grad_out, q);
   check_same_dtype("flash_attention_backward", grad_out, q);
@@ -91,6 +122,8 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q,
   AttentionGrads grads{Tensor::empty(q.shape(), q.dtype(), q.device()), Tensor::empty(k.shape(), k.dtype(), k.device()),
                        Tensor::empty(v.shape(), v.dtype(), v.device())};
   if (!q.device().is_meta()) {
+    // Five GEMMs: the scores recomputed, dV, dP, dQ and dK.
+    profiler::note_flops(2.5 * attention_flops(q, k, mask));
     flash_attention_backward_kernels(q.device(), grads, grad_out.contiguous(), q.contiguous(), k.contiguous(),
                                      v.contiguous(), out.contiguous(), lse.contiguous(), contiguous_mask(mask), scale);
   }
@@ -98,6 +131,7 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out, const Tensor& q,
 }
 
 void attention_merge_(const Tensor& out_acc, const Tensor& lse_acc, const Tensor& out, const Tensor& lse) {
+  const trace::OpScope op_scope("attention_merge_");
   const char* op = "attention_merge_";
   check_rank(op, out_acc, 4, "out_acc [B, S, Hq, D]");
   check_dtype(op, out_acc, {DType::f32}, "out_acc");
@@ -114,6 +148,7 @@ void attention_merge_(const Tensor& out_acc, const Tensor& lse_acc, const Tensor
 }
 
 Tensor attention_mask_bias(const AttentionMask& mask, int64_t batch, int64_t q_len, int64_t k_len, Device device) {
+  const trace::OpScope op_scope("attention_mask_bias");
   TITAN_CHECK(mask.query_start >= 0 || q_len <= k_len, "attention_mask_bias: {} queries but only {} keys", q_len,
               k_len);
   check_document_ids("attention_mask_bias", mask, batch, q_len, k_len);

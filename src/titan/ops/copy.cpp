@@ -1,11 +1,14 @@
 // Entry points for copies and fills, and the Tensor methods built on them.
 #include "titan/ops/copy.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
 
 void copy_(const Tensor& dst, const Tensor& src) {
+  const trace::OpScope op_scope("copy_");
   check_defined("copy", dst, "destination");
   check_defined("copy", src, "source");
   check_same_shape("copy", dst, src);
@@ -40,6 +43,7 @@ void fill_(const Tensor& dst, double value) {
 }
 
 Tensor cast(const Tensor& src, DType dtype) {
+  const trace::OpScope op_scope("cast");
   if (src.dtype() == dtype) return src;
   Tensor out = Tensor::empty(src.shape(), dtype, src.device());
   copy_(out, src);

@@ -1,5 +1,9 @@
 #include "titan/ops/cross_entropy.h"
 
+#include "titan/core/trace_context.h"
+
+#include "titan/core/profiler.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
@@ -21,6 +25,7 @@ void check_options(const char* op, const CrossEntropyOptions& options) {
 }  // namespace
 
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options) {
+  const trace::OpScope op_scope("cross_entropy");
   check_defined("cross_entropy", logits, "logits");
   check_rank("cross_entropy", logits, 2, "logits [N, V]");
   check_dtype("cross_entropy", logits, {DType::f32, DType::bf16}, "logits");
@@ -36,6 +41,7 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, co
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& lse,
                               int64_t counted_tokens, const CrossEntropyOptions& options) {
+  const trace::OpScope op_scope("cross_entropy_backward");
   check_defined("cross_entropy_backward", grad_loss, "grad_loss");
   TITAN_CHECK(grad_loss.numel() == 1, "cross_entropy_backward: grad_loss must have one element, got {}",
               shape_str(grad_loss.shape()));
@@ -58,6 +64,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
 
 FusedCrossEntropyOutput fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                                    const FusedCrossEntropyOptions& options) {
+  const trace::OpScope op_scope("fused_linear_cross_entropy");
   const char* op = "fused_linear_cross_entropy";
   check_defined(op, hidden, "hidden");
   check_defined(op, weight, "weight");
@@ -79,6 +86,9 @@ FusedCrossEntropyOutput fused_linear_cross_entropy(const Tensor& hidden, const T
     result.grad_weight = Tensor::empty(weight.shape(), DType::f32, weight.device());
   }
   if (!hidden.device().is_meta()) {
+    // The logits GEMM, and with gradients the two more that give grad_hidden and grad_weight.
+    profiler::note_flops((options.compute_grads ? 6.0 : 2.0) * static_cast<double>(hidden.numel()) *
+                         static_cast<double>(weight.size(0)));
     fused_cross_entropy_kernels(hidden.device(), result, hidden.contiguous(), weight.contiguous(), targets.contiguous(),
                                 options);
   }

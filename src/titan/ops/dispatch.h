@@ -9,6 +9,8 @@
 #include "titan/core/device.h"
 #include "titan/core/dtype.h"
 #include "titan/core/error.h"
+#include "titan/core/trace_context.h"
+#include "titan/ops/op_span.h"
 
 namespace titan::ops {
 
@@ -41,9 +43,21 @@ class Op<Result(Args...)> {
     TITAN_CHECK(kernel != nullptr, "op '{}' has no kernel for device {}", name_, device.str());
     return kernel;
   }
+  // With the profiler compiled in, the call names its op for the memory
+  // recorder (always: one thread-local store) and, while the profiler is
+  // active, is recorded as a span with its tensors' shapes.
   template <typename... CallArgs>
   Result operator()(Device device, CallArgs&&... args) const {
-    return kernel(device)(std::forward<CallArgs>(args)...);
+    const Kernel run = kernel(device);
+#if TITAN_PROFILER
+    const trace::OpScope scope(name_);
+    if (profiler::active()) {
+      OpSpan span(name_, device);
+      (span.describe(args), ...);
+      return run(std::forward<CallArgs>(args)...);
+    }
+#endif
+    return run(std::forward<CallArgs>(args)...);
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "titan/ops/elementwise.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
@@ -15,6 +17,7 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  const trace::OpScope op_scope(name);
   check_pair(name, a, b);
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   if (!out.device().is_meta()) binary_kernels(out.device(), op, out, a.contiguous(), b.contiguous(), 1.0f);
@@ -28,6 +31,7 @@ Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::sub, "sub
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, "mul", a, b); }
 
 void add_(const Tensor& dst, const Tensor& src, float alpha) {
+  const trace::OpScope op_scope("add");
   check_defined("add_", dst, "destination");
   check_defined("add_", src, "source");
   check_same_shape("add_", dst, src);
@@ -40,6 +44,7 @@ void add_(const Tensor& dst, const Tensor& src, float alpha) {
 }
 
 Tensor scale(const Tensor& a, float factor) {
+  const trace::OpScope op_scope("scale");
   check_defined("scale", a, "input");
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   if (!out.device().is_meta()) scale_kernels(out.device(), out, a.contiguous(), factor);
@@ -53,6 +58,7 @@ void scale_(const Tensor& dst, float factor) {
 }
 
 Tensor silu(const Tensor& x) {
+  const trace::OpScope op_scope("silu");
   check_defined("silu", x, "input");
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (!out.device().is_meta()) silu_kernels(out.device(), out, x.contiguous());
@@ -60,6 +66,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor silu_backward(const Tensor& grad_out, const Tensor& x) {
+  const trace::OpScope op_scope("silu_backward");
   check_pair("silu_backward", grad_out, x);
   Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (!grad_x.device().is_meta()) silu_backward_kernels(x.device(), grad_x, grad_out.contiguous(), x.contiguous());
@@ -67,6 +74,7 @@ Tensor silu_backward(const Tensor& grad_out, const Tensor& x) {
 }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  const trace::OpScope op_scope("swiglu");
   check_pair("swiglu", gate, up);
   Tensor out = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
   if (!out.device().is_meta()) swiglu_kernels(out.device(), out, gate.contiguous(), up.contiguous());
@@ -74,6 +82,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 }
 
 std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up) {
+  const trace::OpScope op_scope("swiglu_backward");
   check_pair("swiglu_backward", gate, up);
   check_pair("swiglu_backward", grad_out, gate);
   Tensor grad_gate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());

@@ -1,11 +1,14 @@
 #include "titan/ops/embedding.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 #include "titan/ops/copy.h"
 
 namespace titan::ops {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  const trace::OpScope op_scope("embedding");
   check_defined("embedding", weight, "weight");
   check_defined("embedding", ids, "ids");
   check_rank("embedding", weight, 2, "weight");
@@ -19,6 +22,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t num_embeddings, DType grad_dtype) {
+  const trace::OpScope op_scope("embedding_backward");
   check_defined("embedding_backward", grad_out, "grad_out");
   check_dtype("embedding_backward", ids, {DType::i32, DType::i64}, "ids");
   const int64_t dim = grad_out.size(-1);

@@ -1,5 +1,9 @@
 #include "titan/ops/gemm.h"
 
+#include "titan/core/trace_context.h"
+
+#include "titan/core/profiler.h"
+
 #include "titan/ops/checks.h"
 #include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
@@ -21,6 +25,8 @@ int64_t batch_of(const Tensor& t) { return t.dim() == 3 ? t.size(0) : 1; }
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  // Operands copied to a layout the kernel takes are the GEMM's allocations.
+  const trace::OpScope op_scope("gemm");
   check_defined("gemm", a, "A");
   check_defined("gemm", b, "B");
   check_defined("gemm", c, "C");
@@ -51,10 +57,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float 
     return;
   }
   TITAN_CHECK(c.stride(-1) == 1, "gemm: C must be row-major in its last dim (strides {})", shape_str(c.strides()));
+  profiler::note_flops(2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(k));
   gemm_kernels(c.device(), matrix_layout(a), matrix_layout(b), c, alpha, beta);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
+  const trace::OpScope op_scope("matmul");
   check_defined("matmul", a, "A");
   check_defined("matmul", b, "B");
   TITAN_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands must be at least 2-d, got {} and {}",

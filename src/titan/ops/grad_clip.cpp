@@ -1,10 +1,13 @@
 #include "titan/ops/grad_clip.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
 
 Tensor clip_scalars(const Tensor& sum_squares, double max_norm) {
+  const trace::OpScope op_scope("clip_scalars");
   check_defined("clip_scalars", sum_squares, "sum of squares");
   check_dtype("clip_scalars", sum_squares, {DType::f32}, "sum of squares");
   TITAN_CHECK(sum_squares.numel() == 1, "clip_scalars: the sum of squares has {} elements, expected 1",
@@ -32,6 +35,7 @@ void scale_by(const Tensor& out, const Tensor& x, const Tensor& factors, int64_t
 }
 
 Tensor scaled_by(const Tensor& x, const Tensor& factors, int64_t index) {
+  const trace::OpScope op_scope("scaled_by");
   // On the CPU the factor is readable for free: a factor of 1 (no gradient
   // accumulation, no clipping) returns x itself instead of a copy.
   if (x.device().is_cpu() && factors.device().is_cpu() && index >= 0 && index < factors.numel() &&

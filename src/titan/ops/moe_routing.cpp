@@ -1,5 +1,7 @@
 #include "titan/ops/moe_routing.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
@@ -16,6 +18,7 @@ void check_flat_pairs(const char* op, const Tensor& pairs, int64_t tokens, int64
 }  // namespace
 
 TopK topk(const Tensor& scores, int64_t k) {
+  const trace::OpScope op_scope("topk");
   check_defined("topk", scores, "scores");
   check_rank("topk", scores, 2, "scores");
   check_dtype("topk", scores, {DType::f32}, "scores");
@@ -27,6 +30,7 @@ TopK topk(const Tensor& scores, int64_t k) {
 }
 
 ExpertOrder expert_order(const Tensor& indices, int64_t num_experts) {
+  const trace::OpScope op_scope("expert_order");
   check_defined("expert_order", indices, "indices");
   check_rank("expert_order", indices, 2, "indices");
   check_dtype("expert_order", indices, {DType::i64}, "indices");
@@ -42,6 +46,7 @@ ExpertOrder expert_order(const Tensor& indices, int64_t num_experts) {
 }
 
 Tensor permute_tokens(const Tensor& x, const Tensor& order, int64_t k) {
+  const trace::OpScope op_scope("permute_tokens");
   check_defined("permute_tokens", x, "x");
   check_rank("permute_tokens", x, 2, "x");
   check_flat_pairs("permute_tokens", order, x.size(0), k, "order");
@@ -52,6 +57,7 @@ Tensor permute_tokens(const Tensor& x, const Tensor& order, int64_t k) {
 }
 
 Tensor unpermute_sum(const Tensor& grad_rows, const Tensor& inverse, int64_t k) {
+  const trace::OpScope op_scope("unpermute_sum");
   check_defined("unpermute_sum", grad_rows, "grad_rows");
   check_rank("unpermute_sum", grad_rows, 2, "grad_rows");
   TITAN_CHECK(k >= 1 && grad_rows.size(0) % k == 0, "unpermute_sum: {} rows are not a multiple of k = {}",
@@ -66,6 +72,7 @@ Tensor unpermute_sum(const Tensor& grad_rows, const Tensor& inverse, int64_t k) 
 }
 
 Tensor combine_experts(const Tensor& rows, const Tensor& inverse, const Tensor& weights) {
+  const trace::OpScope op_scope("combine_experts");
   check_defined("combine_experts", rows, "rows");
   check_rank("combine_experts", rows, 2, "rows");
   check_rank("combine_experts", weights, 2, "weights");
@@ -82,6 +89,7 @@ Tensor combine_experts(const Tensor& rows, const Tensor& inverse, const Tensor& 
 
 CombineGrads combine_experts_backward(const Tensor& grad_out, const Tensor& rows, const Tensor& inverse,
                                       const Tensor& weights) {
+  const trace::OpScope op_scope("combine_experts_backward");
   TITAN_CHECK(grad_out.dim() == 2 && grad_out.size(0) == weights.size(0) && grad_out.size(1) == rows.size(1),
               "combine_experts_backward: grad {} does not match {} tokens of {} columns", shape_str(grad_out.shape()),
               weights.size(0), rows.size(1));
@@ -96,6 +104,7 @@ CombineGrads combine_experts_backward(const Tensor& grad_out, const Tensor& rows
 }
 
 Tensor gather_columns(const Tensor& x, const Tensor& indices) {
+  const trace::OpScope op_scope("gather_columns");
   check_rank("gather_columns", x, 2, "x");
   check_rank("gather_columns", indices, 2, "indices");
   check_dtype("gather_columns", x, {DType::f32}, "x");
@@ -108,6 +117,7 @@ Tensor gather_columns(const Tensor& x, const Tensor& indices) {
 }
 
 Tensor scatter_columns(const Tensor& grad, const Tensor& indices, int64_t columns) {
+  const trace::OpScope op_scope("scatter_columns");
   check_same_shape("scatter_columns", grad, indices);
   check_dtype("scatter_columns", grad, {DType::f32}, "grad");
   Tensor out = Tensor::zeros({grad.size(0), columns}, DType::f32, grad.device());
@@ -116,6 +126,7 @@ Tensor scatter_columns(const Tensor& grad, const Tensor& indices, int64_t column
 }
 
 Tensor normalize_rows(const Tensor& x) {
+  const trace::OpScope op_scope("normalize_rows");
   check_rank("normalize_rows", x, 2, "x");
   check_dtype("normalize_rows", x, {DType::f32}, "x");
   Tensor out = Tensor::empty(x.shape(), DType::f32, x.device());
@@ -124,6 +135,7 @@ Tensor normalize_rows(const Tensor& x) {
 }
 
 Tensor normalize_rows_backward(const Tensor& grad_out, const Tensor& x) {
+  const trace::OpScope op_scope("normalize_rows_backward");
   check_same_shape("normalize_rows_backward", grad_out, x);
   Tensor grad_x = Tensor::empty(x.shape(), DType::f32, x.device());
   if (!skip(grad_x)) normalize_rows_backward_kernels(x.device(), grad_x, grad_out.contiguous(), x.contiguous());
@@ -131,6 +143,7 @@ Tensor normalize_rows_backward(const Tensor& grad_out, const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  const trace::OpScope op_scope("sigmoid");
   check_defined("sigmoid", x, "x");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (!skip(y)) sigmoid_kernels(x.device(), y, x.contiguous());
@@ -138,6 +151,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor sigmoid_backward(const Tensor& grad_out, const Tensor& y) {
+  const trace::OpScope op_scope("sigmoid_backward");
   check_same_shape("sigmoid_backward", grad_out, y);
   check_same_dtype("sigmoid_backward", grad_out, y);
   Tensor grad_x = Tensor::empty(y.shape(), y.dtype(), y.device());

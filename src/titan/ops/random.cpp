@@ -1,5 +1,7 @@
 #include "titan/ops/random.h"
 
+#include "titan/core/trace_context.h"
+
 #include <algorithm>
 
 #include "titan/core/random_math.h"
@@ -29,6 +31,7 @@ double random_value(const RandomSpec& spec, uint64_t index) {
 namespace {
 
 void fill_random(const Tensor& tensor, RandomSpec spec, Generator& generator) {
+  const trace::OpScope op_scope("fill_random");
   check_defined("random", tensor, "tensor");
   TITAN_CHECK(is_floating(tensor.dtype()), "random fill of a {} tensor (shape {}): needs a floating dtype",
               dtype_name(tensor.dtype()), shape_str(tensor.shape()));

@@ -1,11 +1,14 @@
 #include "titan/ops/reduction.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
 namespace {
 
 Tensor reduce(ReduceOp op, const char* name, const Tensor& x) {
+  const trace::OpScope op_scope("reduce");
   check_defined(name, x, "input");
   TITAN_CHECK(op != ReduceOp::max || x.numel() > 0, "{}: empty tensor (shape {})", name, shape_str(x.shape()));
   Tensor out = Tensor::empty({}, DType::f32, x.device());
@@ -21,6 +24,7 @@ Tensor max(const Tensor& x) { return reduce(ReduceOp::max, "max", x); }
 Tensor sum_squares(const Tensor& x) { return reduce(ReduceOp::sum_squares, "sum_squares", x); }
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
+  const trace::OpScope op_scope("sum");
   check_defined("sum_to_shape", x, "input");
   if (x.shape() == shape) return x;
   TITAN_CHECK(static_cast<int64_t>(shape.size()) <= x.dim(), "sum_to_shape: {} has fewer dims than {}",
@@ -36,6 +40,7 @@ Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor global_l2_norm(std::span<const Tensor> tensors) {
+  const trace::OpScope op_scope("global_l2_norm");
   TITAN_CHECK(!tensors.empty(), "global_l2_norm: no tensors");
   std::vector<Tensor> dense;
   dense.reserve(tensors.size());

@@ -1,10 +1,13 @@
 #include "titan/ops/rms_norm.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
 
 RmsNormOutput rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  const trace::OpScope op_scope("rms_norm");
   check_defined("rms_norm", x, "x");
   check_defined("rms_norm", weight, "weight");
   check_rank("rms_norm", weight, 1, "weight");
@@ -21,6 +24,7 @@ RmsNormOutput rms_norm(const Tensor& x, const Tensor& weight, float eps) {
 }
 
 RmsNormGrads rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const Tensor& rstd) {
+  const trace::OpScope op_scope("rms_norm_backward");
   check_defined("rms_norm_backward", grad_y, "grad_y");
   check_same_shape("rms_norm_backward", grad_y, x);
   check_same_dtype("rms_norm_backward", grad_y, x);

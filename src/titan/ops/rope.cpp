@@ -1,5 +1,7 @@
 #include "titan/ops/rope.h"
 
+#include "titan/core/trace_context.h"
+
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -45,6 +47,7 @@ RopeTable rope_table(int64_t head_dim, int64_t max_positions, double theta, cons
 }
 
 Tensor rope(const Tensor& x, const RopeTable& table, const Tensor& positions, RopeStyle style, bool inverse) {
+  const trace::OpScope op_scope("rope");
   check_defined("rope", x, "x");
   check_rank("rope", x, 4, "x [B, S, H, D]");
   TITAN_CHECK(table.cos.defined() && table.cos.size(1) * 2 == x.size(3), "rope: table for head_dim {} applied to x {}",

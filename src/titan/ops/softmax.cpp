@@ -1,10 +1,13 @@
 #include "titan/ops/softmax.h"
 
+#include "titan/core/trace_context.h"
+
 #include "titan/ops/checks.h"
 
 namespace titan::ops {
 
 Tensor softmax(const Tensor& x) {
+  const trace::OpScope op_scope("softmax");
   check_defined("softmax", x, "input");
   check_dtype("softmax", x, {DType::f32, DType::bf16}, "input");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -13,6 +16,7 @@ Tensor softmax(const Tensor& x) {
 }
 
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y) {
+  const trace::OpScope op_scope("softmax_backward");
   check_defined("softmax_backward", grad_y, "grad_y");
   check_same_shape("softmax_backward", grad_y, y);
   check_same_dtype("softmax_backward", grad_y, y);

@@ -368,6 +368,13 @@ void validate(const JobConfig& c) {
   positive(c.training.seq_len, "training.seq_len");
   positive(c.training.steps, "training.steps");
   positive(c.metrics.log_freq, "metrics.log_freq");
+  positive(c.profiling.profile_freq, "profiling.profile_freq");
+  // A recorded step holds its optimizer update: it cannot be withheld after the fact.
+  TITAN_CHECK(!c.training.skip_nonfinite_steps || !c.training.graph_capture,
+              "training.skip_nonfinite_steps with training.graph_capture: a recorded step applies its update before "
+              "the loss can be checked; turn one of them off");
+  TITAN_CHECK(c.comm.trace_buf_size >= 0, "comm.trace_buf_size must be >= 0 (0 turns the flight recorder off), got {}",
+              c.comm.trace_buf_size);
   // Beyond 2^31 tokens a micro-batch's tensors alone would take 64 GiB per int64 field: a typo, not a job.
   TITAN_CHECK(c.training.seq_len <= (int64_t{1} << 31) / c.training.local_batch_size,
               "training.local_batch_size x training.seq_len = {} x {} tokens per micro-batch is more than 2^31",

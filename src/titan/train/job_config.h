@@ -106,6 +106,7 @@ struct TrainingSection {
   bool graph_capture = false;
   std::string device = "cpu";
   bool memory_check = true;
+  bool skip_nonfinite_steps = false;
   void visit(ConfigVisitor& v) {
     v.field("dataset", dataset, "dataset name (for logs)");
     v.field("dataset_path", dataset_path, "prepared shards folder (titan data prepare), text file or JSONL");
@@ -125,6 +126,9 @@ struct TrainingSection {
     v.field("device", device, "cpu or cuda");
     v.field("memory_check", memory_check,
             "before allocating, refuse a job whose estimated memory per rank exceeds the device's (host RAM / GPU)");
+    v.field("skip_nonfinite_steps", skip_nonfinite_steps,
+            "a step whose loss or gradients hold NaN/Inf is skipped (no update) and counted, instead of stopping the "
+            "job");
   }
 };
 
@@ -184,9 +188,15 @@ struct ParallelismSection {
 
 struct CommSection {
   double timeout_seconds = 300.0;
+  int64_t trace_buf_size = 20000;
+  std::string save_traces_folder = "comm_traces";
   void visit(ConfigVisitor& v) {
     v.field("timeout_seconds", timeout_seconds,
             "a collective waiting longer than this ends every rank with a message naming the rank and collective");
+    v.field("trace_buf_size", trace_buf_size,
+            "flight recorder: collectives each rank remembers (0 = off), dumped on a timeout, a fatal error or "
+            "SIGUSR1");
+    v.field("save_traces_folder", save_traces_folder, "flight recorder dumps, under the dump folder");
   }
 };
 
@@ -235,6 +245,8 @@ struct MetricsSection {
   double peak_tflops = 0.0;
   bool progress = true;
   bool stop_on_write_error = false;
+  bool enable_tensorboard = false;
+  std::string save_tb_folder = "tb";
   void visit(ConfigVisitor& v) {
     v.field("log_freq", log_freq, "print and record metrics every N steps");
     v.field("peak_tflops", peak_tflops, "device peak for MFU (0 = table for GPUs, measured GEMM peak on CPU)");
@@ -242,6 +254,25 @@ struct MetricsSection {
     v.field("stop_on_write_error", stop_on_write_error,
             "when metrics.jsonl cannot be written (a full disk): stop the job with the error, instead of warning "
             "once and keeping the metrics on the console");
+    v.field("enable_tensorboard", enable_tensorboard, "also write every metric as a TensorBoard scalar (rank 0)");
+    v.field("save_tb_folder", save_tb_folder, "TensorBoard event files, under the dump folder");
+  }
+};
+
+struct ProfilingSection {
+  bool enable_profiling = false;
+  std::string save_traces_folder = "profile_traces";
+  int64_t profile_freq = 10;
+  bool enable_memory_snapshot = false;
+  std::string save_memory_snapshot_folder = "memory_snapshot";
+  void visit(ConfigVisitor& v) {
+    v.field("enable_profiling", enable_profiling,
+            "every profile_freq steps, each rank writes a Chrome trace (ops, backward nodes, collectives, spans)");
+    v.field("save_traces_folder", save_traces_folder, "profiler traces, under the dump folder");
+    v.field("profile_freq", profile_freq, "profile every N-th step");
+    v.field("enable_memory_snapshot", enable_memory_snapshot,
+            "record allocations; every profile_freq steps and on out-of-memory write a snapshot (JSON + HTML page)");
+    v.field("save_memory_snapshot_folder", save_memory_snapshot_folder, "memory snapshots, under the dump folder");
   }
 };
 
@@ -270,6 +301,7 @@ struct JobConfig {
   ActivationCheckpointSection activation_checkpoint;
   MetricsSection metrics;
   ValidationSection validation;
+  ProfilingSection profiling;
 
   // Calls f(section_name, section) for each section in file order.
   template <typename F>
@@ -285,6 +317,7 @@ struct JobConfig {
     f("activation_checkpoint", activation_checkpoint);
     f("metrics", metrics);
     f("validation", validation);
+    f("profiling", profiling);
   }
 };
 

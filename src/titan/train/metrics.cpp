@@ -11,11 +11,14 @@
 
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
+#include "titan/train/tensorboard_writer.h"
 
 namespace titan::train {
 
-MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool progress, bool stop_on_write_error)
+MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool progress, bool stop_on_write_error,
+                             const std::string& tensorboard_folder)
     : jsonl_path_(jsonl_path), progress_(progress), stop_on_write_error_(stop_on_write_error) {
+  if (!tensorboard_folder.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_folder);
   if (jsonl_path.empty()) return;
   jsonl_fd_ = ::open(jsonl_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   TITAN_CHECK(jsonl_fd_ >= 0, "cannot open metrics file '{}': {}", jsonl_path, std::strerror(errno));
@@ -85,6 +88,7 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
   }
   if (m.validation_loss) line += fmt::format("  val_loss {:.4f}", *m.validation_loss);
   if (m.checkpoint_stall_seconds > 0) line += fmt::format("  ckpt_stall {:.3f}s", m.checkpoint_stall_seconds);
+  if (m.skipped_steps > 0) line += fmt::format("  skipped {}", m.skipped_steps);
   if (progress && m.step > 0) {
     const double eta = m.elapsed_seconds / static_cast<double>(m.step) * static_cast<double>(m.total_steps - m.step);
     line += fmt::format("  [{} elapsed, eta {}]", duration(m.elapsed_seconds), duration(eta));
@@ -95,7 +99,28 @@ std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
 void MetricsLogger::log(const StepMetrics& m) {
   std::printf("%s\n", format_line(m, progress_).c_str());
   std::fflush(stdout);
-  if (jsonl_fd_ < 0) return;
+  if (jsonl_fd_ < 0 && !tensorboard_) return;
+  const nlohmann::json record = metrics_record(m);
+  if (jsonl_fd_ >= 0) append_record(record.dump() + "\n");
+  if (!tensorboard_) return;
+  try {
+    tensorboard_->add_scalars(m.step, record);
+  } catch (const Error& error) {
+    // The same policy as metrics.jsonl: a full disk costs the scalars, not the run, unless asked otherwise.
+    if (stop_on_write_error_) throw;
+    std::fprintf(stderr,
+                 "titan: warning: %s. Training goes on without TensorBoard scalars "
+                 "(metrics.stop_on_write_error = true stops instead)\n",
+                 error.what());
+    tensorboard_.reset();
+  }
+}
+
+void MetricsLogger::log_record(const nlohmann::json& record) {
+  if (jsonl_fd_ >= 0) append_record(record.dump() + "\n");
+}
+
+nlohmann::json metrics_record(const StepMetrics& m) {
   nlohmann::json record{{"step", m.step},
                         {"loss", m.loss},
                         {"grad_norm", m.grad_norm},
@@ -118,6 +143,7 @@ void MetricsLogger::log(const StepMetrics& m) {
                         {"comm_exposed_seconds", m.comm_exposed_seconds},
                         {"checkpoint_stall_seconds", m.checkpoint_stall_seconds}};
   if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
+  if (m.skipped_steps > 0) record["skipped_nonfinite_steps"] = m.skipped_steps;
   if (m.aux_loss) record["aux_loss"] = *m.aux_loss;
   if (m.expert_load_mean) {
     record["expert_load_max_over_mean"] = *m.expert_load_mean;
@@ -135,7 +161,7 @@ void MetricsLogger::log(const StepMetrics& m) {
     record["context_parallel_rank_peak_memory_gib"] = m.context_parallel_rank_peak_memory_gib;
     record["context_parallel_rank_step_memory_gib"] = m.context_parallel_rank_step_memory_gib;
   }
-  append_record(record.dump() + "\n");
+  return record;
 }
 
 double device_memory_gib(Device device) {

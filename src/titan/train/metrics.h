@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +40,8 @@ struct StepMetrics {
   double comm_exposed_seconds = 0.0;
   // Seconds a checkpoint save held this step up (async: the host copy; blocking: the whole write).
   double checkpoint_stall_seconds = 0.0;
+  // Steps skipped so far for a non-finite loss or gradient (training.skip_nonfinite_steps).
+  int64_t skipped_steps = 0;
   std::optional<double> validation_loss;
   // Mixture of experts: the auxiliary loss (before its coefficient, averaged
   // over micro-batches and data-parallel ranks), and expert load as tokens of
@@ -58,17 +62,26 @@ struct StepMetrics {
       context_parallel_rank_peak_memory_gib, context_parallel_rank_step_memory_gib;
 };
 
-// The console line and metrics.jsonl. A line that cannot be written (a full
-// disk) is cut back off the file, so the file never holds half a record; the
-// first failure is a warning naming the file and the reason, or, with
+// One metrics.jsonl record: every field of `metrics` by name (optional ones only when set).
+nlohmann::json metrics_record(const StepMetrics& metrics);
+
+class TensorBoardWriter;
+
+// The console line, metrics.jsonl and, given a folder, TensorBoard scalars of
+// the same record. A line that cannot be written (a full disk) is cut back off
+// the file, so the file never holds half a record; the first failure is a
+// warning naming the file and the reason (and that sink is dropped), or, with
 // stop_on_write_error, an error that ends the job.
 class MetricsLogger {
  public:
-  MetricsLogger(const std::string& jsonl_path, bool progress, bool stop_on_write_error = false);
+  MetricsLogger(const std::string& jsonl_path, bool progress, bool stop_on_write_error = false,
+                const std::string& tensorboard_folder = "");
   ~MetricsLogger();
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
   void log(const StepMetrics& metrics);
+  // A record that is not a step's (the job's goodput), to metrics.jsonl only.
+  void log_record(const nlohmann::json& record);
   static std::string format_line(const StepMetrics& metrics, bool progress);
 
  private:
@@ -76,6 +89,7 @@ class MetricsLogger {
 
   std::string jsonl_path_;
   int jsonl_fd_ = -1;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // null when off
   bool progress_;
   bool stop_on_write_error_;
   bool warned_ = false;

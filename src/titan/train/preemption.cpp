@@ -5,12 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "titan/core/error.h"
+#include "titan/distributed/flight_recorder.h"
 
 namespace titan::train {
 namespace {
@@ -20,19 +22,30 @@ std::atomic<bool> g_watching{false};
 std::once_flag g_install_once;
 pthread_t g_signal_thread;
 
-sigset_t stop_signals() {
+// Every signal the signal thread receives: the stop requests, and SIGUSR1
+// (write the flight recorder's dump and keep running).
+sigset_t handled_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
   return set;
 }
 
 [[noreturn]] void receive_signals() {
-  const sigset_t set = stop_signals();
+  const sigset_t set = handled_signals();
   for (;;) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
+    if (signal == SIGUSR1) {
+      // Here, not in a handler: the dump allocates and writes files.
+      if (distributed::FlightRecorder::instance().dump("SIGUSR1").empty()) {
+        std::fprintf(stderr, "titan: SIGUSR1: no flight recorder dump (comm.trace_buf_size is 0, or see above)\n");
+        std::fflush(stderr);
+      }
+      continue;
+    }
     if (g_watching.load()) {
       int none = 0;
       g_signal.compare_exchange_strong(none, signal);
@@ -53,8 +66,8 @@ sigset_t stop_signals() {
 
 void install_signal_thread() {
   std::call_once(g_install_once, [] {
-    const sigset_t set = stop_signals();
-    TITAN_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "cannot block SIGTERM and SIGINT");
+    const sigset_t set = handled_signals();
+    TITAN_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "cannot block SIGTERM, SIGINT and SIGUSR1");
     std::thread receiver(receive_signals);
     g_signal_thread = receiver.native_handle();
     receiver.detach();  // blocked in sigwait for the rest of the process

@@ -15,11 +15,13 @@
 
 namespace titan::train {
 
-// Blocks SIGTERM and SIGINT in the calling thread, and so in every thread it
-// starts afterwards, and starts the thread that receives them. main() calls
-// it first, before any other thread exists. Idempotent. Until a
-// PreemptionWatcher is created, a signal ends the process as by default; once
-// one has received a signal, later ones are absorbed until the process exits.
+// Blocks SIGTERM, SIGINT and SIGUSR1 in the calling thread, and so in every
+// thread it starts afterwards, and starts the thread that receives them.
+// main() calls it first, before any other thread exists. Idempotent. Until a
+// PreemptionWatcher is created, SIGTERM or SIGINT ends the process as by
+// default; once one has received a signal, later ones are absorbed until the
+// process exits. SIGUSR1 never stops anything: it writes the flight
+// recorder's dump (distributed/flight_recorder.h) and the job runs on.
 void install_signal_thread();
 
 class PreemptionWatcher {

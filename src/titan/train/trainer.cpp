@@ -11,6 +11,8 @@
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/hf_weights.h"
 #include "titan/core/allocator.h"
+#include "titan/core/profiler.h"
+#include "titan/distributed/flight_recorder.h"
 #include "titan/distributed/grad_norm.h"
 #include "titan/distributed/routed_process_group.h"
 #include "titan/distributed/tensor_parallel.h"
@@ -59,6 +61,9 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               config_.training.device);
   // The mesh is checked against the world before any work starts.
   distributed::World& world = distributed::World::instance(config_.comm.timeout_seconds);
+  distributed::FlightRecorder::instance().configure(
+      config_.comm.trace_buf_size,
+      (std::filesystem::path(config_.job.dump_folder) / config_.comm.save_traces_folder).string());
   const bool multi_gpu = device.is_cuda() && world.size() > 1;
   TITAN_CHECK(!multi_gpu || config_.parallelism.tensor_parallel_degree == 1,
               "parallelism.tensor_parallel_degree {} on CUDA: tensor parallelism runs on the CPU backend only so far "
@@ -91,6 +96,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   }
   mesh_ = std::make_unique<distributed::DeviceMesh>(dims, root);
   rank_ = world.rank();
+  step_profiler_ = std::make_unique<StepProfiler>(config_, rank_);
   // Checked before any work: the sequence must cut into 2 x cp equal chunks.
   const distributed::RotateMethod rotate =
       distributed::parse_rotate_method(config_.parallelism.context_parallel_rotate_method);
@@ -200,11 +206,15 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
 
   // Rank 0 reports for the job.
   if (rank_ != 0) return;
+  previous_run_last_step_ =
+      last_logged_step((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string());
   int64_t state_bytes = 0;
   for (const Tensor& parameter : model_->parameters()) state_bytes += static_cast<int64_t>(parameter.nbytes());
   for (const auto& [name, moment] : optimizer_->state_tensors()) state_bytes += static_cast<int64_t>(moment.nbytes());
-  logger_ = std::make_unique<MetricsLogger>((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string(),
-                                            config_.metrics.progress, config_.metrics.stop_on_write_error);
+  const std::filesystem::path dump_folder(config_.job.dump_folder);
+  logger_ = std::make_unique<MetricsLogger>(
+      (dump_folder / "metrics.jsonl").string(), config_.metrics.progress, config_.metrics.stop_on_write_error,
+      config_.metrics.enable_tensorboard ? (dump_folder / config_.metrics.save_tb_folder).string() : std::string());
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
       "%s, %.2f TFLOP/s peak, %d rank(s): pp %lld x dp_replicate %lld x dp_shard %lld x cp %lld x tp %lld, %lld "
@@ -251,7 +261,10 @@ StepMetrics Trainer::train_step() {
   StepInputs step;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto data_start = Clock::now();
-    const data::Batch loaded = batches_();
+    const data::Batch loaded = [&] {
+      const profiler::Span span("phase", "data");
+      return batches_();
+    }();
     data_seconds += seconds_since(data_start);
     tokens += loaded.input_ids.numel();
     const data::Batch batch = local_batch(loaded);
@@ -261,11 +274,11 @@ StepMetrics Trainer::train_step() {
   }
   const double lr = config_.optimizer.lr * schedule_.factor(step_);
   optimizer_->prepare(lr);
-  const StepOutputs out = config_.training.graph_capture && eager_steps_ >= kGraphWarmupSteps
-                              ? replay_captured_step(step)
-                              : run_device_step(step);
+  // Eager steps update the weights only once the loss and gradient norm are
+  // known to be finite; a recorded step holds its update.
+  const bool replay = config_.training.graph_capture && eager_steps_ >= kGraphWarmupSteps;
+  const StepOutputs out = replay ? replay_captured_step(step) : run_device_step(step, /*apply_update=*/false);
   if (!captured_) ++eager_steps_;
-  const double host_seconds = seconds_since(start);
   // Read back once the device has the whole step queued.
   double loss_sum = 0.0, aux_sum = 0.0;
   // Under pipeline parallelism each accumulation step has pipeline_microbatches_ losses.
@@ -284,6 +297,15 @@ StepMetrics Trainer::train_step() {
   if (!out.aux_losses.empty()) m.aux_loss = mean_over_dp(aux_sum / static_cast<double>(accumulation_));
   finish_moe_step(m);
   m.grad_norm = clip[0];
+  step_skipped_ = false;
+  if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
+    handle_nonfinite_step(m, replay);
+  } else if (!replay) {
+    const profiler::Span span("phase", "optimizer");
+    optimizer_->apply();
+  }
+  m.skipped_steps = goodput_.skipped_steps + (step_skipped_ ? 1 : 0);
+  const double host_seconds = seconds_since(start);
   m.lr = lr;
   m.step_seconds = seconds_since(start);
   m.host_seconds = host_seconds;
@@ -369,12 +391,13 @@ void Trainer::context_parallel_metrics(StepMetrics& m) const {
   m.context_parallel_rank_step_memory_gib = each[3];
 }
 
-Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
+Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step, bool apply_update) {
   NoHostReadsScope no_host_reads("the training step's device work");
   StepOutputs out;
   model_->zero_grad();
   if (pipeline_) run_pipeline_step(step, out);
   for (int64_t micro = 0; micro < accumulation_ && !pipeline_; ++micro) {
+    const profiler::Span span("phase", "forward_backward");
     models::LossParts parts;
     Tensor loss =
         model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)], &parts);
@@ -388,9 +411,84 @@ Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step) {
       fsdp_->finish_backward();
     }
   }
-  out.clip = synchronize_and_clip_gradients();
-  optimizer_->apply();
+  if (nonfinite_injection_.first == step_) {
+    for (auto& [name, parameter] : model_->named_parameters()) {
+      if (name == nonfinite_injection_.second && parameter->data.grad().defined()) {
+        ops::fill_(parameter->data.grad().view({-1}).narrow(0, 0, 1), std::nan(""));
+      }
+    }
+  }
+  {
+    const profiler::Span span("phase", "clip_gradients");
+    out.clip = synchronize_and_clip_gradients();
+  }
+  if (apply_update) {
+    const profiler::Span span("phase", "optimizer");
+    optimizer_->apply();
+  }
   return out;
+}
+
+void Trainer::handle_nonfinite_step(const StepMetrics& m, bool update_applied) {
+  const std::string culprit = first_nonfinite_gradient();
+  const std::string what =
+      fmt::format("step {}: the loss is {} and the gradient norm {}{}", step_, m.loss, m.grad_norm,
+                  culprit.empty() ? std::string(" (every gradient is finite: the loss alone is not)")
+                                  : fmt::format("; the first parameter whose gradient is not finite is {}", culprit));
+  if (config_.training.skip_nonfinite_steps && !update_applied) {
+    step_skipped_ = true;
+    // AdamW counted the step when it prepared it; its bias corrections must not.
+    optimizer_->set_steps_taken(optimizer_->steps_taken() - 1);
+    if (rank_ == 0) {
+      std::printf("titan: warning: %s. Skipping the step (no update; training.skip_nonfinite_steps)\n", what.c_str());
+      std::fflush(stdout);
+    }
+    return;
+  }
+  // The weights are still those before this step: worth keeping to look into.
+  const bool save = config_.checkpoint.enable && !update_applied;
+  if (save) {
+    save_checkpoint(/*async=*/false);
+    checkpointer_->wait();
+  }
+  fail("{}. Stopping{}", what,
+       update_applied ? " (the recorded step already applied its update: no checkpoint saved)"
+       : save         ? fmt::format(" after saving checkpoint step-{} (the weights before this step's update, the data "
+                                            "position after its batches); training.skip_nonfinite_steps = true skips such steps",
+                                    step_)
+                      : " (checkpoints are off); training.skip_nonfinite_steps = true skips such steps instead");
+}
+
+std::string Trainer::first_nonfinite_gradient() {
+  std::string mine;
+  for (auto& [name, parameter] : model_->named_parameters()) {
+    const Tensor grad = parameter->data.grad();
+    if (!grad.defined()) continue;
+    const std::vector<float> values = grad.to(Device::cpu()).to_floats();
+    if (std::any_of(values.begin(), values.end(), [](float v) { return !std::isfinite(v); })) {
+      mine = name;
+      break;
+    }
+  }
+  const auto& world = mesh_->group("world");
+  if (world->size() == 1) return mine;
+  // The lowest rank that found one tells the others its name.
+  Tensor claim = Tensor::full({1}, mine.empty() ? 0.0 : static_cast<double>(world->size() - world->rank()), DType::f32);
+  world->all_reduce(claim, distributed::ReduceOp::max)->wait();
+  const int claimed = static_cast<int>(claim.item());
+  if (claimed == 0) return "";
+  const int owner = world->size() - claimed;
+  constexpr int64_t kNameBytes = 512;
+  std::vector<int32_t> bytes(kNameBytes, 0);
+  for (size_t i = 0; i < mine.size() && i + 1 < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(mine[i]);
+  Tensor name = Tensor::from_vector(bytes, {kNameBytes});
+  world->broadcast(name, owner)->wait();
+  std::string result;
+  for (int64_t c : name.to_ints()) {
+    if (c == 0) break;
+    result += static_cast<char>(c);
+  }
+  return fmt::format("{} (on rank {})", result, owner);
 }
 
 namespace {
@@ -423,7 +521,7 @@ Trainer::StepOutputs Trainer::replay_captured_step(const StepInputs& step) {
     captured->recorder = make_step_recorder(device_.type);
     captured->recorder->begin();
     try {
-      captured->outputs = run_device_step(captured->inputs);
+      captured->outputs = run_device_step(captured->inputs, /*apply_update=*/true);
       captured->recorder->end();
     } catch (...) {
       captured->recorder->cancel();
@@ -496,6 +594,7 @@ double Trainer::mean_over_dp(double value) const {
 }
 
 double Trainer::validate() {
+  const profiler::Span span("phase", "validation");
   autograd::NoGradGuard no_grad;
   data::ValidationIterator batches = loader_->validation();
   double weighted = 0.0;
@@ -544,20 +643,49 @@ const std::vector<StepMetrics>& Trainer::train() {
         "--training.steps to go on)\n",
         static_cast<long long>(step_), static_cast<long long>(config_.training.steps));
   }
+  // Each stretch of the loop is timed from the end of the one before, so goodput's parts cover the wall time.
+  auto mark = Clock::now();
+  const auto lap = [&mark] {
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return seconds;
+  };
+  goodput_.startup_seconds += std::chrono::duration<double>(mark - job_start_).count();
   while (step_ < config_.training.steps) {
+    step_profiler_->begin_step(step_ + 1);
     StepMetrics metrics = train_step();
+    const double step_seconds = lap();
+    if (step_ <= previous_run_last_step_) {
+      goodput_.lost_seconds += step_seconds;
+      ++goodput_.lost_steps;
+    } else if (step_skipped_) {
+      goodput_.skipped_seconds += step_seconds;
+      ++goodput_.skipped_steps;
+    } else {
+      goodput_.data_wait_seconds += metrics.data_seconds;
+      goodput_.productive_seconds += step_seconds - metrics.data_seconds;
+    }
     if (config_.validation.enable && step_ % config_.validation.freq == 0) metrics.validation_loss = validate();
+    goodput_.validation_seconds += lap();
     // Every rank learns whether any rank was signalled (and whether an async save is fully written).
     const bool stop = checkpointer_->end_of_step(preemption.requested(step_, rank_));
     const bool last = step_ == config_.training.steps;
+    goodput_.other_seconds += lap();
     if (saving && !last && (step_ % config_.checkpoint.interval == 0 || stop)) {
+      const profiler::Span span("phase", "checkpoint");
       metrics.checkpoint_stall_seconds = save_checkpoint(config_.checkpoint.async_mode == "async");
     }
+    goodput_.checkpoint_seconds += lap();
     history_.push_back(metrics);
     const bool log = step_ % config_.metrics.log_freq == 0 || last || metrics.validation_loss || stop;
     if (log && logger_) logger_->log(metrics);
+    step_profiler_->end_step(step_);
+    goodput_.other_seconds += lap();
     if (stop && !last) {
       checkpointer_->wait();
+      goodput_.checkpoint_seconds += lap();
+      report_goodput();
       stopped_by_signal_ = true;
       if (rank_ == 0) {
         std::printf("titan: stopping after step %lld on a signal%s\n", static_cast<long long>(step_),
@@ -567,8 +695,20 @@ const std::vector<StepMetrics>& Trainer::train() {
       return history_;
     }
   }
-  finish();
+  {
+    const profiler::Span span("phase", "checkpoint");
+    finish();
+  }
+  goodput_.checkpoint_seconds += lap();
+  report_goodput();
   return history_;
+}
+
+void Trainer::report_goodput() {
+  if (rank_ != 0) return;
+  std::printf("%s\n", goodput_.summary_line().c_str());
+  std::fflush(stdout);
+  if (logger_) logger_->log_record({{"goodput", goodput_.to_json()}});
 }
 
 }  // namespace titan::train

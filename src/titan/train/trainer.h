@@ -23,9 +23,11 @@
 #include "titan/optim/lr_schedule.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/dump_folder_lock.h"
+#include "titan/train/goodput.h"
 #include "titan/train/job_config.h"
 #include "titan/train/metrics.h"
 #include "titan/train/pipeline_runner.h"
+#include "titan/train/step_profiler.h"
 
 namespace titan::train {
 
@@ -56,6 +58,14 @@ class Trainer {
   // Loads a checkpoint folder's `parts` (model, optimizer, lr_scheduler, dataloader, train_state).
   void load_checkpoint(const std::string& folder, const std::vector<std::string>& parts);
   bool stopped_by_signal() const { return stopped_by_signal_; }
+  // Where the job's wall time went so far (complete after train() returns).
+  const Goodput& goodput() const { return goodput_; }
+  const StepProfiler& step_profiler() const { return *step_profiler_; }
+  // Test hook: at `step`, after backward, the gradient of `parameter` (an FQN
+  // this rank holds) gets a NaN, as a bad batch or an overflow would leave it.
+  void inject_nonfinite_gradient(int64_t step, std::string parameter) {
+    nonfinite_injection_ = {step, std::move(parameter)};
+  }
 
  private:
   // One step's micro-batches, on the device.
@@ -85,7 +95,8 @@ class Trainer {
   models::DecoderInputs model_inputs(const data::Batch& batch) const;
   // Forward, backward, gradient synchronisation and clipping, optimizer update:
   // device work only (run under NoHostReadsScope), so it can be recorded.
-  StepOutputs run_device_step(const StepInputs& step);
+  // `apply_update` false leaves the optimizer step to the caller (after the non-finite check).
+  StepOutputs run_device_step(const StepInputs& step, bool apply_update);
   StepOutputs replay_captured_step(const StepInputs& step);
   // The average of a per-rank number over the data- and context-parallel ranks.
   double mean_over_dp(double value) const;
@@ -97,6 +108,12 @@ class Trainer {
   void finish_moe_step(StepMetrics& metrics);
   // Sums tensor-parallel partial gradients, clips by the global norm; returns [norm, factor] on the device.
   Tensor synchronize_and_clip_gradients();
+  // A step whose loss or gradient norm is not finite: skipped (training.skip_nonfinite_steps)
+  // or, after a checkpoint of the weights before it, the end of the job with the culprit named.
+  void handle_nonfinite_step(const StepMetrics& metrics, bool update_applied);
+  // The first parameter (in model order, on the lowest rank that has one) whose
+  // gradient holds a NaN or Inf; "" when none. Collective over the world.
+  std::string first_nonfinite_gradient();
   // Pipeline parallelism (trainer_pipeline.cpp): the schedule and this rank's
   // model parts, checked before anything runs; the rest of the model dropped.
   void setup_pipeline(const models::ModelSpec& spec);
@@ -110,6 +127,8 @@ class Trainer {
   // Every pipeline rank's bubble and peak memory this step, into the metrics.
   void pipeline_metrics(StepMetrics& metrics) const;
   void resume();
+  // Rank 0 prints where the wall time went and adds it to metrics.jsonl.
+  void report_goodput();
   nlohmann::json job_state(const std::vector<std::string>& contents) const;
   nlohmann::json rank_state() const;
   double save_checkpoint(bool async, const std::function<void(const std::string&)>& on_publish = {});
@@ -117,6 +136,13 @@ class Trainer {
   void finish();
 
   JobConfig config_;
+  std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<StepProfiler> step_profiler_;
+  Goodput goodput_;
+  // The last step the previous run of this job logged (rank 0): steps up to it are recomputed work.
+  int64_t previous_run_last_step_ = 0;
+  bool step_skipped_ = false;  // the step just run was skipped for non-finite values
+  std::pair<int64_t, std::string> nonfinite_injection_{-1, ""};
   // Rank 0 holds it for the whole job (declared first: released last).
   std::unique_ptr<DumpFolderLock> dump_folder_lock_;
   Device device_;

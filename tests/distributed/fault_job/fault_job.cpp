@@ -3,15 +3,24 @@
 //   titan_fault_job kill  RANK          RANK dies (SIGKILL) after the first all_reduce
 //   titan_fault_job stall RANK TIMEOUT  RANK sleeps instead of joining the second all_reduce
 //   titan_fault_job error RANK          RANK throws titan::Error between two all_reduces
+//   titan_fault_job hang  RANK TIMEOUT DIR   RANK skips the 5th all_reduce and sleeps
+//   titan_fault_job sigusr1 RANK TIMEOUT DIR RANK sends itself SIGUSR1 after 3 all_reduces;
+//                                            all do 3 more and exit 0
 // Every other rank keeps issuing all_reduces; the tests check how the job ends.
+// With DIR, the flight recorder is on and dumps there (flight_recorder_test.cpp).
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 
+#include "titan/distributed/flight_recorder.h"
 #include "titan/distributed/world.h"
+#include "titan/train/preemption.h"
 
 namespace {
 
@@ -27,6 +36,32 @@ void all_reduce_once(World& world, int step) {
 
 int run(const std::string& mode, int faulty, double timeout_seconds) {
   World& world = World::instance(timeout_seconds);
+  if (mode == "hang") {
+    for (int step = 1; step <= 4; ++step) all_reduce_once(world, step);
+    if (world.rank() == faulty) {
+      std::this_thread::sleep_for(std::chrono::seconds(300));
+      return 0;
+    }
+    for (int step = 5; step < 1000; ++step) all_reduce_once(world, step);
+    return 0;
+  }
+  if (mode == "sigusr1") {
+    for (int step = 1; step <= 3; ++step) all_reduce_once(world, step);
+    if (world.rank() == faulty) {
+      // A real process-wide signal: the signal thread takes it (it is blocked everywhere else).
+      kill(getpid(), SIGUSR1);
+      const std::string path =
+          titan::distributed::flight_dump_path(titan::distributed::FlightRecorder::instance().folder(), world.rank());
+      for (int i = 0; i < 1000 && !std::filesystem::exists(path); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      std::printf("fault_job: rank %d: dump %s\n", world.rank(), std::filesystem::exists(path) ? "written" : "missing");
+    }
+    for (int step = 4; step <= 6; ++step) all_reduce_once(world, step);
+    std::printf("fault_job: rank %d: finished\n", world.rank());
+    std::fflush(stdout);
+    return 0;
+  }
   all_reduce_once(world, 1);
   if (world.rank() == faulty) {
     if (mode == "kill") std::raise(SIGKILL);
@@ -40,13 +75,16 @@ int run(const std::string& mode, int faulty, double timeout_seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As the titan CLI does, before any thread exists: SIGUSR1 goes to the signal thread.
+  titan::train::install_signal_thread();
   if (argc < 3) {
-    std::fprintf(stderr, "usage: titan_fault_job kill|stall|error RANK [TIMEOUT_SECONDS]\n");
+    std::fprintf(stderr, "usage: titan_fault_job kill|stall|error|hang|sigusr1 RANK [TIMEOUT_SECONDS [TRACE_DIR]]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const int faulty = std::atoi(argv[2]);
   const double timeout_seconds = argc > 3 ? std::atof(argv[3]) : 60.0;
+  if (argc > 4) titan::distributed::FlightRecorder::instance().configure(64, argv[4]);
   try {
     return run(mode, faulty, timeout_seconds);
   } catch (const titan::Error& error) {

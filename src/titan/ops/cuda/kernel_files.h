@@ -23,4 +23,5 @@
   X(attention_merge)               \
   X(synchronize)                   \
   X(host_swap)                     \
-  X(step_recorder)
+  X(step_recorder)                 \
+  X(profiler_timer)

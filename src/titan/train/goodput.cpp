@@ -1,0 +1,62 @@
+#include "titan/train/goodput.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace titan::train {
+
+double Goodput::total_seconds() const {
+  return startup_seconds + productive_seconds + data_wait_seconds + checkpoint_seconds + validation_seconds +
+         lost_seconds + skipped_seconds + other_seconds;
+}
+
+double Goodput::percent() const {
+  const double total = total_seconds();
+  return total > 0 ? 100.0 * productive_seconds / total : 0.0;
+}
+
+nlohmann::json Goodput::to_json() const {
+  return {{"goodput_percent", percent()},
+          {"wall_seconds", total_seconds()},
+          {"productive_seconds", productive_seconds},
+          {"startup_seconds", startup_seconds},
+          {"checkpoint_seconds", checkpoint_seconds},
+          {"data_wait_seconds", data_wait_seconds},
+          {"validation_seconds", validation_seconds},
+          {"lost_to_restart_seconds", lost_seconds},
+          {"lost_to_restart_steps", lost_steps},
+          {"skipped_nonfinite_seconds", skipped_seconds},
+          {"skipped_nonfinite_steps", skipped_steps},
+          {"other_seconds", other_seconds}};
+}
+
+std::string Goodput::summary_line() const {
+  const double total = total_seconds();
+  const auto share = [&](double seconds) { return total > 0 ? 100.0 * seconds / total : 0.0; };
+  return fmt::format(
+      "titan: goodput {:.1f}% of {:.2f} s: productive {:.2f} s, start-up {:.2f} s ({:.1f}%), checkpoints {:.2f} s "
+      "({:.1f}%), data waits {:.2f} s ({:.1f}%), validation {:.2f} s ({:.1f}%), lost to restart {:.2f} s ({} steps), "
+      "skipped non-finite {:.2f} s ({} steps), other {:.2f} s ({:.1f}%)",
+      percent(), total, productive_seconds, startup_seconds, share(startup_seconds), checkpoint_seconds,
+      share(checkpoint_seconds), data_wait_seconds, share(data_wait_seconds), validation_seconds,
+      share(validation_seconds), lost_seconds, lost_steps, skipped_seconds, skipped_steps, other_seconds,
+      share(other_seconds));
+}
+
+int64_t last_logged_step(const std::string& metrics_jsonl) {
+  std::ifstream in(metrics_jsonl);
+  int64_t last = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    // A record cut short by a crash, or one without a step, tells nothing.
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.contains("step") && record["step"].is_number_integer()) {
+      last = std::max(last, record["step"].get<int64_t>());
+    }
+  }
+  return last;
+}
+
+}  // namespace titan::train

@@ -392,6 +392,10 @@ TEST(MemoryRecorder, OutOfMemoryWritesASnapshotNamingTheRequest) {
   TempFolder folder;
   static const std::string fqn = "layers.3.attention";
   const size_t request = (size_t{1} << 50) * 4;
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer ends the process on an impossible request instead of failing it.
+  GTEST_SKIP() << "AddressSanitizer aborts on a huge allocation rather than failing it";
+#endif
   memory::set_out_of_memory_dump(folder.path().string(), "rank1");
   Tensor kept;
   {

@@ -48,11 +48,11 @@ asan-test:
 # libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
 # shards, safetensors headers, checkpoint metadata, TOML job configs, Hugging
 # Face config.json and model.safetensors.index.json, pipeline schedule CSVs,
-# flight recorder dumps, run histories' metrics.jsonl), FUZZ_SECONDS each, from
+# flight recorder dumps, run histories' metrics.jsonl, chat JSONL lines, chat templates), FUZZ_SECONDS each, from
 # the seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
 FUZZ_SECONDS ?= 12
 FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header checkpoint_metadata job_config \
-	hf_config hf_index pipeline_schedule_csv flight_dump run_history
+	hf_config hf_index pipeline_schedule_csv flight_dump run_history chat_jsonl chat_template
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_FUZZ=ON \
 		-DTITAN_CUDA=OFF -DTITAN_TESTS=OFF

@@ -46,14 +46,15 @@ fi
 
 /usr/bin/python3 -c "import torch" || { echo "setup: python3-torch is not importable from /usr/bin/python3" >&2; exit 1; }
 
-# The tokenizer peers (npm `tiktoken`, `llama3-tokenizer-js`, `@huggingface/tokenizers`), pinned by
-# tests/peers/package-lock.json: the compatibility tests and the tokenizer
+# The tokenizer and chat-template peers (npm `tiktoken`, `llama3-tokenizer-js`, `@huggingface/tokenizers`,
+# `@huggingface/jinja`), pinned by tests/peers/package-lock.json: the compatibility tests and the tokenizer
 # benchmark run them, and the built-in tokenizers read their data. npm ci
 # reinstalls from scratch, so it runs only when the lock file changed.
 peers="$(dirname "$0")/../tests/peers"
 if cmp -s "$peers/package-lock.json" "$peers/node_modules/.titan-installed-lock" &&
    [ -f "$peers/node_modules/tiktoken/package.json" ] && [ -f "$peers/node_modules/llama3-tokenizer-js/package.json" ] &&
-   [ -f "$peers/node_modules/@huggingface/tokenizers/package.json" ]; then
+   [ -f "$peers/node_modules/@huggingface/tokenizers/package.json" ] &&
+   [ -f "$peers/node_modules/@huggingface/jinja/package.json" ]; then
   echo "setup: tokenizer peers up to date"
 else
   echo "setup: installing the tokenizer peers (npm ci in tests/peers)"

@@ -110,8 +110,8 @@ TEST(BpeTrainer, DeterministicAcrossRunsAndThreads) {
   options.threads = 1;
   BpeTrainingStats stats;
   const std::string one = hf_tokenizer_json(train_bpe({corpus}, options, &stats));
-  EXPECT_EQ(stats.merges, 3000u - 256 - 2);
-  options.threads = 2;  // the corpus is cut into work units shared by the threads
+  EXPECT_EQ(stats.merges, 3000u - 256 - 5);  // 5 default special tokens
+  options.threads = 2;                       // the corpus is cut into work units shared by the threads
   EXPECT_EQ(hf_tokenizer_json(train_bpe({corpus}, options)), one);
 }
 
@@ -121,8 +121,13 @@ TEST(BpeTrainer, TrainedTokenizerHasSpecialsAndRoundTrips) {
   options.vocab_size = 1000;
   const Tokenizer tokenizer = train_bpe({corpus}, options);
   EXPECT_EQ(tokenizer.vocab_size(), 1000u);
-  EXPECT_EQ(tokenizer.bos_id(), 998u);
-  EXPECT_EQ(tokenizer.eos_id(), 999u);
+  // The specials follow the merges, in Llama 3's order: bos, eos, then the chat markers.
+  EXPECT_EQ(tokenizer.bos_id(), 995u);
+  EXPECT_EQ(tokenizer.eos_id(), 996u);
+  EXPECT_EQ(tokenizer.special_token_id("<|start_header_id|>"), 997u);
+  EXPECT_EQ(tokenizer.special_token_id("<|end_header_id|>"), 998u);
+  EXPECT_EQ(tokenizer.special_token_id("<|eot_id|>"), 999u);
+  EXPECT_EQ(tokenizer.encode("<|eot_id|>", {.allow_special = true}), (std::vector<uint32_t>{999}));
   const std::string bytes = testing::make_random_bytes(50000, 54);
   EXPECT_EQ(tokenizer.decode(tokenizer.encode(bytes)), bytes);
   // Training compresses the text it was trained on.

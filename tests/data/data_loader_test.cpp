@@ -13,23 +13,8 @@
 namespace titan::data {
 namespace {
 
-using Rows = std::vector<std::vector<int64_t>>;
-
-// input ids and labels of each row of a batch, as vectors.
-Rows rows(const Batch& batch) {
-  Rows out;
-  const auto ids = batch.input_ids.to_ints(), labels = batch.labels.to_ints();
-  const auto positions = batch.positions.to_ints(), documents = batch.document_ids.to_ints();
-  const int64_t seq = batch.input_ids.size(1);
-  for (int64_t r = 0; r < batch.input_ids.size(0); ++r) {
-    std::vector<int64_t> row(ids.begin() + r * seq, ids.begin() + (r + 1) * seq);
-    row.insert(row.end(), labels.begin() + r * seq, labels.begin() + (r + 1) * seq);
-    row.insert(row.end(), positions.begin() + r * seq, positions.begin() + (r + 1) * seq);
-    row.insert(row.end(), documents.begin() + r * seq, documents.begin() + (r + 1) * seq);
-    out.push_back(std::move(row));
-  }
-  return out;
-}
+using testing::batch_rows;
+using testing::Rows;
 
 class DataLoaderTest : public ::testing::Test {
  protected:
@@ -75,10 +60,10 @@ TEST_F(DataLoaderTest, RanksAreDisjointAndCoverTheSingleRankData) {
   for (int r = 0; r < 3; ++r) ranks.push_back(std::make_unique<DataLoader>(config(2, r, 3)));
   // 40 steps of 6 rows of 32 tokens run through several epochs of ~14K tokens.
   for (int step = 0; step < 40; ++step) {
-    const Rows expected = rows(single.next_batch());
+    const Rows expected = batch_rows(single.next_batch());
     Rows together;
     for (auto& rank : ranks) {
-      const Rows mine = rows(rank->next_batch());
+      const Rows mine = batch_rows(rank->next_batch());
       together.insert(together.end(), mine.begin(), mine.end());
     }
     ASSERT_EQ(together, expected) << "step " << step;
@@ -87,8 +72,8 @@ TEST_F(DataLoaderTest, RanksAreDisjointAndCoverTheSingleRankData) {
   DataLoader a(config(2, 0, 2)), b(config(2, 1, 2));
   std::set<std::vector<int64_t>> seen;
   for (int step = 0; step < 20; ++step) {
-    for (auto& row : rows(a.next_batch())) EXPECT_TRUE(seen.insert(row).second);
-    for (auto& row : rows(b.next_batch())) EXPECT_TRUE(seen.insert(row).second);
+    for (auto& row : batch_rows(a.next_batch())) EXPECT_TRUE(seen.insert(row).second);
+    for (auto& row : batch_rows(b.next_batch())) EXPECT_TRUE(seen.insert(row).second);
   }
 }
 
@@ -101,7 +86,7 @@ TEST_F(DataLoaderTest, ResumeFromStateDictYieldsTheSameBatches) {
     nlohmann::json saved;
     for (int step = 0; step < 60; ++step) {  // ~4 epochs: resumes cross epoch boundaries
       if (step == 23) saved = uninterrupted.state_dict();
-      expected.push_back(rows(uninterrupted.next_batch()));
+      expected.push_back(batch_rows(uninterrupted.next_batch()));
     }
     DataLoader resumed(c);
     resumed.next_batch();  // consume something first: loading must reset it
@@ -110,7 +95,7 @@ TEST_F(DataLoaderTest, ResumeFromStateDictYieldsTheSameBatches) {
     for (int step = 23; step < 60; ++step) {
       const Batch batch = resumed.next_batch();
       EXPECT_EQ(batch.step, step);
-      ASSERT_EQ(rows(batch), expected[static_cast<size_t>(step)]) << "prefetch " << prefetch << " step " << step;
+      ASSERT_EQ(batch_rows(batch), expected[static_cast<size_t>(step)]) << "prefetch " << prefetch << " step " << step;
     }
   }
 }
@@ -119,12 +104,12 @@ TEST_F(DataLoaderTest, StateSurvivesAChangeOfWorldSize) {
   DataLoader one(config(4, 0, 1));
   for (int i = 0; i < 5; ++i) one.next_batch();
   const nlohmann::json state = one.state_dict();
-  const Rows expected = rows(one.next_batch());
+  const Rows expected = batch_rows(one.next_batch());
   DataLoader r0(config(2, 0, 2)), r1(config(2, 1, 2));
   r0.load_state_dict(state);
   r1.load_state_dict(state);
-  Rows together = rows(r0.next_batch());
-  const Rows second = rows(r1.next_batch());
+  Rows together = batch_rows(r0.next_batch());
+  const Rows second = batch_rows(r1.next_batch());
   together.insert(together.end(), second.begin(), second.end());
   EXPECT_EQ(together, expected);
 }
@@ -134,9 +119,9 @@ TEST_F(DataLoaderTest, SeedsChangeTheOrder) {
   DataLoader a(c), b(c);
   c.seed = 99;
   DataLoader other(c);
-  const Rows first = rows(a.next_batch());
-  EXPECT_EQ(first, rows(b.next_batch()));
-  EXPECT_NE(first, rows(other.next_batch()));
+  const Rows first = batch_rows(a.next_batch());
+  EXPECT_EQ(first, batch_rows(b.next_batch()));
+  EXPECT_NE(first, batch_rows(other.next_batch()));
   EXPECT_THROW(a.load_state_dict(other.state_dict()), Error);  // saved with another seed
 }
 

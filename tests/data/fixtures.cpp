@@ -41,4 +41,19 @@ std::vector<std::vector<uint32_t>> numbered_documents(size_t count, size_t max_l
   return documents;
 }
 
+Rows batch_rows(const Batch& batch) {
+  Rows out;
+  const auto ids = batch.input_ids.to_ints(), labels = batch.labels.to_ints();
+  const auto positions = batch.positions.to_ints(), documents = batch.document_ids.to_ints();
+  const int64_t seq = batch.input_ids.size(1);
+  for (int64_t r = 0; r < batch.input_ids.size(0); ++r) {
+    std::vector<int64_t> row(ids.begin() + r * seq, ids.begin() + (r + 1) * seq);
+    row.insert(row.end(), labels.begin() + r * seq, labels.begin() + (r + 1) * seq);
+    row.insert(row.end(), positions.begin() + r * seq, positions.begin() + (r + 1) * seq);
+    row.insert(row.end(), documents.begin() + r * seq, documents.begin() + (r + 1) * seq);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 }  // namespace titan::data::testing

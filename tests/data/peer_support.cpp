@@ -91,6 +91,21 @@ void check_peers_installed() {
 
 }  // namespace
 
+CommandResult run_node_script(const std::string& script, const std::string& arguments, const std::string& package) {
+  if (run_command("command -v node").exit_code != 0) throw std::runtime_error("node is not on PATH; " + kSetupHint);
+  const std::filesystem::path peers(TITAN_TEST_PEERS_DIR);
+  if (!std::filesystem::exists(peers / "node_modules" / package / "package.json")) {
+    throw std::runtime_error("npm package " + package + " is not installed in " + (peers / "node_modules").string() +
+                             "; " + kSetupHint);
+  }
+  CommandResult result = run_command("node " + shell_quote((peers / script).string()) + " " + arguments);
+  if (result.exit_code != 0) {
+    throw std::runtime_error(script + " failed (exit " + std::to_string(result.exit_code) + "): " + result.output +
+                             "\n" + kSetupHint);
+  }
+  return result;
+}
+
 std::vector<uint32_t> peer_encode(const std::string& peer, const std::string& encoding, const std::string& text,
                                   bool allow_special) {
   check_peers_installed();

@@ -38,6 +38,10 @@ struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
 };
+// Runs the Node script tests/peers/<script> with (already shell-quoted)
+// arguments; throws std::runtime_error with the setup hint when Node or the npm
+// `package` the script needs is missing, or when the script fails.
+CommandResult run_node_script(const std::string& script, const std::string& arguments, const std::string& package);
 // Runs a shell command line, capturing its output.
 CommandResult run_command(const std::string& command);
 // Runs the titan CLI with the given (already shell-quoted) arguments.

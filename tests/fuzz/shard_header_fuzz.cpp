@@ -1,5 +1,6 @@
 // libFuzzer entry point: token shard headers, and opening the whole input as a
-// memory-mapped shard (document table, checksum, reads of every document).
+// memory-mapped shard (document table, checksum, reads of every document and
+// of its loss mask when the shard has one).
 #include <unistd.h>
 
 #include <cstdint>
@@ -24,7 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     titan::data::MappedShard shard(path);
     uint64_t total = 0;
-    for (uint64_t d = 0; d < shard.num_documents(); ++d) total += shard.document(d).size();
+    for (uint64_t d = 0; d < shard.num_documents(); ++d) {
+      total += shard.document(d).size();
+      if (shard.has_loss_mask() && shard.loss_mask(d).size() != shard.document(d).size()) std::abort();
+    }
     if (total != shard.num_tokens()) std::abort();
   } catch (const titan::Error&) {
   }

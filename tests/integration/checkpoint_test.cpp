@@ -16,6 +16,7 @@
 #include "support/reference.h"
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/checkpoint_metadata.h"
+#include "titan/checkpoint/safetensors.h"
 #include "titan/train/checkpointer.h"
 
 namespace titan {
@@ -420,6 +421,37 @@ void expect_hf_conversion_starts_the_same(const std::string& source, const std::
 
 TEST_F(Checkpoints, InitialLoadPathTakesAHuggingFaceFolder) {
   expect_hf_conversion_starts_the_same(step_folder("straight", 20), "export");
+}
+
+// A job with checkpoints off (the default job) leaves only a model export as
+// its step folder: initial_load_path takes that too (as a fine-tuning job
+// starting from `make run`'s model does), with the weights of the checkpoint.
+TEST_F(Checkpoints, InitialLoadPathTakesAModelExport) {
+  const fs::path exported = workdir() / "export_only";
+  fs::remove_all(exported);
+  fs::create_directories(exported);
+  for (const char* file : {"job.toml", "model.safetensors", "tokenizer.json"})
+    fs::copy_file(fs::path(step_folder("straight", 20)) / file, exported / file);
+  ASSERT_FALSE(fs::exists(exported / "metadata.json"));
+  for (const std::string folder : {"from_export", "from_checkpoint"}) fs::remove_all(workdir() / folder);
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +
+      job("from_export", "--checkpoint.initial_load_path " + exported.string()));
+  run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +
+      job("from_checkpoint", "--checkpoint.initial_load_path " + step_folder("straight", 20)));
+  ASSERT_EQ(losses_of("from_export").size(), 1u);
+  EXPECT_EQ(losses_of("from_export"), losses_of("from_checkpoint"));
+  EXPECT_NE(losses_of("from_export")[0], losses_of("straight")[0]);
+  // A tensor of another model is an error naming the file and the tensor.
+  auto tensors = read_all_tensors(exported / "model.safetensors");
+  checkpoint::NamedTensors renamed;
+  for (auto& [name, tensor] : tensors) renamed.emplace_back(name == "norm.weight" ? "final_norm.weight" : name, tensor);
+  checkpoint::write_safetensors((exported / "model.safetensors").string(), renamed);
+  std::string output;
+  EXPECT_NE(testing::run_command(kCli + job("bad_export", "--checkpoint.initial_load_path " + exported.string()),
+                                 workdir() / "bad_export.log", &output),
+            0);
+  EXPECT_NE(output.find("model.safetensors: tensor 'final_norm.weight' is not in this job's model"), std::string::npos)
+      << output;
 }
 
 TEST_F(Checkpoints, ConvertReadsATrainingCheckpointSavedByAnyMesh) {

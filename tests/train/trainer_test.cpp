@@ -13,6 +13,7 @@
 #include "titan/train/model_export.h"
 #include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
+#include "train/batch_split.h"
 
 namespace titan {
 namespace {
@@ -39,26 +40,6 @@ train::BatchSource random_batches(int64_t rows, int64_t seq, uint64_t seed) {
   return train::random_token_batches(rows, seq, 300, seed);
 }
 
-// Splits each batch of `source` into `parts` micro-batches, in order.
-train::BatchSource split_batches(train::BatchSource source, int64_t parts) {
-  auto pending = std::make_shared<std::vector<data::Batch>>();
-  return [=] {
-    if (pending->empty()) {
-      const data::Batch whole = source();
-      const int64_t rows = whole.input_ids.size(0) / parts;
-      for (int64_t p = parts - 1; p >= 0; --p) {
-        data::Batch part;
-        part.input_ids = whole.input_ids.narrow(0, p * rows, rows).contiguous();
-        part.labels = whole.labels.narrow(0, p * rows, rows).contiguous();
-        pending->push_back(part);
-      }
-    }
-    data::Batch next = pending->back();
-    pending->pop_back();
-    return next;
-  };
-}
-
 std::vector<double> losses_of(train::Trainer& trainer) {
   std::vector<double> losses;
   for (const auto& m : trainer.train()) losses.push_back(m.loss);
@@ -72,7 +53,7 @@ TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
   train::JobConfig parts = small_job("accumulate_parts");
   parts.training.local_batch_size = 4;
   parts.training.global_batch_size = 8;
-  train::Trainer two(parts, split_batches(random_batches(8, 64, 5), 2));
+  train::Trainer two(parts, train::testing::split_batches(random_batches(8, 64, 5), 2));
   EXPECT_EQ(two.gradient_accumulation_steps(), 2);
   const std::vector<double> a = losses_of(one), b = losses_of(two);
   // Same data, same maths; only the summation order of the two halves differs (f32 rounding).

@@ -4,6 +4,7 @@
 #include "bench/checkpoint_bench.h"
 #include "bench/context_parallel_bench.h"
 #include "bench/gpu_bench.h"
+#include "bench/lora_bench.h"
 #include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
 #include "bench/pipeline_bench.h"
@@ -26,6 +27,7 @@ Subcommand make_bench_subcommand() {
   auto pipeline = std::make_shared<bench::PipelineBenchOptions>();
   auto context = std::make_shared<bench::ContextParallelBenchOptions>();
   auto profiler = std::make_shared<bench::ProfilerBenchOptions>();
+  auto lora = std::make_shared<bench::LoraBenchOptions>();
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
   subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler,
@@ -33,13 +35,14 @@ Subcommand make_bench_subcommand() {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "gpu)");
+        "lora, gpu)");
     app->add_option(
            "suite", *suite,
-           "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, gpu")
+           "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
+           "gpu")
         ->required()
         ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
-                               "context-parallel", "profiler", "gpu"}));
+                               "context-parallel", "profiler", "lora", "gpu"}));
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -74,7 +77,20 @@ Subcommand make_bench_subcommand() {
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     return app;
   };
-  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, suite] {
+  subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
+                    suite] {
+    if (*suite == "lora") {
+      lora->json_path = options->json_path;
+      lora->rounds = options->repeats;
+      if (options->quick) {
+        lora->quick = true;
+        lora->steps = 2;
+        lora->warmup = 1;
+        lora->rounds = 1;
+        lora->seq_len = 64;
+      }
+      return bench::run_lora_bench(*lora);
+    }
     if (*suite == "profiler") {
       profiler->json_path = options->json_path;
       profiler->rounds = options->repeats;

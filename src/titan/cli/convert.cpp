@@ -1,4 +1,4 @@
-// `titan convert --from hf DIR --to titan OUT` (and back): moves model
+// `titan convert --from hf DIR --to titan OUT [--merge-lora ADAPTER]` (and back): moves model
 // weights between titan's model export and Hugging Face folders. OUT is
 // written under a temporary name and renamed into place, so a failed
 // conversion leaves nothing behind and never touches an existing folder.
@@ -21,6 +21,7 @@ struct ConvertArguments {
   std::string dtype = "auto";
   std::string max_shard_size = "5GB";
   bool force = false;
+  std::string merge_lora;  // a PEFT adapter folder to merge in
 };
 
 // "5GB", "500MB", "64KiB" or plain bytes (decimal units as HF writes them, binary with "i").
@@ -67,6 +68,9 @@ Subcommand make_convert_subcommand() {
     app->add_option("--dtype", args->dtype, "weights dtype: auto (as stored), f32, bf16 or f16")->capture_default_str();
     app->add_option("--max-shard-size", args->max_shard_size, "HF output: start a new shard past this size")
         ->capture_default_str();
+    app->add_option("--merge-lora", args->merge_lora,
+                    "a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) to merge into the "
+                    "weights: W + (lora_alpha / r) B A");
     app->add_flag("--force", args->force, "replace OUT if it exists (only once the new one is complete)");
     return app;
   };
@@ -103,6 +107,7 @@ Subcommand make_convert_subcommand() {
       options.dtype = dtype;
     }
     options.max_shard_bytes = parse_size(args->max_shard_size);
+    options.merge_lora = args->merge_lora;
     if (args->from[0] == "hf") {
       train::convert_hf_to_titan(source, output, options);
     } else {

@@ -1,5 +1,7 @@
 // `titan data prepare`: raw text to a tokenizer and token shards (see
-// data/data_prepare.h). With no options it prepares the default English corpus.
+// data/data_prepare.h). With no options it prepares the default English corpus;
+// with --chat, chat conversations with their loss masks (data/chat_dataset.h).
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,10 +13,22 @@
 
 namespace titan::cli {
 
+namespace {
+
+// Chat flags as typed, parsed into PrepareOptions::chat when the command runs.
+struct ChatFlags {
+  bool chat = false;
+  std::string chat_template, train_on = "assistant", overlong = "truncate";
+  uint64_t seq_len = 0;
+};
+
+}  // namespace
+
 Subcommand make_data_subcommand() {
   auto o = std::make_shared<data::PrepareOptions>();
+  auto chat = std::make_shared<ChatFlags>();
   Subcommand subcommand;
-  subcommand.add = [o](CLI::App& parent) {
+  subcommand.add = [o, chat](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand("data", "prepare datasets");
     app->require_subcommand(1);
     CLI::App* prepare = app->add_subcommand(
@@ -37,10 +51,39 @@ Subcommand make_data_subcommand() {
     prepare->add_option("--bos-token", o->bos_token, "special token that starts each document (\"none\": no BOS)");
     prepare->add_option("--eos-token", o->eos_token, "special token that ends each document (\"none\": no EOS)");
     prepare->add_option("--threads", o->threads, "tokenizer threads (default: all)");
+    auto* chat_flag = prepare->add_flag(
+        "--chat", chat->chat,
+        "the inputs are chat conversations (JSONL, optionally .jsonl.zst: {\"messages\": [...]} or {\"prompt\", "
+        "\"completion\"} lines): rendered by a chat template and stored with loss masks (needs --tokenizer)");
+    chat_flag->excludes(train);
+    prepare
+        ->add_option("--chat-template", chat->chat_template,
+                     "--chat: llama3, qwen3, a tokenizer_config.json or a .jinja file (default: the "
+                     "tokenizer_config.json beside the tokenizer)")
+        ->needs(chat_flag);
+    prepare
+        ->add_option("--train-on", chat->train_on,
+                     "--chat: assistant (train on the assistant turns, default) or all (every token)")
+        ->needs(chat_flag);
+    auto* seq_len = prepare->add_option("--seq-len", chat->seq_len,
+                                        "--chat: apply the overlong policy now, to conversations longer than this");
+    seq_len->needs(chat_flag)->check(CLI::PositiveNumber);
+    prepare
+        ->add_option("--overlong", chat->overlong,
+                     "--chat with --seq-len: truncate (keep the first tokens, default) or drop")
+        ->needs(seq_len);
     return app;
   };
-  subcommand.run = [o] {
-    if (o->tokenizer.empty() && o->train_vocab_size == 0) o->train_vocab_size = 8192;
+  subcommand.run = [o, chat] {
+    if (chat->chat) {
+      data::ChatOptions options;
+      options.chat_template = chat->chat_template;
+      options.train_on = data::parse_chat_train_on(chat->train_on, "--train-on");
+      options.overlong = data::parse_chat_overlong(chat->overlong, "--overlong");
+      options.max_tokens = chat->seq_len;
+      o->chat = options;
+    }
+    if (o->tokenizer.empty() && o->train_vocab_size == 0 && !o->chat) o->train_vocab_size = 8192;
     o->log = [](const std::string& line) { fmt::print("{}\n", line); };
     data::prepare_dataset(*o);
     return 0;

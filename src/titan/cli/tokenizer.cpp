@@ -28,7 +28,7 @@ struct TokenizerCommandOptions {
   std::vector<std::string> inputs;
   std::string format = "auto", separator, output;
   uint32_t vocab_size = 8192;
-  std::vector<std::string> specials = {"<|begin_of_text|>", "<|end_of_text|>"};
+  std::vector<std::string> specials = data::BpeTrainerOptions{}.special_tokens;
   uint64_t min_frequency = 2;
 };
 
@@ -158,7 +158,9 @@ Subcommand make_tokenizer_subcommand() {
     train->add_option("--vocab-size", o->vocab_size, "total vocabulary: 256 bytes + merges + special tokens")
         ->check(CLI::PositiveNumber);
     train->add_option("--output", o->output, "tokenizer.json to write")->required();
-    train->add_option("--special", o->specials, "special tokens (default <|begin_of_text|> <|end_of_text|>)");
+    train->add_option("--special", o->specials,
+                      "special tokens (default: Llama 3's <|begin_of_text|> <|end_of_text|> <|start_header_id|> "
+                      "<|end_header_id|> <|eot_id|>)");
     train->add_option("--min-frequency", o->min_frequency, "stop when the best pair is rarer than this");
     train->add_option("--threads", o->threads, "pre-tokenization threads (default: all)");
     train->callback([action] { *action = "train"; });

@@ -18,7 +18,12 @@ extern const char* const kDefaultSplitPattern;
 
 struct BpeTrainerOptions {
   uint32_t vocab_size = 8192;  // total ids: 256 bytes + merges + special tokens
-  std::vector<std::string> special_tokens = {"<|begin_of_text|>", "<|end_of_text|>"};
+  // Llama 3's document markers, and the three its chat format is written with
+  // (<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>), so that a
+  // model trained with this tokenizer can be fine-tuned on chat data with the
+  // built-in "llama3" template. Same order as Llama 3's ids.
+  std::vector<std::string> special_tokens = {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                                             "<|end_header_id|>", "<|eot_id|>"};
   std::string split_pattern = kDefaultSplitPattern;
   uint64_t min_frequency = 2;  // stop early when the best pair is rarer than this
   int threads = 0;             // pre-tokenization threads; 0 = all cores

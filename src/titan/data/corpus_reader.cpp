@@ -7,6 +7,7 @@
 
 #include "titan/core/error.h"
 #include "titan/data/file_io.h"
+#include "titan/data/jsonl_lines.h"
 
 namespace titan::data {
 namespace {
@@ -105,14 +106,7 @@ std::vector<std::string> read_corpus_file(const std::filesystem::path& file, con
   }
   // JSONL: one object per line; blank lines are skipped.
   std::vector<std::string> documents;
-  size_t pos = 0, line = 0;
-  while (pos < content.size()) {
-    ++line;
-    const size_t newline = content.find('\n', pos);
-    const size_t end = newline == std::string::npos ? content.size() : newline;
-    const std::string_view text = std::string_view(content).substr(pos, end - pos);
-    pos = end + 1;
-    if (blank(text)) continue;
+  for_each_jsonl_line(content, [&](std::string_view text, size_t line) {
     nlohmann::json record;
     try {
       record = nlohmann::json::parse(text);
@@ -126,7 +120,7 @@ std::vector<std::string> read_corpus_file(const std::filesystem::path& file, con
                 options.jsonl_field, field->type_name());
     std::string document = field->get<std::string>();
     if (!document.empty()) documents.push_back(std::move(document));
-  }
+  });
   return documents;
 }
 

@@ -28,6 +28,7 @@ PackedStream::Options stream_options(const DataLoaderConfig& config, const Token
   options.repeat = training;
   options.seed = config.seed;
   options.document_masking = config.document_masking;
+  options.whole_documents = config.whole_documents;
   options.pad_id = corpus.eos_id().value_or(0);
   return options;
 }
@@ -69,10 +70,18 @@ DataLoader::DataLoader(DataLoaderConfig config) : config_(std::move(config)) {
   TITAN_CHECK(config_.validation_fraction >= 0 && config_.validation_fraction < 1,
               "data loader: validation_fraction must be in [0, 1), got {}", config_.validation_fraction);
   TITAN_CHECK(config_.prefetch >= 0, "data loader: prefetch must be >= 0");
+  if (config_.chat) {
+    // The chat template writes BOS and each turn's end itself; conversations
+    // pack whole and never longer than a row.
+    config_.add_bos = config_.add_eos = false;
+    config_.whole_documents = true;
+    if (config_.chat->max_tokens == 0) config_.chat->max_tokens = static_cast<uint64_t>(config_.seq_len);
+  }
   TokenCorpus::Options corpus_options;
   corpus_options.corpus = config_.corpus;
   corpus_options.tokenizer = config_.tokenizer;
   corpus_options.threads = config_.threads;
+  corpus_options.chat = config_.chat;
   corpus_ = std::make_shared<const TokenCorpus>(config_.paths, corpus_options);
 
   for (uint64_t d = 0; d < corpus_->num_documents(); ++d) {
@@ -173,7 +182,8 @@ nlohmann::json DataLoader::state_dict() const {
           {"train_documents", train_documents_.size()},
           {"validation_documents", validation_documents_.size()},
           {"add_bos", config_.add_bos},
-          {"add_eos", config_.add_eos}};
+          {"add_eos", config_.add_eos},
+          {"whole_documents", config_.whole_documents}};
 }
 
 void DataLoader::load_state_dict(const nlohmann::json& state) {
@@ -199,6 +209,8 @@ void DataLoader::load_state_dict(const nlohmann::json& state) {
   same("validation_documents", validation_documents_.size());
   same("add_bos", config_.add_bos);
   same("add_eos", config_.add_eos);
+  // Absent from states saved before whole-document packing existed: those packed across documents.
+  if (state.contains("whole_documents")) same("whole_documents", config_.whole_documents);
   const PackedStream::Cursor cursor{number("epoch"), number("position"), number("offset")};
   const auto step = static_cast<int64_t>(number("step"));
   stop_prefetch();
@@ -216,8 +228,7 @@ ValidationIterator DataLoader::validation() const {
 
 ValidationIterator::ValidationIterator(const DataLoaderConfig& config, std::unique_ptr<PackedStream> stream)
     : config_(config), stream_(std::move(stream)) {
-  const auto s = static_cast<uint64_t>(config_.seq_len);
-  const uint64_t rows = (stream_->tokens_per_epoch() + s - 1) / s;
+  const uint64_t rows = stream_->rows_left(config_.seq_len);
   const auto global = static_cast<uint64_t>(config_.local_batch * config_.dp_world);
   num_batches_ = static_cast<int64_t>((rows + global - 1) / global);
 }

@@ -17,6 +17,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,7 +38,14 @@ struct DataLoaderConfig {
   int64_t dp_rank = 0, dp_world = 1;
   double validation_fraction = 0.0;  // share of documents held out (chosen by a fixed hash of the index)
   bool document_masking = false;     // labels at document ends become -100 (see packed_stream.h)
+  bool whole_documents = false;      // rows hold whole documents only (see packed_stream.h)
   bool add_bos = true, add_eos = true;
+  // Set: chat data for supervised fine-tuning (chat_dataset.h). Raw inputs are
+  // chat JSONL(.zst) rendered with the template, or shards must be chat
+  // shards; documents pack whole; labels count only trained tokens; the
+  // template writes BOS and end-of-turn tokens, so add_bos/add_eos are
+  // ignored. chat->max_tokens 0 means seq_len.
+  std::optional<ChatOptions> chat;
   int prefetch = 2;  // batches produced ahead by a background thread; 0: on demand
   int threads = 0;   // for tokenizing raw inputs
 };
@@ -71,6 +79,7 @@ class DataLoader {
 
   const DataLoaderConfig& config() const { return config_; }
   uint32_t vocab_size() const { return corpus_->vocab_size(); }
+  const TokenCorpus& corpus() const { return *corpus_; }
   uint64_t num_train_documents() const { return train_documents_.size(); }
   uint64_t num_validation_documents() const { return validation_documents_.size(); }
   const std::vector<uint64_t>& validation_documents() const { return validation_documents_; }

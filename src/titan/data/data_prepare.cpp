@@ -84,6 +84,12 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
   auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
   };
+  if (options.chat) {
+    TITAN_CHECK(!options.inputs.empty(), "data prepare --chat: give the chat JSONL files (--input)");
+    TITAN_CHECK(!options.tokenizer.empty() && options.train_vocab_size == 0,
+                "data prepare --chat: give a tokenizer (--tokenizer): a chat template's special tokens need the "
+                "model's own tokenizer, not one trained here");
+  }
   if (options.inputs.empty()) {
     TITAN_CHECK(fs::is_directory(kDefaultCorpusDir),
                 "the default corpus {} is missing: install Debian's `fortunes` package (scripts/setup.sh) or pass "
@@ -101,13 +107,15 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
 
   const std::vector<fs::path> files = list_corpus_files(options.inputs);
   std::vector<std::string> documents;
-  for (const auto& file : files) {
-    for (auto& document : read_corpus_file(file, options.corpus)) documents.push_back(std::move(document));
+  if (!options.chat) {
+    for (const auto& file : files) {
+      for (auto& document : read_corpus_file(file, options.corpus)) documents.push_back(std::move(document));
+    }
+    TITAN_CHECK(!documents.empty(), "data prepare: the corpus ({}) has no documents", fmt::join(options.inputs, ", "));
+    uint64_t corpus_bytes = 0;
+    for (const auto& document : documents) corpus_bytes += document.size();
+    log(fmt::format("read {} documents ({:.1f} MB) from {} files", documents.size(), corpus_bytes / 1e6, files.size()));
   }
-  TITAN_CHECK(!documents.empty(), "data prepare: the corpus ({}) has no documents", fmt::join(options.inputs, ", "));
-  uint64_t corpus_bytes = 0;
-  for (const auto& document : documents) corpus_bytes += document.size();
-  log(fmt::format("read {} documents ({:.1f} MB) from {} files", documents.size(), corpus_bytes / 1e6, files.size()));
 
   fs::path output = fs::path(options.output).lexically_normal();
   if (!output.has_filename()) output = output.parent_path();  // "data/fortunes/"
@@ -153,7 +161,7 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
 
   // Tokenize in blocks of documents (in parallel), writing a shard whenever
   // one is full. Shards hold the documents' own tokens; the loader adds BOS/EOS.
-  ShardWriter writer(tokenizer->vocab_size());
+  ShardWriter writer(tokenizer->vocab_size(), options.chat.has_value());
   auto flush = [&] {
     const std::string name = fmt::format("shard_{:05d}.tshard", result.manifest.shards.size());
     result.manifest.documents += writer.num_documents();
@@ -161,6 +169,25 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
     writer.write(staging / name);
     result.manifest.shards.push_back(name);
   };
+  if (options.chat) {
+    // Chat conversations: rendered and tokenized whole (they are small next
+    // to a pretraining corpus), each with its loss mask.
+    const auto chat_template = resolve_chat_template(options.chat->chat_template, options.tokenizer, "--chat-template");
+    ChatStats stats;
+    const auto conversations = tokenize_chat_files(files, *tokenizer, *chat_template, *options.chat, threads, &stats);
+    TITAN_CHECK(!conversations.empty(), "data prepare --chat: no conversations left in {} ({})",
+                fmt::join(options.inputs, ", "), stats.summary());
+    for (const auto& conversation : conversations) {
+      writer.add_document(conversation.tokens, conversation.mask);
+      if (writer.num_tokens() >= options.shard_tokens) flush();
+    }
+    result.manifest.chat = true;
+    result.manifest.chat_template = chat_template->origin();
+    result.manifest.train_on = chat_train_on_name(options.chat->train_on);
+    result.chat = stats;
+    log(fmt::format("chat: {} (template {}, training on {} tokens)", stats.summary(), chat_template->origin(),
+                    result.manifest.train_on));
+  }
   constexpr size_t kBlock = 4096;
   std::vector<std::vector<uint32_t>> encoded;
   for (size_t begin = 0; begin < documents.size(); begin += kBlock) {

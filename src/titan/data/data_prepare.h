@@ -1,7 +1,9 @@
 // `titan data prepare`: raw text (fortune, plain, JSONL) to a tokenizer (given
 // or trained on the corpus) and token shards with a manifest — the dataset
 // format the loader reads fastest. With no inputs it prepares the embedded
-// default: the English `fortunes` corpus the setup script installs.
+// default: the English `fortunes` corpus the setup script installs. With
+// chat options it prepares chat conversations instead (chat_dataset.h):
+// rendered by a chat template and stored with their loss masks.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "titan/data/bpe_trainer.h"
+#include "titan/data/chat_dataset.h"
 #include "titan/data/corpus_reader.h"
 #include "titan/data/token_corpus.h"
 
@@ -29,6 +32,9 @@ struct PrepareOptions {
   uint64_t shard_tokens = uint64_t{1} << 26;  // tokens per shard (before the document that crosses it)
   std::string bos_token, eos_token;           // override the tokenizer's BOS/EOS ("none" for no token)
   int threads = 0;
+  // Set: the inputs are chat JSONL(.zst) (needs `tokenizer`; chat->max_tokens
+  // > 0 applies the overlong policy now). The manifest records "chat".
+  std::optional<ChatOptions> chat;
   std::function<void(const std::string&)> log;  // progress lines (may be empty)
 };
 
@@ -36,6 +42,7 @@ struct PrepareResult {
   ShardManifest manifest;
   std::filesystem::path manifest_path;
   std::optional<BpeTrainingStats> training;
+  std::optional<ChatStats> chat;
   double seconds = 0;
 };
 

@@ -49,6 +49,17 @@ uint64_t PackedStream::document_at(uint64_t epoch, uint64_t position) {
   return order_[slot][position];
 }
 
+bool PackedStream::trained(uint64_t document, uint64_t offset) const {
+  if (!corpus_->is_chat()) return true;
+  if (options_.bos) {
+    if (offset == 0) return false;
+    --offset;
+  }
+  const auto mask = corpus_->loss_mask(document);
+  if (offset < mask.size()) return mask[offset] == 1;
+  return !mask.empty() && mask.back() == 1;  // the added EOS
+}
+
 bool PackedStream::advance_document(Cursor& cursor) {
   do {
     cursor.offset = 0;
@@ -89,6 +100,11 @@ int64_t PackedStream::next_row(int64_t seq_len, int64_t* inputs, int64_t* labels
   for (; filled < seq_len && !exhausted(); ++filled) {
     const uint64_t document = document_at(cursor_.epoch, cursor_.position);
     const uint64_t length = stream_length(document);
+    // Whole documents: one that does not fit in the rest of the row starts the next.
+    if (options_.whole_documents && cursor_.offset == 0 && filled > 0 &&
+        length > static_cast<uint64_t>(seq_len - filled)) {
+      break;
+    }
     if (cursor_.offset == 0 && filled > 0) {
       ++document_id;
       position = 0;
@@ -97,16 +113,18 @@ int64_t PackedStream::next_row(int64_t seq_len, int64_t* inputs, int64_t* labels
     positions[filled] = position++;
     document_ids[filled] = document_id;
     if (cursor_.offset + 1 < length) {
-      labels[filled] = stream_token(document, cursor_.offset + 1);
+      labels[filled] =
+          trained(document, cursor_.offset + 1) ? stream_token(document, cursor_.offset + 1) : kIgnoreIndex;
       ++cursor_.offset;
     } else {
-      const std::optional<int64_t> next = peek_next_document(cursor_);
-      labels[filled] = options_.document_masking || !next ? kIgnoreIndex : *next;
+      const bool across = !options_.document_masking && !options_.whole_documents && !corpus_->is_chat();
+      const std::optional<int64_t> next = across ? peek_next_document(cursor_) : std::nullopt;
+      labels[filled] = next ? *next : kIgnoreIndex;
       advance_document(cursor_);
     }
   }
-  // Past the end of a one-pass stream: padding, as one more "document" that
-  // no label counts.
+  // Past the end of a one-pass stream, or after the last whole document that
+  // fits: padding, as one more "document" that no label counts.
   for (int64_t i = filled; i < seq_len; ++i) {
     inputs[i] = options_.pad_id;
     labels[i] = kIgnoreIndex;
@@ -117,6 +135,25 @@ int64_t PackedStream::next_row(int64_t seq_len, int64_t* inputs, int64_t* labels
 }
 
 void PackedStream::skip_rows(uint64_t rows, int64_t seq_len) {
+  if (options_.whole_documents) {
+    // Row by row, as next_row fills them.
+    const auto s = static_cast<uint64_t>(seq_len);
+    for (uint64_t row = 0; row < rows && !exhausted(); ++row) {
+      uint64_t filled = 0;
+      while (filled < s && !exhausted()) {
+        const uint64_t length = stream_length(document_at(cursor_.epoch, cursor_.position));
+        if (cursor_.offset == 0 && filled > 0 && length > s - filled) break;
+        const uint64_t left = length - cursor_.offset;
+        if (left > s - filled) {
+          cursor_.offset += s - filled;
+          break;
+        }
+        filled += left;
+        advance_document(cursor_);
+      }
+    }
+    return;
+  }
   uint64_t remaining = rows * static_cast<uint64_t>(seq_len);
   while (remaining > 0 && !exhausted()) {
     const uint64_t left = stream_length(document_at(cursor_.epoch, cursor_.position)) - cursor_.offset;
@@ -127,6 +164,19 @@ void PackedStream::skip_rows(uint64_t rows, int64_t seq_len) {
     remaining -= left;
     advance_document(cursor_);
   }
+}
+
+uint64_t PackedStream::rows_left(int64_t seq_len) const {
+  TITAN_CHECK(!options_.repeat, "packing: a repeating stream has no end to count rows to");
+  const auto s = static_cast<uint64_t>(seq_len);
+  if (!options_.whole_documents && cursor_ == Cursor{}) return (tokens_per_epoch_ + s - 1) / s;
+  PackedStream probe = *this;
+  uint64_t rows = 0;
+  while (!probe.exhausted()) {
+    probe.skip_rows(1, seq_len);
+    ++rows;
+  }
+  return rows;
 }
 
 }  // namespace titan::data

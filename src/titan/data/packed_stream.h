@@ -13,6 +13,19 @@
 //     as in GPT-style packing.
 // The row's last label peeks at the first token of the next row, so no token
 // of the stream goes unpredicted.
+//
+// Chat data (supervised fine-tuning) changes two things:
+//   - loss masks: when the corpus gives documents a loss mask, the label at
+//     position t (the document's token t + 1) is kept only when that token's
+//     mask is 1 (an assistant token), else kIgnoreIndex; a label across
+//     documents is always kIgnoreIndex;
+//   - whole_documents: a row holds whole documents only. A document that does
+//     not fit in what is left of the row starts the next row, and the rest of
+//     the row is padding, exactly like the padding at the end of a one-pass
+//     stream: pad_id inputs, kIgnoreIndex labels, one more document id, and
+//     positions counting from 0. Labels at document ends are kIgnoreIndex (as
+//     with document masking). A document longer than a row (the chat overlong
+//     policy leaves none) starts a row and continues into the next.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +47,8 @@ class PackedStream {
     bool repeat = true;   // epochs follow one another (training); else one pass (validation)
     uint64_t seed = 0;
     bool document_masking = false;
-    uint32_t pad_id = 0;  // fills rows after the end of a non-repeating stream
+    bool whole_documents = false;  // see above
+    uint32_t pad_id = 0;           // fills rows after the end of a non-repeating stream
   };
   // Where the stream is: epoch, index into the epoch's document order, and
   // offset into that document's [BOS] tokens [EOS].
@@ -49,9 +63,12 @@ class PackedStream {
   // Fills one row (arrays of seq_len). Returns the number of real (non-pad)
   // tokens: seq_len except at the end of a non-repeating stream.
   int64_t next_row(int64_t seq_len, int64_t* inputs, int64_t* labels, int64_t* positions, int64_t* document_ids);
-  // Advances by `rows` rows without producing them (other ranks' rows).
+  // Advances by `rows` rows without producing them (other ranks' rows):
+  // exactly where producing them would leave the cursor.
   void skip_rows(uint64_t rows, int64_t seq_len);
   bool exhausted() const;
+  // Rows left in a one-pass stream (validation), from the cursor on.
+  uint64_t rows_left(int64_t seq_len) const;
 
   Cursor cursor() const { return cursor_; }
   void set_cursor(const Cursor& cursor);
@@ -63,6 +80,10 @@ class PackedStream {
   uint64_t document_at(uint64_t epoch, uint64_t position);  // corpus index
   uint64_t stream_length(uint64_t document) const;
   int64_t stream_token(uint64_t document, uint64_t offset) const;
+  // Whether the stream token at `offset` is a trained label: its loss-mask
+  // byte (an added EOS follows the document's last token, an added BOS never
+  // is); always without loss masks.
+  bool trained(uint64_t document, uint64_t offset) const;
   // Moves the cursor to the next document with a non-empty stream; false at the end.
   bool advance_document(Cursor& cursor);
   // The first token after `cursor`'s document, or nullopt at the end.

@@ -4,6 +4,8 @@
 
 #include "titan/autograd/engine.h"
 #include "titan/autograd/function_node.h"
+#include "titan/autograd/grad_mode.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
 
@@ -23,12 +25,16 @@ ReshardPolicy parse_reshard_policy(const std::string& name) {
 // rows [r c_i, r c_i + n_i(r)). The unit's local buffer concatenates every
 // parameter's chunk padded to c_i rows (L elements in all), so one all-gather
 // of L elements per rank yields every full parameter, and one reduce-scatter
-// of a W x L gradient bucket yields every shard gradient.
+// of a W x L gradient bucket yields every shard gradient. Frozen parameters
+// (requires_grad false: LoRA's base weights) are gathered like the others but
+// have no place in the gradient bucket (G <= L elements per rank), so their
+// gradients are neither computed nor reduced.
 class FsdpUnit {
   struct Entry {
     nn::Parameter* parameter;
     Shape full_shape;
     int64_t rows, row_size, chunk_rows, local_offset, full_offset;
+    int64_t grad_offset = -1;  // in a rank's part of the gradient bucket; -1: frozen
   };
 
  public:
@@ -54,12 +60,17 @@ class FsdpUnit {
       e.chunk_rows = (e.rows + world - 1) / world;
       e.local_offset = local_size_;
       local_size_ += e.chunk_rows * e.row_size;
+      const bool trainable = full.requires_grad();
+      if (trainable) {
+        e.grad_offset = grad_size_;
+        grad_size_ += e.chunk_rows * e.row_size;
+      }
       full_offset += full.numel();
       entries_.push_back(e);
       // This rank keeps its rows as the new leaf; the full tensor is dropped.
       const int64_t begin = std::min(e.rows, rank * e.chunk_rows), count = rows_on(e, rank);
       Tensor shard = full.narrow(0, begin, count).clone();
-      shard.set_requires_grad(true);
+      shard.set_requires_grad(trainable);
       parameter->data = shard;
       if (!parameter->layout.sharded()) parameter->layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
       parameter->layout.offsets[0] += begin;
@@ -169,16 +180,33 @@ class FsdpUnit {
     if (grad.defined()) {
       const Entry& e = entries_[i];
       const int64_t world = shard_.size();
-      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * local_size_}, DType::f32, device_);
+      TITAN_CHECK(e.grad_offset >= 0, "fsdp unit {}: a gradient arrived for a frozen parameter", name_);
+      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * grad_size_}, DType::f32, device_);
       const Tensor flat = grad.contiguous().view({-1});
       for (int64_t r = 0; r < world; ++r) {
         const int64_t count = rows_on(e, r) * e.row_size;
         if (count == 0) continue;
-        ops::add_(bucket_.narrow(0, r * local_size_ + e.local_offset, count),
+        ops::add_(bucket_.narrow(0, r * grad_size_ + e.grad_offset, count),
                   flat.narrow(0, r * e.chunk_rows * e.row_size, count).to(DType::f32));
       }
     }
+    arrived();
+  }
+
+  void arrived() {
     if (++arrived_ == expected_ && *reduce_in_backward_) reduce_async();
+  }
+
+  // A unit with frozen parameters: their gathered weights serve the block's
+  // backward (input gradients) even after every trainable gradient arrived, so
+  // the unit is complete only once the gradient of the block's input has been
+  // computed too. (Frozen weights are used in backward only for an input that
+  // requires grad: through a trainable parameter earlier in the block, whose
+  // gradient comes later, or through the block input, tracked here.)
+  Tensor track_input(const Tensor& x) {
+    if (grad_size_ == local_size_ || !x.requires_grad() || !autograd::grad_enabled()) return x;
+    ++expected_;
+    return F::observe_gradient(x, [this](const Tensor&) { arrived(); });
   }
 
   // Every gradient of the unit is in: reduce-scatter them (averaged over the
@@ -189,7 +217,7 @@ class FsdpUnit {
     if (shard_.size() == 1) {
       reduced_ = bucket_;
     } else {
-      reduced_ = Tensor::empty({local_size_}, DType::f32, device_);
+      reduced_ = Tensor::empty({grad_size_}, DType::f32, device_);
       reduce_work_ = shard_.reduce_scatter(reduced_, bucket_, ReduceOp::avg);
     }
     reshard();
@@ -205,11 +233,12 @@ class FsdpUnit {
     if (reduced_.defined()) {
       for (const Entry& e : entries_) {
         Tensor& shard = e.parameter->data;
+        if (e.grad_offset < 0) continue;
         if (shard.numel() == 0) {
           if (!shard.grad().defined()) shard.set_grad(Tensor::zeros(shard.shape(), DType::f32, device_));
           continue;
         }
-        const Tensor piece = reduced_.narrow(0, e.local_offset, shard.numel()).view(shard.shape());
+        const Tensor piece = reduced_.narrow(0, e.grad_offset, shard.numel()).view(shard.shape());
         if (shard.grad().defined()) {
           ops::add_(shard.grad(), piece);
         } else {
@@ -230,17 +259,18 @@ class FsdpUnit {
 
   // One all-reduce over the replicas for the whole unit's shard gradients.
   void all_reduce_replicas() {
-    Tensor flat = Tensor::zeros({local_size_}, DType::f32, device_);
+    if (grad_size_ == 0) return;
+    Tensor flat = Tensor::zeros({grad_size_}, DType::f32, device_);
     for (const Entry& e : entries_) {
       const Tensor& grad = e.parameter->data.grad();
-      if (grad.defined() && grad.numel() > 0)
-        ops::copy_(flat.narrow(0, e.local_offset, grad.numel()).view(grad.shape()), grad);
+      if (e.grad_offset >= 0 && grad.defined() && grad.numel() > 0)
+        ops::copy_(flat.narrow(0, e.grad_offset, grad.numel()).view(grad.shape()), grad);
     }
     replicate_.all_reduce(flat, ReduceOp::avg)->wait();
     for (const Entry& e : entries_) {
       const Tensor& grad = e.parameter->data.grad();
-      if (grad.defined() && grad.numel() > 0)
-        ops::copy_(grad, flat.narrow(0, e.local_offset, grad.numel()).view(grad.shape()));
+      if (e.grad_offset >= 0 && grad.defined() && grad.numel() > 0)
+        ops::copy_(grad, flat.narrow(0, e.grad_offset, grad.numel()).view(grad.shape()));
     }
   }
 
@@ -254,6 +284,7 @@ class FsdpUnit {
   Device device_;  // where the unit's parameters live: every buffer goes there
   std::vector<Entry> entries_;
   int64_t local_size_ = 0;
+  int64_t grad_size_ = 0;  // the trainable parameters' part of local_size_
   Tensor full_, gathered_;
   std::vector<Tensor> full_views_;
   std::shared_ptr<Work> gather_work_, reduce_work_;
@@ -296,7 +327,8 @@ void Fsdp::wrap_block(nn::TransformerBlock& block, size_t index, bool reshard) {
   block.set_runner([unit, next, previous, inner, reshard](const nn::BlockBody& body, const Tensor& x) {
     unit->wait_unsharded();
     if (next != nullptr) next->unshard_async();  // overlaps this block's compute
-    Tensor y = inner ? inner(body, x) : body(x);
+    const Tensor input = unit->track_input(x);
+    Tensor y = inner ? inner(body, input) : body(input);
     if (reshard && !autograd::grad_enabled()) unit->reshard();
     if (y.requires_grad()) {
       if (reshard) unit->reshard();

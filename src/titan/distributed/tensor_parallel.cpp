@@ -88,7 +88,7 @@ void keep_rank_part(nn::Parameter& parameter, int64_t dim, const ProcessGroup& g
   dim = full.wrap_dim(dim);
   const int64_t part = full.size(dim) / group.size();
   Tensor local = full.narrow(dim, group.rank() * part, part).contiguous().clone();
-  local.set_requires_grad(true);
+  local.set_requires_grad(full.requires_grad());  // a frozen parameter (LoRA's base) stays frozen
   parameter.data = local;
   parameter.layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
   parameter.layout.offsets[static_cast<size_t>(dim)] = group.rank() * part;

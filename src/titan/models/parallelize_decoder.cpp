@@ -19,12 +19,22 @@ void wrap_in_sequence_parallel(nn::Module& module, const std::shared_ptr<Process
   module.output_hooks.push_back([tp](const Tensor& x) { return distributed::reduce_scatter_sequence(x, tp); });
 }
 
+// An adapter installed on the Linear (LoRA) splits with its base weight, so its output is laid out as the base's.
+void split_adapter(const std::string& where, nn::Linear& linear, int64_t dim, const ProcessGroup& tp) {
+  if (!linear.adapter()) return;
+  for (const auto& [parameter, adapter_dim] : linear.adapter()->split_with_base(dim)) {
+    distributed::shard_parameter(where + " (adapter)", *parameter, adapter_dim, tp);
+  }
+}
+
 void column_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
   distributed::shard_parameter(where + " (column-parallel)", *linear.weight, 0, tp);
+  split_adapter(where, linear, 0, tp);
 }
 
 void row_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
   distributed::shard_parameter(where + " (row-parallel)", *linear.weight, 1, tp);
+  split_adapter(where, linear, 1, tp);
 }
 
 // ---- the plan by module kind ----

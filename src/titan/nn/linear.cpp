@@ -17,7 +17,21 @@ Linear::Linear(const LinearConfig& config, Device device)
 
 Tensor Linear::forward(const Tensor& x) const {
   const ForwardScope scope(*this);
-  return F::linear(x, weight->materialize());
+  const Tensor y = F::linear(x, weight->materialize());
+  return adapter_ ? F::add(y, adapter_->forward(x)) : y;
+}
+
+void Linear::set_adapter(std::shared_ptr<LinearAdapter> adapter) {
+  TITAN_CHECK(adapter != nullptr && adapter_ == nullptr, "Linear: {} already has an adapter",
+              trace_name().empty() ? std::string("this layer") : trace_name());
+  for (const auto& [name, module] : adapter->modules()) register_module(name, module);
+  adapter_ = std::move(adapter);
+}
+
+void Linear::remove_adapter() {
+  if (!adapter_) return;
+  for (const auto& [name, module] : adapter_->modules()) remove_child(name);
+  adapter_.reset();
 }
 
 void Linear::init_weights(Generator& generator, double std, double low, double high) {

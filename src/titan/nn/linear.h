@@ -1,7 +1,11 @@
-// Linear layer without bias (what Llama and Qwen use): y = x @ W^T.
+// Linear layer without bias (what Llama and Qwen use): y = x @ W^T, plus,
+// when one is installed from outside (LoRA fine-tuning), an adapter's output.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "titan/core/generator.h"
 #include "titan/nn/module.h"
@@ -9,6 +13,24 @@
 namespace titan::nn {
 
 class Linear;
+
+// Something added to a Linear's output, computed from the same input: a
+// low-rank update (nn/lora.h). Installed by a plan outside the model code, as
+// Attention's core is; its parameters live in modules registered under the
+// Linear, so their names follow it ("layers.0.attention.wq.lora_A.weight").
+class LinearAdapter {
+ public:
+  virtual ~LinearAdapter() = default;
+  // x [..., in] -> [..., out], added to the base output.
+  virtual Tensor forward(const Tensor& x) const = 0;
+  // The modules holding its parameters, by the name each takes under the Linear.
+  virtual std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules() const = 0;
+  // Tensor parallelism splits the base weight along `base_dim` (0: output rows,
+  // column-parallel; 1: input columns, row-parallel): which adapter parameters
+  // split with it, and along which of their dims, so that the adapter's output
+  // is laid out (or summed) as the base's is.
+  virtual std::vector<std::pair<Parameter*, int64_t>> split_with_base(int64_t base_dim) const = 0;
+};
 
 struct LinearConfig {
   int64_t in_features = 0;
@@ -22,9 +44,17 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   // Truncated normal N(0, std) cut at [low, high] (absolute, as torch.nn.init.trunc_normal_).
   void init_weights(Generator& generator, double std, double low = -2.0, double high = 2.0);
+  // Installs `adapter` (one per Linear) and registers its modules as children.
+  void set_adapter(std::shared_ptr<LinearAdapter> adapter);
+  // Drops the adapter and its modules (the export of a merged model).
+  void remove_adapter();
+  const std::shared_ptr<LinearAdapter>& adapter() const { return adapter_; }
 
   const LinearConfig config;
   Parameter* const weight;  // [out_features, in_features]
+
+ private:
+  std::shared_ptr<LinearAdapter> adapter_;
 };
 
 }  // namespace titan::nn

@@ -11,6 +11,7 @@
 
 #include "titan/core/error.h"
 #include "titan/distributed/context_parallel_options.h"
+#include "titan/nn/lora_targets.h"
 
 namespace titan::train {
 namespace {
@@ -362,6 +363,47 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
   return result;
 }
 
+namespace {
+
+// The [lora] keys (checked whether or not LoRA is on, so a typo is caught early).
+void validate_lora(const JobConfig& c) {
+  const LoraSection& l = c.lora;
+  TITAN_CHECK(l.rank > 0, "lora.rank must be > 0, got {}", l.rank);
+  TITAN_CHECK(l.alpha > 0.0 && std::isfinite(l.alpha), "lora.alpha must be finite and > 0, got {}", l.alpha);
+  TITAN_CHECK(l.dropout >= 0.0 && l.dropout < 1.0, "lora.dropout must be in [0, 1), got {}", l.dropout);
+  TITAN_CHECK(!l.target_modules.empty(), "lora.target_modules is empty: name at least one projection");
+  for (const std::string& target : l.target_modules) {
+    TITAN_CHECK(nn::find_lora_target(target).has_value(),
+                "lora.target_modules: '{}' is not one of q, k, v, o, gate, up, down (or q_proj, k_proj, v_proj, "
+                "o_proj, gate_proj, up_proj, down_proj)",
+                target);
+  }
+  if (!l.enable) return;
+  // Recomputation would draw a second, different mask; a recorded step would replay one mask forever.
+  TITAN_CHECK(l.dropout == 0.0 || c.activation_checkpoint.mode == "none",
+              "lora.dropout {} with activation_checkpoint.mode = {}: recomputing a block would draw a different "
+              "dropout mask (use lora.dropout = 0 or activation_checkpoint.mode = none)",
+              l.dropout, c.activation_checkpoint.mode);
+  TITAN_CHECK(l.dropout == 0.0 || !c.training.graph_capture,
+              "lora.dropout {} with training.graph_capture: a recorded step would replay one dropout mask", l.dropout);
+  TITAN_CHECK(c.parallelism.pipeline_parallel_degree == 1,
+              "lora.enable with parallelism.pipeline_parallel_degree {}: LoRA does not run under pipeline "
+              "parallelism yet",
+              c.parallelism.pipeline_parallel_degree);
+}
+
+}  // namespace
+
+std::optional<data::ChatOptions> chat_options(const JobConfig& config) {
+  // Parsed whether or not chat is on, so a typo is caught early.
+  data::ChatOptions options;
+  options.chat_template = config.chat.template_name;
+  options.train_on = data::parse_chat_train_on(config.chat.train_on, "chat.train_on");
+  options.overlong = data::parse_chat_overlong(config.chat.overlong, "chat.overlong");
+  if (!config.chat.enable) return std::nullopt;
+  return options;
+}
+
 void validate(const JobConfig& c) {
   auto positive = [](int64_t value, const char* key) { TITAN_CHECK(value > 0, "{} must be > 0, got {}", key, value); };
   positive(c.training.local_batch_size, "training.local_batch_size");
@@ -476,6 +518,8 @@ void validate(const JobConfig& c) {
     positive(c.validation.freq, "validation.freq");
     positive(c.validation.steps, "validation.steps");
   }
+  chat_options(c);
+  validate_lora(c);
 }
 
 std::string config_help() {

@@ -3,9 +3,11 @@
 // closest known key for a misspelt one.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "titan/data/chat_options.h"
 #include "titan/train/job_config.h"
 
 namespace titan::train {
@@ -31,6 +33,10 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args);
 
 // Semantic checks across keys (positive sizes, known names); throws titan::Error.
 void validate(const JobConfig& config);
+
+// The [chat] section, parsed (errors name the key): nullopt when chat.enable
+// is off. validate() calls it, so a validated config parses.
+std::optional<data::ChatOptions> chat_options(const JobConfig& config);
 
 std::string config_help();
 std::string config_to_toml(JobConfig& config);

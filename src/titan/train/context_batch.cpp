@@ -25,9 +25,4 @@ data::Batch context_shard(const data::Batch& batch, const distributed::SequenceL
   return local;
 }
 
-float context_loss_weight(const data::Batch& whole, const data::Batch& slice, int64_t ranks) {
-  if (whole.label_tokens <= 0) return 1.0f;
-  return static_cast<float>(ranks * slice.label_tokens) / static_cast<float>(whole.label_tokens);
-}
-
 }  // namespace titan::train

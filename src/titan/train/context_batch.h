@@ -16,9 +16,7 @@ namespace titan::train {
 data::Batch context_shard(const data::Batch& batch, const distributed::SequenceLayout& layout, int64_t rank,
                           bool document_positions);
 
-// What a rank's mean loss over `slice` is multiplied by so that the mean over
-// the `ranks` slices weighs every counted label of `whole` alike:
-// ranks x labels in the slice / labels in the whole (1 when nothing counts).
-float context_loss_weight(const data::Batch& whole, const data::Batch& slice, int64_t ranks);
+// (Each slice's loss is weighed by its own counted labels over the global
+// batch's, with every other rank's: Trainer::token_loss_scales.)
 
 }  // namespace titan::train

@@ -1,5 +1,7 @@
 #include "titan/train/hf_convert.h"
 
+#include "titan/models/lora_plan.h"
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -7,6 +9,7 @@
 
 #include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/checkpoint/hf_folder.h"
+#include "titan/models/lora_plan.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
@@ -15,6 +18,20 @@
 namespace titan::train {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The adapter of options.merge_lora added into `tensors` (titan names), in place.
+void merge_lora_adapter(checkpoint::NamedTensors& tensors, const models::DecoderConfig& decoder,
+                        const ConvertOptions& options) {
+  if (options.merge_lora.empty()) return;
+  const models::PeftAdapter adapter = models::read_peft_adapter(options.merge_lora, decoder);
+  std::map<std::string, Tensor> state(tensors.begin(), tensors.end());
+  models::merge_peft_adapter(state, adapter);
+  for (auto& [name, tensor] : tensors) tensor = state.at(name);
+}
+
+}  // namespace
 
 void convert_hf_to_titan(const std::string& hf_folder, const std::string& output, const ConvertOptions& options) {
   const checkpoint::HfFolderReader reader(hf_folder);
@@ -29,6 +46,7 @@ void convert_hf_to_titan(const std::string& hf_folder, const std::string& output
   // In the model's own order, as export_model writes it (a meta model: names and shapes only).
   const auto expected = decoder.build(Device::meta());
   for (auto& [name, tensor] : expected->named_state()) tensors.emplace_back(name, state.at(name));
+  merge_lora_adapter(tensors, decoder, options);
   config.checkpoint.export_dtype = dtype_name(tensors.front().second.dtype());
   write_model_export(output, config, tensors);
 }
@@ -112,6 +130,7 @@ void convert_titan_to_hf(const std::string& titan_folder, const std::string& out
     decoder = exported_model_config(config, titan_folder);
     tensors = read_export_weights(root, config, decoder);
   }
+  merge_lora_adapter(tensors, decoder, options);
   checkpoint::HfWriteOptions write;
   write.dtype = options.dtype.value_or(tensors.front().second.dtype());
   write.max_shard_bytes = options.max_shard_bytes;

@@ -15,6 +15,9 @@ namespace titan::train {
 struct ConvertOptions {
   std::optional<DType> dtype;                    // nullopt: keep the source's dtype (bit for bit)
   uint64_t max_shard_bytes = uint64_t{5} << 30;  // HF side only
+  // A PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors)
+  // merged into the weights: W + (lora_alpha / r) B A. Empty: none.
+  std::string merge_lora;
 };
 
 void convert_hf_to_titan(const std::string& hf_folder, const std::string& output, const ConvertOptions& options);

@@ -226,8 +226,8 @@ struct CheckpointSection {
     v.field("create_seed_checkpoint", create_seed_checkpoint,
             "write the initial weights as step 0 and exit (one process), so every run starts from them");
     v.field("initial_load_path", initial_load_path,
-            "a checkpoint step folder or a Hugging Face model folder whose weights start this job when there is no "
-            "checkpoint to resume");
+            "a checkpoint step folder, a titan model export or a Hugging Face model folder whose weights start this "
+            "job when there is no checkpoint to resume");
   }
 };
 
@@ -289,6 +289,44 @@ struct ValidationSection {
   }
 };
 
+// LoRA fine-tuning (models/lora_plan.h): low-rank adapters on the chosen
+// projections train, every base weight stays frozen.
+struct LoraSection {
+  bool enable = false;
+  int64_t rank = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  std::vector<std::string> target_modules{"q", "k", "v", "o"};
+  void visit(ConfigVisitor& v) {
+    v.field("enable", enable, "train LoRA adapters instead of the whole model (the base weights stay frozen)");
+    v.field("rank", rank, "rank r of each adapter (A is [r, in], B is [out, r])");
+    v.field("alpha", alpha, "the adapters' output is scaled by alpha / rank");
+    v.field("dropout", dropout, "dropout probability on the adapters' input (training steps only)");
+    v.field("target_modules", target_modules,
+            "projections to adapt: q, k, v, o, gate, up, down (or q_proj, ..., down_proj)");
+  }
+};
+
+// Supervised fine-tuning on chat data (data/chat_dataset.h). The strings
+// are parsed once, by chat_options() in config_loader.h.
+struct ChatSection {
+  bool enable = false;
+  std::string template_name = "";  // the key is "template" (a C++ keyword)
+  std::string train_on = "assistant";
+  std::string overlong = "truncate";
+  void visit(ConfigVisitor& v) {
+    v.field("enable", enable,
+            "the dataset is chat conversations (JSONL messages or prompt/completion, or shards from titan data "
+            "prepare --chat): rendered by the chat template, packed whole, trained on assistant tokens");
+    v.field("template", template_name,
+            "chat template: llama3, qwen3, a tokenizer_config.json or a .jinja file (\"\": the "
+            "tokenizer_config.json beside model.tokenizer_path)");
+    v.field("train_on", train_on, "tokens trained on: assistant (the assistant turns) or all");
+    v.field("overlong", overlong,
+            "a conversation longer than training.seq_len: truncate (keep its first tokens) or drop");
+  }
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -302,6 +340,8 @@ struct JobConfig {
   MetricsSection metrics;
   ValidationSection validation;
   ProfilingSection profiling;
+  ChatSection chat;
+  LoraSection lora;
 
   // Calls f(section_name, section) for each section in file order.
   template <typename F>
@@ -318,6 +358,8 @@ struct JobConfig {
     f("metrics", metrics);
     f("validation", validation);
     f("profiling", profiling);
+    f("chat", chat);
+    f("lora", lora);
   }
 };
 

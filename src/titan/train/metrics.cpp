@@ -67,9 +67,10 @@ std::string duration(double seconds) {
 std::string MetricsLogger::format_line(const StepMetrics& m, bool progress) {
   std::string line = fmt::format(
       "step {:>5}/{}  loss {:7.4f}  grad_norm {:7.4f}  lr {:.3e}  mem {:.2f}/{:.2f}GiB ({:.1f}%)  tps {:.0f}  "
-      "tflops {:.3f}  mfu {:.1f}%  data {:.1f}%",
+      "tflops {:.3f}  mfu {:.1f}%  data {:.1f}%  trained {}",
       m.step, m.total_steps, m.loss, m.grad_norm, m.lr, m.peak_memory_gib, m.reserved_memory_gib, m.memory_percent,
-      m.tokens_per_second, m.tflops, m.mfu_percent, m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0);
+      m.tokens_per_second, m.tflops, m.mfu_percent, m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0,
+      m.trained_tokens);
   if (m.comm_busy_seconds > 0) {
     line += fmt::format("  comm {:.1f}% exposed {:.1f}%", 100.0 * m.comm_busy_seconds / m.step_seconds,
                         100.0 * m.comm_exposed_seconds / m.step_seconds);
@@ -130,6 +131,7 @@ nlohmann::json metrics_record(const StepMetrics& m) {
                         {"data_seconds", m.data_seconds},
                         {"data_percent", m.step_seconds > 0 ? 100.0 * m.data_seconds / m.step_seconds : 0.0},
                         {"tokens", m.tokens},
+                        {"trained_tokens", m.trained_tokens},
                         {"tokens_per_second", m.tokens_per_second},
                         {"tflops", m.tflops},
                         {"mfu_percent", m.mfu_percent},

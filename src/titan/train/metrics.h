@@ -25,6 +25,10 @@ struct StepMetrics {
   double host_seconds = 0.0;  // until the host had issued all of the step's device work
   double data_seconds = 0.0;  // waiting for the loader
   int64_t tokens = 0;         // this rank's tokens this step
+  // Labels the loss counted this step (not ignored: data::kIgnoreIndex), over
+  // the whole global batch (every micro-batch and data-parallel rank); the
+  // loss is the mean over them.
+  int64_t trained_tokens = 0;
   double tokens_per_second = 0.0;
   double tflops = 0.0;
   double mfu_percent = 0.0;

@@ -1,10 +1,14 @@
 #include "titan/train/model_export.h"
 
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/core/error.h"
+#include "titan/ops/copy.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 
@@ -97,6 +101,32 @@ ExportedModel load_exported_model(const std::string& folder) {
   const std::string& tokenizer = exported.config.model.tokenizer_path;
   exported.tokenizer = fs::is_regular_file(root / tokenizer) ? (root / tokenizer).string() : tokenizer;
   return exported;
+}
+
+bool is_model_export_folder(const std::string& folder) {
+  const fs::path root(folder);
+  return !folder.empty() && fs::is_regular_file(root / "job.toml") && fs::is_regular_file(root / "model.safetensors") &&
+         !fs::exists(root / checkpoint::kMetadataFile);
+}
+
+void load_exported_weights_into(models::Decoder& model, const std::string& folder) {
+  const std::string file = (fs::path(folder) / "model.safetensors").string();
+  checkpoint::SafetensorsReader reader(file);
+  std::map<std::string, Tensor> own = model.state_dict();
+  std::set<std::string> found;
+  for (const auto& entry : reader.header().entries) {
+    auto target = own.find(entry.name);
+    TITAN_CHECK(target != own.end(), "{}: tensor '{}' is not in this job's model (a different model?)", file,
+                entry.name);
+    Tensor tensor = reader.read(entry.name);
+    TITAN_CHECK(tensor.shape() == target->second.shape(), "{}: tensor '{}' has shape {}, this job's model expects {}",
+                file, entry.name, shape_str(tensor.shape()), shape_str(target->second.shape()));
+    ops::copy_(target->second, tensor.to(target->second.device()).to(target->second.dtype()));
+    found.insert(entry.name);
+  }
+  for (const auto& [name, tensor] : own) {
+    TITAN_CHECK(found.count(name) != 0, "{}: missing tensor '{}' of this job's model", file, name);
+  }
 }
 
 }  // namespace titan::train

@@ -33,4 +33,15 @@ struct ExportedModel {
 // name the folder and the missing or mismatching file or tensor.
 ExportedModel load_exported_model(const std::string& folder);
 
+// Whether `folder` is a model export without a training checkpoint in it
+// (job.toml + model.safetensors, no metadata.json): what a job with
+// checkpoints off (the default job) writes as its final step folder.
+bool is_model_export_folder(const std::string& folder);
+// Copies an export's weights into `model` (cast to its dtypes), e.g. for
+// checkpoint.initial_load_path naming the default job's step folder. Every
+// tensor must match one of the model's by name and shape, and the reverse.
+// Call before LoRA adapters are installed and parallelize shards or casts the
+// parameters.
+void load_exported_weights_into(models::Decoder& model, const std::string& folder);
+
 }  // namespace titan::train

@@ -102,9 +102,11 @@ Tensor PipelineRunner::forward(int stage, const Tensor& input, const models::Dec
 }
 
 std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInputs>& inputs,
-                                          const std::vector<Tensor>& labels, float loss_scale) {
-  TITAN_CHECK(static_cast<int>(inputs.size()) == schedule_.microbatches,
-              "pipeline: {} micro-batches for a schedule of {}", inputs.size(), schedule_.microbatches);
+                                          const std::vector<Tensor>& labels, const std::vector<float>& loss_scales) {
+  TITAN_CHECK(static_cast<int>(inputs.size()) == schedule_.microbatches &&
+                  static_cast<int>(loss_scales.size()) == schedule_.microbatches,
+              "pipeline: {} micro-batches ({} loss scales) for a schedule of {}", inputs.size(), loss_scales.size(),
+              schedule_.microbatches);
   const auto pass_start = Clock::now();
   const int rank = pp_->rank(), last = schedule_.stages - 1;
   std::map<std::pair<int, int>, Slot> slots;
@@ -170,7 +172,7 @@ std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInput
           slot.activation_work.reset();
         }
         const size_t m = static_cast<size_t>(a.microbatch);
-        slot.root = forward(a.stage, input, inputs[m], labels[m], loss_scale, &losses[m]);
+        slot.root = forward(a.stage, input, inputs[m], labels[m], loss_scales[m], &losses[m]);
         if (a.stage < last) slot.output = slot.root;
         break;
       }

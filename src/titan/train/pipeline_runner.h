@@ -27,11 +27,12 @@ class PipelineRunner {
                  std::shared_ptr<distributed::ProcessGroup> pp);
 
   // One pass of the schedule over `inputs` (one entry per micro-batch):
-  // gradients accumulate in the parameters, each micro-batch's loss scaled by
-  // `loss_scale` first. Returns the unscaled losses (0-d f32) on the rank of
-  // the last stage, nothing on the others.
+  // gradients accumulate in the parameters, micro-batch m's loss scaled by
+  // `loss_scales[m]` first (the trainer weighs each by its counted labels).
+  // Returns the unscaled losses (0-d f32) on the rank of the last stage,
+  // nothing on the others.
   std::vector<Tensor> train(const std::vector<models::DecoderInputs>& inputs, const std::vector<Tensor>& labels,
-                            float loss_scale);
+                            const std::vector<float>& loss_scales);
   // Forward only, stage after stage (validation): the loss on the last stage's rank.
   Tensor evaluate(const models::DecoderInputs& inputs, const Tensor& labels);
 

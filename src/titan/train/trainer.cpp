@@ -17,6 +17,8 @@
 #include "titan/distributed/routed_process_group.h"
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/distributed/world.h"
+#include "titan/models/decoder_size.h"
+#include "titan/models/lora_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
@@ -30,6 +32,7 @@
 #include "titan/train/device_peak.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/memory_check.h"
+#include "titan/train/model_export.h"
 #include "titan/train/preemption.h"
 
 namespace titan::train {
@@ -44,6 +47,16 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // later step reuses (optimizer state, GEMM plans and workspaces, pinned
 // staging), which must not happen inside the recording.
 constexpr int64_t kGraphWarmupSteps = 2;
+
+// Counted labels (not data::kIgnoreIndex) of a [rows, seq] labels tensor, per
+// group of rows when it is cut into `parts` (pipeline micro-batches).
+std::vector<int64_t> label_counts(const Tensor& labels, int64_t parts) {
+  const std::vector<int64_t> values = labels.to(Device::cpu()).to_ints();
+  const size_t per_part = values.size() / static_cast<size_t>(parts);
+  std::vector<int64_t> counts(static_cast<size_t>(parts), 0);
+  for (size_t i = 0; i < values.size(); ++i) counts[i / per_part] += values[i] != data::kIgnoreIndex ? 1 : 0;
+  return counts;
+}
 
 }  // namespace
 
@@ -125,9 +138,13 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
     data.document_masking = config_.model.document_masking;
     data.dp_rank = mesh_->coordinate("dp");
     data.dp_world = mesh_->size("dp");
+    data.chat = chat_options(config_);  // chat data: rendered, packed whole, masked (data/chat_dataset.h)
     loader_ = std::make_unique<data::DataLoader>(data);
     batches_ = [this] { return loader_->next_batch(); };
     tokenizer_vocab = loader_->vocab_size();
+    if (rank_ == 0 && loader_->corpus().is_chat()) {
+      std::printf("titan: chat dataset: %s\n", loader_->corpus().chat_stats().summary().c_str());
+    }
   } else {
     TITAN_CHECK(!config_.validation.enable, "validation needs the job's dataset, not injected batches");
   }
@@ -149,6 +166,18 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   // sharded. (A titan checkpoint is read after, by resume(), in any mesh.)
   if (checkpoint::is_hf_model_folder(config_.checkpoint.initial_load_path))
     checkpoint::load_hf_weights_into(*model_, config_.checkpoint.initial_load_path);
+  // So does a titan model export (a job with checkpoints off writes only that).
+  if (is_model_export_folder(config_.checkpoint.initial_load_path))
+    load_exported_weights_into(*model_, config_.checkpoint.initial_load_path);
+  // LoRA: adapters on the loaded base weights, which freeze (before any split, so every parallelism sees them).
+  int64_t lora_parameters = 0;  // the adapters', whole (before any sharding)
+  if (config_.lora.enable) {
+    const LoraSection& l = config_.lora;
+    models::apply_lora(*model_, {l.rank, l.alpha, l.dropout, l.target_modules}, generator_, &generator_);
+    for (auto& [name, parameter] : model_->named_parameters()) {
+      if (parameter->data.requires_grad()) lora_parameters += parameter->data.numel();
+    }
+  }
   // Pipeline stages keep their parts of the same initial weights.
   if (mesh_->size("pp") > 1) setup_pipeline(spec);
   // Every rank initialises the same full weights from the seed, then keeps its shard.
@@ -170,7 +199,10 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   if (fsdp_ && pipeline_) fsdp_->set_reduce_in_backward(false);
 
   std::vector<std::pair<std::string, Tensor>> named;
-  for (auto& [name, parameter] : model_->named_parameters()) named.emplace_back(name, parameter->data);
+  // Frozen parameters (LoRA's base weights) get no gradient and no optimizer state.
+  for (auto& [name, parameter] : model_->named_parameters()) {
+    if (parameter->data.requires_grad()) named.emplace_back(name, parameter->data);
+  }
   optim::AdamWOptions options{
       config_.optimizer.beta1,        config_.optimizer.beta2,           config_.optimizer.eps,
       config_.optimizer.weight_decay, config_.optimizer.no_weight_decay, parse_dtype(config_.optimizer.state_dtype)};
@@ -192,6 +224,14 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               local);
   accumulation_ = global / local;
   flops_per_token_ = spec.flops_per_token(model_config, config_.training.seq_len);
+  if (config_.lora.enable) {
+    // The 6 FLOPs per weight per token are 2 forward, 2 for the input gradient and
+    // 2 for the weight gradient, which frozen base weights skip; the adapters
+    // cost the full 6. (Counted before any sharding: whole-model numbers.)
+    const double base_matrices = static_cast<double>(models::active_parameter_count(model_config) -
+                                                     model_config.vocab_size * model_config.dim());
+    flops_per_token_ += -2.0 * base_matrices + 6.0 * static_cast<double>(lora_parameters);
+  }
   if (config_.metrics.peak_tflops > 0) {
     peak_tflops_ = config_.metrics.peak_tflops;
   } else {
@@ -210,7 +250,10 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       last_logged_step((std::filesystem::path(config_.job.dump_folder) / "metrics.jsonl").string());
   int64_t state_bytes = 0;
   for (const Tensor& parameter : model_->parameters()) state_bytes += static_cast<int64_t>(parameter.nbytes());
-  for (const auto& [name, moment] : optimizer_->state_tensors()) state_bytes += static_cast<int64_t>(moment.nbytes());
+  int64_t optimizer_bytes = 0;
+  for (const auto& [name, moment] : optimizer_->state_tensors())
+    optimizer_bytes += static_cast<int64_t>(moment.nbytes());
+  state_bytes += optimizer_bytes;
   const std::filesystem::path dump_folder(config_.job.dump_folder);
   logger_ = std::make_unique<MetricsLogger>(
       (dump_folder / "metrics.jsonl").string(), config_.metrics.progress, config_.metrics.stop_on_write_error,
@@ -218,7 +261,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   std::printf(
       "titan: %s %s, %lld parameters, vocab %lld, seq %lld x batch %lld per rank (x%lld accumulation), %s compute, "
       "%s, %.2f TFLOP/s peak, %d rank(s): pp %lld x dp_replicate %lld x dp_shard %lld x cp %lld x tp %lld, %lld "
-      "bytes of parameters and optimizer state on rank 0\n",
+      "bytes of parameters and optimizer state on rank 0 (%lld of optimizer state)\n",
       config_.model.name.c_str(), config_.model.flavor.c_str(),
       static_cast<long long>(models::parameter_count(model_config)), static_cast<long long>(vocab),
       static_cast<long long>(config_.training.seq_len), static_cast<long long>(config_.training.local_batch_size),
@@ -227,7 +270,20 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       peak_tflops_, world.size(), static_cast<long long>(mesh_->dims().pp),
       static_cast<long long>(mesh_->dims().dp_replicate), static_cast<long long>(mesh_->dims().dp_shard),
       static_cast<long long>(mesh_->dims().cp), static_cast<long long>(mesh_->dims().tp),
-      static_cast<long long>(state_bytes));
+      static_cast<long long>(state_bytes), static_cast<long long>(optimizer_bytes));
+  if (config_.lora.enable) {
+    // This rank's shards: the ratio is what matters.
+    int64_t trainable = 0, total = 0;
+    for (auto& [name, parameter] : model_->named_parameters()) {
+      total += parameter->data.numel();
+      if (parameter->data.requires_grad()) trainable += parameter->data.numel();
+    }
+    std::printf("titan: LoRA rank %lld, alpha %g on %s: %lld trainable of %lld parameters on rank 0 (%.3f%%)\n",
+                static_cast<long long>(config_.lora.rank), config_.lora.alpha,
+                fmt::format("{}", fmt::join(config_.lora.target_modules, ",")).c_str(),
+                static_cast<long long>(trainable), static_cast<long long>(total),
+                100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(total, 1)));
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -268,10 +324,11 @@ StepMetrics Trainer::train_step() {
     data_seconds += seconds_since(data_start);
     tokens += loaded.input_ids.numel();
     const data::Batch batch = local_batch(loaded);
-    step.loss_weights.push_back(context_layout_ ? context_loss_weight(loaded, batch, context_layout_->ranks) : 1.0f);
+    for (int64_t count : label_counts(batch.labels, pipeline_microbatches_)) step.label_counts.push_back(count);
     step.inputs.push_back(model_inputs(batch));
     step.labels.push_back(batch.labels.to(device_));
   }
+  const int64_t trained_tokens = token_loss_scales(step);
   const double lr = config_.optimizer.lr * schedule_.factor(step_);
   optimizer_->prepare(lr);
   // Eager steps update the weights only once the loss and gradient norm are
@@ -280,10 +337,12 @@ StepMetrics Trainer::train_step() {
   const StepOutputs out = replay ? replay_captured_step(step) : run_device_step(step, /*apply_update=*/false);
   if (!captured_) ++eager_steps_;
   // Read back once the device has the whole step queued.
+  // Each loss is a mean over its counted labels: weighted by their number, summed
+  // over every rank's, over the global count, it is the mean over every trained label.
+  // (A loss with none counts nothing: cross-entropy defines it as 0.)
   double loss_sum = 0.0, aux_sum = 0.0;
-  // Under pipeline parallelism each accumulation step has pipeline_microbatches_ losses.
   for (size_t i = 0; i < out.losses.size(); ++i) {
-    loss_sum += out.losses[i].item() * step.loss_weights[i / static_cast<size_t>(pipeline_microbatches_)];
+    if (step.label_counts[i] > 0) loss_sum += out.losses[i].item() * static_cast<double>(step.label_counts[i]);
   }
   for (const Tensor& aux : out.aux_losses) aux_sum += aux.item();
   const std::vector<float> clip = out.clip.to_floats();
@@ -292,8 +351,9 @@ StepMetrics Trainer::train_step() {
   m.step = step_;
   m.total_steps = config_.training.steps;
   // Under pipeline parallelism only the last stage's rank has the losses.
-  const double losses_per_step = static_cast<double>(accumulation_ * pipeline_microbatches_);
-  m.loss = mean_over_dp(sum_over_pp(loss_sum) / losses_per_step);
+  m.loss = mean_over_dp(sum_over_pp(loss_sum)) * static_cast<double>(mesh_->size("dp_cp")) /
+           static_cast<double>(trained_tokens);
+  m.trained_tokens = trained_tokens;
   if (!out.aux_losses.empty()) m.aux_loss = mean_over_dp(aux_sum / static_cast<double>(accumulation_));
   finish_moe_step(m);
   m.grad_norm = clip[0];
@@ -403,8 +463,8 @@ Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step, bool apply
         model_->loss(step.inputs[static_cast<size_t>(micro)], step.labels[static_cast<size_t>(micro)], &parts);
     out.losses.push_back(parts.lm);
     if (parts.aux.defined()) out.aux_losses.push_back(parts.aux);
-    const float scale = step.loss_weights[static_cast<size_t>(micro)] / static_cast<float>(accumulation_);
-    if (scale != 1.0f) loss = F::scale(loss, scale);
+    // A device scalar, not a constant: a recorded step replays with each step's label counts.
+    loss = F::mul(loss, step.loss_scale_tensors[static_cast<size_t>(micro)]);
     autograd::backward({loss});
     if (fsdp_) {
       fsdp_->set_sync_replicas(micro + 1 == accumulation_);
@@ -517,7 +577,7 @@ Trainer::StepOutputs Trainer::replay_captured_step(const StepInputs& step) {
           {static_copy(in.input_ids), static_copy(in.positions), static_copy(in.document_ids)});
     }
     for (const Tensor& labels : step.labels) captured->inputs.labels.push_back(static_copy(labels));
-    captured->inputs.loss_weights = step.loss_weights;
+    for (const Tensor& scale : step.loss_scale_tensors) captured->inputs.loss_scale_tensors.push_back(scale.clone());
     captured->recorder = make_step_recorder(device_.type);
     captured->recorder->begin();
     try {
@@ -535,6 +595,9 @@ Trainer::StepOutputs Trainer::replay_captured_step(const StepInputs& step) {
       refill(target.positions, source.positions);
       refill(target.document_ids, source.document_ids);
       refill(captured_->inputs.labels[i], step.labels[i]);
+    }
+    for (size_t i = 0; i < step.loss_scale_tensors.size(); ++i) {
+      refill(captured_->inputs.loss_scale_tensors[i], step.loss_scale_tensors[i]);
     }
   }
   captured_->recorder->replay();
@@ -591,6 +654,37 @@ double Trainer::mean_over_dp(double value) const {
   Tensor total = Tensor::full({1}, value, DType::f32);
   dp->all_reduce(total, distributed::ReduceOp::avg)->wait();
   return total.item();
+}
+
+int64_t Trainer::token_loss_scales(StepInputs& step) const {
+  int64_t local = 0;
+  for (int64_t count : step.label_counts) local += count;
+  // Tensor- and pipeline-parallel ranks share their batch: counted over dp x cp only,
+  // where context-parallel ranks hold disjoint slices of the same sequences.
+  const auto& dp = mesh_->group("dp_cp");
+  int64_t global = local;
+  if (dp->size() > 1) {
+    Tensor total = Tensor::from_vector(std::vector<int64_t>{local}, {1});
+    dp->all_reduce(total, distributed::ReduceOp::sum)->wait();
+    global = total.to_ints()[0];
+  }
+  TITAN_CHECK(global > 0,
+              "step {}: no label of the global batch is trained (every one is the ignore index {}): the step would "
+              "learn nothing; check the data's loss masks (an SFT dataset whose samples are all prompt?)",
+              step_, data::kIgnoreIndex);
+  // Scaled by dp ranks / global labels: the gradients' average over the dp ranks
+  // (FSDP, replicas) then sums every rank's label-weighted losses over the global
+  // count. With every loss counting as many labels this is 1 / losses per rank, as before.
+  std::vector<float> scales;
+  for (int64_t count : step.label_counts) {
+    scales.push_back(
+        static_cast<float>(static_cast<double>(count) * static_cast<double>(dp->size()) / static_cast<double>(global)));
+  }
+  step.loss_scales = scales;
+  const Tensor on_device = Tensor::from_floats(scales, {static_cast<int64_t>(scales.size())}).to(device_);
+  step.loss_scale_tensors.clear();
+  for (int64_t i = 0; i < on_device.numel(); ++i) step.loss_scale_tensors.push_back(on_device.select(0, i));
+  return global;
 }
 
 double Trainer::validate() {

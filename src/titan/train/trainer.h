@@ -72,10 +72,18 @@ class Trainer {
   struct StepInputs {
     std::vector<models::DecoderInputs> inputs;
     std::vector<Tensor> labels;
-    // Per micro-batch, what its mean loss is multiplied by: under context
-    // parallelism cp x (labels in this rank's slice) / (labels in the whole
-    // sequences), so that the mean over cp ranks weighs every label alike.
-    std::vector<float> loss_weights;
+    // Per loss (a micro-batch's, or under pipeline parallelism each pipeline
+    // micro-batch's within it): this rank's counted labels (not
+    // data::kIgnoreIndex), and what the loss (a mean over them) is multiplied
+    // by before backward: labels x data-(and context-)parallel ranks / the
+    // global batch's labels. The gradients' average over those ranks then
+    // makes the step's loss the mean over every trained label of the global
+    // batch, however unevenly masks spread them (see token_loss_scales).
+    std::vector<int64_t> label_counts;
+    std::vector<float> loss_scales;
+    // The same scales as 0-d f32 tensors on the device: a recorded step
+    // (graph capture) reads them, so new counts need only a refill.
+    std::vector<Tensor> loss_scale_tensors;
   };
   // What the device half of a step leaves for the host to read after it.
   struct StepOutputs {
@@ -100,6 +108,10 @@ class Trainer {
   StepOutputs replay_captured_step(const StepInputs& step);
   // The average of a per-rank number over the data- and context-parallel ranks.
   double mean_over_dp(double value) const;
+  // Fills step.loss_scales (and their device tensors) from step.label_counts:
+  // one small all-reduce of the count over the data- and context-parallel
+  // ranks; returns the global batch's trained labels.
+  int64_t token_loss_scales(StepInputs& step) const;
   // Every context-parallel rank's attention and K/V wait seconds and peak memory this step, into the metrics.
   void context_parallel_metrics(StepMetrics& metrics) const;
   // After a step: every MoE layer's tokens per expert, summed over the ranks

@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/distributed/tensor_parallel.h"
+#include "titan/models/lora_plan.h"
 #include "titan/train/model_export.h"
 #include "titan/train/trainer.h"
 
@@ -44,10 +46,13 @@ std::vector<StateTensor> Trainer::state_tensors() {
     t.write = first_replica && (parameter->tensor_parallel_dim >= 0 || first_tp);
     tensors.push_back(t);
     for (const char* moment : {"exp_avg", "exp_avg_sq"}) {
+      // Frozen parameters (LoRA's base) have no moments.
+      const auto found = moments.find(fmt::format("{}.{}", moment, name));
+      if (found == moments.end()) continue;
       StateTensor m = t;
       m.name = moment_name(moment, name);
       m.part = "optimizer";
-      m.tensor = moments.at(fmt::format("{}.{}", moment, name));
+      m.tensor = found->second;
       tensors.push_back(m);
     }
   }
@@ -119,7 +124,8 @@ void Trainer::resume() {
       return;
     }
   }
-  if (!c.initial_load_path.empty() && !checkpoint::is_hf_model_folder(c.initial_load_path))
+  if (!c.initial_load_path.empty() && !checkpoint::is_hf_model_folder(c.initial_load_path) &&
+      !is_model_export_folder(c.initial_load_path))
     load_checkpoint(c.initial_load_path, {"model"});
 }
 
@@ -134,8 +140,12 @@ void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::
       for (const char* moment : {"exp_avg", "exp_avg_sq"}) model_names.insert(moment_name(moment, name));
     }
   }
-  const Checkpointer::Loaded loaded =
-      Checkpointer::load(folder, state_tensors(), parts, pipeline_ ? &model_names : nullptr);
+  std::vector<StateTensor> tensors = state_tensors();
+  // A LoRA job's initial load is its base model: the adapters start fresh.
+  if (config_.lora.enable && folder == config_.checkpoint.initial_load_path) {
+    std::erase_if(tensors, [](const StateTensor& t) { return t.name.find(".lora_") != std::string::npos; });
+  }
+  const Checkpointer::Loaded loaded = Checkpointer::load(folder, tensors, parts, pipeline_ ? &model_names : nullptr);
   auto use = [&](const char* part) {
     return std::find(parts.begin(), parts.end(), part) != parts.end() &&
            std::find(loaded.contents.begin(), loaded.contents.end(), part) != loaded.contents.end();
@@ -212,16 +222,40 @@ void Trainer::finish() {
   };
   const std::string folder =
       (std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(step_)).string();
+  // With LoRA the export holds the merged weights (a plain model, for generate
+  // and for Hugging Face), and <export>/adapter the PEFT adapter alone.
+  const bool lora = config_.lora.enable;
+  const auto write_adapter = [&](const std::string& export_folder) {
+    if (!lora) return;
+    const LoraSection& l = config_.lora;
+    const std::string base = !config_.checkpoint.initial_load_path.empty()
+                                 ? config_.checkpoint.initial_load_path
+                                 : fmt::format("{}/{}", config_.model.name, config_.model.flavor);
+    models::write_peft_adapter((std::filesystem::path(export_folder) / "adapter").string(), exported,
+                               {l.rank, l.alpha, l.dropout, l.target_modules}, base, dtype);
+  };
+  const auto write_export = [&](const std::function<void()>& write) {
+    std::optional<models::MergedLoraView> merged;
+    if (lora) merged.emplace(exported);
+    write();
+  };
   if (config_.checkpoint.enable) {
     save_checkpoint(/*async=*/false, [&](const std::string& staging) {
-      with_full_weights([&] { write_model_export_files(staging, exported, config_, dtype); });
+      with_full_weights([&] {
+        write_adapter(staging);
+        write_export([&] { write_model_export_files(staging, exported, config_, dtype); });
+      });
     });
   } else if (rank_ == 0) {
-    with_full_weights([&] { export_model(exported, config_, folder, dtype); });
+    with_full_weights([&] {
+      write_export([&] { export_model(exported, config_, folder, dtype); });
+      write_adapter(folder);
+    });
   }
   if (rank_ == 0) {
     std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
                 folder.c_str());
+    if (lora) std::printf("titan: LoRA adapter (PEFT) written to %s/adapter\n", folder.c_str());
   }
 }
 

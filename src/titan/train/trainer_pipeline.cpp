@@ -31,8 +31,6 @@ void Trainer::setup_pipeline(const models::ModelSpec& spec) {
 
 void Trainer::run_pipeline_step(const StepInputs& step, StepOutputs& out) {
   const int64_t size = config_.parallelism.pipeline_parallel_microbatch_size;
-  // Every micro-batch's loss is a mean over its tokens: their mean over the step is the batch's.
-  const float scale = 1.0f / static_cast<float>(pipeline_microbatches_ * accumulation_);
   const auto slice = [&](const Tensor& t, int64_t m) { return t.defined() ? t.narrow(0, m * size, size) : t; };
   pipeline_pass_seconds_ = pipeline_compute_seconds_ = 0.0;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
@@ -43,8 +41,10 @@ void Trainer::run_pipeline_step(const StepInputs& step, StepOutputs& out) {
       inputs.push_back({slice(batch.input_ids, m), slice(batch.positions, m), slice(batch.document_ids, m)});
       labels.push_back(slice(step.labels[static_cast<size_t>(micro)], m));
     }
+    // Each pipeline micro-batch's loss weighted by its counted labels (Trainer::token_loss_scales).
+    const auto first = step.loss_scales.begin() + micro * pipeline_microbatches_;
     const std::vector<Tensor> losses =
-        pipeline_->train(inputs, labels, scale * step.loss_weights[static_cast<size_t>(micro)]);
+        pipeline_->train(inputs, labels, std::vector<float>(first, first + pipeline_microbatches_));
     pipeline_pass_seconds_ += pipeline_->pass_seconds();
     pipeline_compute_seconds_ += pipeline_->compute_seconds();
     out.losses.insert(out.losses.end(), losses.begin(), losses.end());

@@ -1,0 +1,81 @@
+// LoRA fine-tuning of a decoder, from outside the model code: installs a
+// LoraAdapter (nn/lora.h) on the chosen projections of every block, freezes
+// every other parameter, and turns the result into what others read: a
+// merged model (W + alpha/r B A) or a PEFT adapter folder
+// (adapter_config.json + adapter_model.safetensors, Hugging Face names).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/checkpoint/safetensors.h"
+#include "titan/models/decoder.h"
+#include "titan/nn/lora.h"
+
+namespace titan::models {
+
+struct LoraOptions {
+  int64_t rank = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  // Short (q, k, v, o, gate, up, down) or Hugging Face (q_proj, ...) names.
+  std::vector<std::string> target_modules{"q", "k", "v", "o"};
+};
+
+struct LoraAdapted {
+  std::string module;  // the base Linear's FQN: "layers.0.attention.wq"
+  nn::Linear* linear;
+  std::shared_ptr<nn::LoraAdapter> adapter;
+};
+
+// Installs adapters on `model` (before it is parallelized), initialises them
+// from `init` (PEFT's default: A uniform, B zero) and freezes every parameter
+// but theirs. `dropout` draws dropout masks (may be null when options.dropout
+// is 0) and must outlive the model. Errors name a target that matches no
+// projection of this model (mixture-of-experts feed-forwards have none).
+std::vector<LoraAdapted> apply_lora(Decoder& model, const LoraOptions& options, Generator& init, Generator* dropout);
+// The adapters installed on `model` (empty without LoRA).
+std::vector<LoraAdapted> lora_adapters(Decoder& model);
+
+// The Hugging Face module names of the targets (q_proj, ...), in kLoraTargets order.
+std::vector<std::string> lora_hf_target_modules(const std::vector<std::string>& targets);
+
+// While alive, every adapted Linear of `model` holds the merged weight
+// W + scale B A and has no adapter, so the model saves as a plain one (its
+// parameters must be whole: gathered from FSDP / TP shards). Restores both on destruction.
+class MergedLoraView {
+ public:
+  explicit MergedLoraView(Decoder& model);
+  ~MergedLoraView();
+  MergedLoraView(const MergedLoraView&) = delete;
+  MergedLoraView& operator=(const MergedLoraView&) = delete;
+
+ private:
+  struct Saved {
+    LoraAdapted adapted;
+    Tensor weight;
+  };
+  std::vector<Saved> saved_;
+};
+
+// The PEFT adapter of `model` (whole parameters) in `folder` (created):
+// adapter_model.safetensors with "base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight"
+// [r, in] / "...lora_B.weight" [out, r] in `dtype` (B's rows in Hugging Face's
+// RoPE layout, as the base weight's), and adapter_config.json.
+void write_peft_adapter(const std::string& folder, Decoder& model, const LoraOptions& options,
+                        const std::string& base_model_name_or_path, DType dtype);
+
+// A PEFT adapter folder read back: its options and A / B by titan base
+// module FQN ("layers.0.attention.wq"), B in titan's layout.
+struct PeftAdapter {
+  LoraOptions options;
+  std::map<std::string, std::pair<Tensor, Tensor>> weights;  // module -> (A, B), f32
+};
+PeftAdapter read_peft_adapter(const std::string& folder, const DecoderConfig& config);
+// Adds scale B A into the base weights of `state` (titan names, whole f32
+// tensors): what `titan convert --merge-lora` writes. Errors name a module the state lacks.
+void merge_peft_adapter(std::map<std::string, Tensor>& state, const PeftAdapter& adapter);
+
+}  // namespace titan::models

@@ -1,0 +1,67 @@
+#include "titan/nn/lora.h"
+
+#include <cmath>
+
+#include "titan/autograd/grad_mode.h"
+#include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/gemm.h"
+#include "titan/ops/random.h"
+
+namespace titan::nn {
+
+LoraAdapter::LoraAdapter(const LoraConfig& config, Device device, Generator* dropout_generator)
+    : config(config), dropout_generator_(dropout_generator) {
+  TITAN_CHECK(config.rank > 0, "LoRA: rank must be > 0, got {}", config.rank);
+  TITAN_CHECK(config.dropout >= 0.0 && config.dropout < 1.0, "LoRA: dropout must be in [0, 1), got {}", config.dropout);
+  TITAN_CHECK(config.dropout == 0.0 || dropout_generator != nullptr, "LoRA: dropout needs a generator");
+  lora_A = LinearConfig{config.in_features, config.rank}.build(device);
+  lora_B = LinearConfig{config.rank, config.out_features}.build(device);
+}
+
+Tensor LoraAdapter::forward(const Tensor& x) const {
+  Tensor input = x;
+  // Dropout in training forwards only (with grad): decoding and validation see the whole input.
+  if (config.dropout > 0.0 && autograd::grad_enabled()) {
+    // The mask is drawn on the host from the job's counter-based generator
+    // (the same on every device and thread count) and scaled by 1 / keep, as torch's dropout.
+    Tensor mask = Tensor::empty(x.shape(), DType::f32, Device::cpu());
+    ops::uniform_(mask, 0.0, 1.0, *dropout_generator_);
+    const float keep = static_cast<float>(1.0 - config.dropout), scale = 1.0f / keep;
+    float* values = mask.data<float>();
+    for (int64_t i = 0; i < mask.numel(); ++i) values[i] = values[i] < keep ? scale : 0.0f;
+    input = F::mul(x, mask.to(x.device()).to(x.dtype()));
+  }
+  return F::scale(lora_B->forward(lora_A->forward(input)), static_cast<float>(config.scale()));
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> LoraAdapter::modules() const {
+  return {{"lora_A", lora_A}, {"lora_B", lora_B}};
+}
+
+std::vector<std::pair<Parameter*, int64_t>> LoraAdapter::split_with_base(int64_t base_dim) const {
+  // Column-parallel base (its output rows split): B's rows split alike, A
+  // stays whole. Row-parallel base (its input columns split): A's columns
+  // split, so each rank's B(A x) is a partial sum the base's reduction adds up.
+  if (base_dim == 0) return {{lora_B->weight, 0}};
+  return {{lora_A->weight, 1}};
+}
+
+void LoraAdapter::init_weights(Generator& generator) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(config.in_features));
+  ops::uniform_(lora_A->weight->data, -bound, bound, generator);
+  ops::fill_(lora_B->weight->data, 0.0);
+}
+
+Tensor LoraAdapter::delta_weight() const {
+  const Tensor a = lora_A->weight->data.detach().to(DType::f32), b = lora_B->weight->data.detach().to(DType::f32);
+  TITAN_CHECK(a.size(0) == config.rank && b.size(1) == config.rank && a.size(1) == config.in_features &&
+                  b.size(0) == config.out_features,
+              "LoRA: merging needs whole A [{}, {}] and B [{}, {}], got {} and {}", config.rank, config.in_features,
+              config.out_features, config.rank, shape_str(a.shape()), shape_str(b.shape()));
+  Tensor delta = ops::matmul(b, a);
+  return ops::scale(delta, static_cast<float>(config.scale()));
+}
+
+}  // namespace titan::nn

@@ -111,7 +111,10 @@ TEST(TokenWeightedLoss, AccumulationOverUnevenMasksMatchesOneBatch) {
   for (auto& [name, parameter] : one.model().named_parameters()) {
     for (auto& [other_name, other] : parameters) {
       if (other_name != name) continue;
-      EXPECT_LT(testing::relative_l2_error(other->data, parameter->data), 1e-5) << name;
+      // 1e-4, not the losses' 1e-5: after 4 AdamW steps a weight whose gradients are
+      // near zero carries the sums' f32 rounding divided by sqrt(v) (seen: 1.8e-5 for
+      // one tensor on the avx2 and baseline kernels, whose GEMMs sum in another order).
+      EXPECT_LT(testing::relative_l2_error(other->data, parameter->data), 1e-4) << name;
       ++compared;
     }
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "data/peer_support.h"
+#include "support/expect_error.h"
 #include "titan/core/error.h"
 #include "titan/data/chat_dataset.h"
 #include "titan/data/chat_jsonl.h"
@@ -33,16 +34,7 @@ std::vector<ChatMessage> conversation() {
           {"assistant", "See you."}};
 }
 
-void expect_error(const std::function<void()>& call, std::initializer_list<std::string> fragments) {
-  try {
-    call();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-    }
-  }
-}
+using titan::testing::expect_error;
 
 TEST(ChatDataset, Llama3ConversationTokensAndMaskAreExact) {
   // Expected ids, piece by piece: each header is <|start_header_id|> role

@@ -12,6 +12,7 @@
 
 #include "data/fixtures.h"
 #include "data/peer_support.h"
+#include "support/expect_error.h"
 #include "titan/core/error.h"
 #include "titan/data/data_loader.h"
 #include "titan/data/hashing.h"
@@ -78,16 +79,7 @@ std::shared_ptr<const TokenCorpus> chat_corpus(const std::filesystem::path& dir,
   return std::make_shared<const TokenCorpus>(std::vector<std::string>{dir.string()}, options);
 }
 
-void expect_error(const std::function<void()>& call, std::initializer_list<std::string> fragments) {
-  try {
-    call();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-    }
-  }
-}
+using titan::testing::expect_error;
 
 // ---- shards ----
 
@@ -198,20 +190,8 @@ TEST(ChatShard, DamagedMaskTableIsRefused) {
 
 // ---- packing ----
 
-struct Row {
-  std::vector<int64_t> inputs, labels, positions, documents;
-  int64_t real = 0;
-};
-
-Row next_row(PackedStream& stream, int64_t seq_len) {
-  Row row;
-  row.inputs.resize(seq_len);
-  row.labels.resize(seq_len);
-  row.positions.resize(seq_len);
-  row.documents.resize(seq_len);
-  row.real = stream.next_row(seq_len, row.inputs.data(), row.labels.data(), row.positions.data(), row.documents.data());
-  return row;
-}
+using testing::next_row;
+using testing::Row;
 
 PackedStream::Options whole(bool repeat = true, bool shuffle = false) {
   PackedStream::Options o;

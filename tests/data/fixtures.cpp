@@ -56,4 +56,14 @@ Rows batch_rows(const Batch& batch) {
   return out;
 }
 
+Row next_row(PackedStream& stream, int64_t seq_len) {
+  Row row;
+  row.inputs.resize(seq_len);
+  row.labels.resize(seq_len);
+  row.positions.resize(seq_len);
+  row.documents.resize(seq_len);
+  row.real = stream.next_row(seq_len, row.inputs.data(), row.labels.data(), row.positions.data(), row.documents.data());
+  return row;
+}
+
 }  // namespace titan::data::testing

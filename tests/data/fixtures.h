@@ -27,4 +27,11 @@ using Rows = std::vector<std::vector<int64_t>>;
 // document ids concatenated, so two batches compare row by row.
 Rows batch_rows(const Batch& batch);
 
+// One row of a packed stream, as PackedStream::next_row fills it.
+struct Row {
+  std::vector<int64_t> inputs, labels, positions, documents;
+  int64_t real = 0;  // non-padding tokens
+};
+Row next_row(PackedStream& stream, int64_t seq_len);
+
 }  // namespace titan::data::testing

@@ -11,20 +11,8 @@ namespace {
 
 constexpr uint32_t kBos = 1, kEos = 2;
 
-struct Row {
-  std::vector<int64_t> inputs, labels, positions, documents;
-  int64_t real = 0;
-};
-
-Row next_row(PackedStream& stream, int64_t seq_len) {
-  Row row;
-  row.inputs.resize(seq_len);
-  row.labels.resize(seq_len);
-  row.positions.resize(seq_len);
-  row.documents.resize(seq_len);
-  row.real = stream.next_row(seq_len, row.inputs.data(), row.labels.data(), row.positions.data(), row.documents.data());
-  return row;
-}
+using testing::next_row;
+using testing::Row;
 
 std::shared_ptr<const TokenCorpus> corpus(const testing::TempDir& dir, const std::vector<std::vector<uint32_t>>& docs) {
   testing::write_token_dataset(dir.path(), docs, 100, kBos, kEos);

@@ -29,6 +29,8 @@ TEST(Gradcheck, DetectsAWrongBackward) {
 TEST(Gradcheck, LinearAndMatmul) {
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::linear(x[0], x[1]); },
                               {random_leaf({2, 5, 7}, 1), random_leaf({4, 7}, 2)}));
+  EXPECT_TRUE(check_gradients([](const auto& x) { return F::linear(x[0], x[1], x[2]); },
+                              {random_leaf({2, 5, 7}, 13), random_leaf({4, 7}, 14), random_leaf({4}, 15)}));
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::matmul(x[0], x[1]); },
                               {random_leaf({5, 7}, 3), random_leaf({7, 3}, 4)}));
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::matmul(x[0], x[1]); },
@@ -47,6 +49,8 @@ TEST(Gradcheck, NormsAndActivations) {
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::silu(x[0]); }, {random_leaf({40}, 3, 2.0)}));
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::swiglu(x[0], x[1]); },
                               {random_leaf({6, 9}, 4, 2.0), random_leaf({6, 9}, 5)}));
+  EXPECT_TRUE(check_gradients([](const auto& x) { return F::geglu(x[0], x[1]); },
+                              {random_leaf({6, 9}, 7, 2.0), random_leaf({6, 9}, 8)}));
   EXPECT_TRUE(check_gradients([](const auto& x) { return F::softmax(x[0]); }, {random_leaf({5, 11}, 6, 2.0)}));
 }
 

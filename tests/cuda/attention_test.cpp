@@ -107,6 +107,7 @@ struct Case {
   // Context parallelism's placed chunks (ops/attention.h): query 0 and key 0
   // at these absolute positions (query_start -1: the default layout).
   int64_t query_start = -1, key_start = 0;
+  float softcap = 0.0f;  // the mask's logit_softcap
 };
 
 // Packed: documents of 54 tokens from a different offset per batch row, so
@@ -137,6 +138,7 @@ Inputs make_inputs(const Case& c, DType dtype) {
   in.v = random_cpu({c.batch, c.k_len, c.kv_heads, c.dim}, dtype, 13);
   in.grad_out = random_cpu({c.batch, c.q_len, c.heads, c.dim}, dtype, 14);
   in.mask = ops::AttentionMask{c.causal, c.window, {}};
+  in.mask.logit_softcap = c.softcap;
   if (c.documents != Documents::none) in.mask.document_ids = document_ids(c.batch, c.k_len, c.documents);
   if (c.query_start >= 0) {
     in.mask.query_start = c.query_start;
@@ -233,6 +235,14 @@ const Case kCases[] = {
     {"placed_window_d128", 1, 130, 200, 2, 1, 128, true, 150, Documents::none, 1.0, 500, 400},
     {"placed_after_not_causal_d16", 1, 77, 90, 2, 2, 16, false, 0, Documents::none, 1.0, 0, 500},
     {"placed_unsorted_not_causal_d64", 1, 70, 100, 2, 1, 64, false, 0, Documents::unsorted, 1.0, 50, 300},
+    // Logit soft caps (Gemma 2) on wide scores (q_range 8: spread ~3; 30: ~10)
+    // that the cap bends: the scalar kernels (f32, D = 32) and, in bf16, the
+    // tensor-core ones (D = 64, 128), whose backward recovers the cap's slope
+    // from the bf16 P (within the tolerance above: see ScoreMap).
+    {"softcap_documents_window_d64", 2, 260, 260, 4, 2, 64, true, 30, Documents::packed_i64, 8.0, -1, 0, 5.0f},
+    {"softcap_d128", 1, 200, 200, 2, 1, 128, true, 0, Documents::none, 30.0, -1, 0, 50.0f},
+    {"softcap_not_causal_d128", 1, 130, 130, 2, 1, 128, false, 0, Documents::none, 8.0, -1, 0, 5.0f},
+    {"softcap_gqa_documents_d32", 2, 150, 150, 4, 2, 32, true, 0, Documents::packed_i32, 8.0, -1, 0, 5.0f},
 };
 
 INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionTest,

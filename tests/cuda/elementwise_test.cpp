@@ -136,6 +136,28 @@ TEST_P(CudaElementwise, SwigluForwardAndBackward) {
   }
 }
 
+// gelu_tanh(x) = x sigmoid(2u) on both backends, so the swiglu bounds hold,
+// except that gelu_tanh' = s + x s (1 - s) 2u' crosses zero near x = -0.75,
+// where terms of ~0.22 cancel (the slope 2u' multiplies the error too): an
+// absolute 1e-6 (~16 ulp of those terms) in f32. At x = -12, 2u = -142: CUDA's
+// expf overflows to inf (s = 0) where the CPU's clamped exp gives s ~ 3e-39;
+// both are zero within any atol.
+TEST_P(CudaElementwise, GegluForwardAndBackward) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const double atol = 1e-6, rtol = dtype == DType::f32 ? 2e-6 : 1.0 / 128;  // bf16: one bf16 ulp, as above
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    const Tensor gate = random_cpu(shape, dtype, 13, -12.0, 12.0), up = random_cpu(shape, dtype, 14);
+    const Tensor grad = random_cpu(shape, dtype, 15);
+    expect_activation_close(ops::geglu(on_cuda(gate), on_cuda(up)), ops::geglu(gate, up));
+    const auto [grad_gate, grad_up] = ops::geglu_backward(on_cuda(grad), on_cuda(gate), on_cuda(up));
+    const auto [expected_gate, expected_up] = ops::geglu_backward(grad, gate, up);
+    expect_close(grad_gate, expected_gate, atol, rtol);
+    expect_activation_close(grad_up, expected_up);
+  }
+}
+
 TEST(CudaElementwiseErrors, NonFloatDtypesAreRejected) {
   TITAN_REQUIRE_CUDA();
   const Tensor ints = Tensor::zeros({4}, DType::i32, Device::cuda());

@@ -22,7 +22,8 @@ namespace {
 
 using testing::world;
 
-enum class MaskKind { causal, none, window, documents, documents_window };
+// softcap: documents_window with a logit soft-cap, which each chunk pair's mask must carry.
+enum class MaskKind { causal, none, window, documents, documents_window, softcap };
 
 const char* name_of(MaskKind kind) {
   switch (kind) {
@@ -36,6 +37,8 @@ const char* name_of(MaskKind kind) {
       return "documents";
     case MaskKind::documents_window:
       return "documents_window";
+    case MaskKind::softcap:
+      return "softcap";
   }
   return "?";
 }
@@ -52,9 +55,12 @@ Tensor packed_documents(int64_t batch, int64_t len) {
 
 ops::AttentionMask mask_of(MaskKind kind, int64_t batch, int64_t len) {
   ops::AttentionMask mask(kind != MaskKind::none);
-  if (kind == MaskKind::window || kind == MaskKind::documents_window) mask.sliding_window = 60;
-  if (kind == MaskKind::documents || kind == MaskKind::documents_window)
-    mask.document_ids = packed_documents(batch, len);
+  const bool window = kind == MaskKind::window || kind == MaskKind::documents_window || kind == MaskKind::softcap;
+  const bool documents = kind == MaskKind::documents || kind == MaskKind::documents_window || kind == MaskKind::softcap;
+  if (window) mask.sliding_window = 60;
+  if (documents) mask.document_ids = packed_documents(batch, len);
+  // Small enough to bend the unit-variance scores visibly: a ring that dropped it would fail.
+  if (kind == MaskKind::softcap) mask.logit_softcap = 1.5f;
   return mask;
 }
 
@@ -122,7 +128,8 @@ TEST_P(RingAttentionTest, MatchesFlashOverTheWholeSequence) {
 
 INSTANTIATE_TEST_SUITE_P(RingAttention, RingAttentionTest,
                          ::testing::Combine(::testing::Values(MaskKind::causal, MaskKind::none, MaskKind::window,
-                                                              MaskKind::documents, MaskKind::documents_window),
+                                                              MaskKind::documents, MaskKind::documents_window,
+                                                              MaskKind::softcap),
                                             ::testing::Values("allgather", "alltoall"), ::testing::Bool(),
                                             ::testing::Values(DType::f32, DType::bf16)),
                          [](const auto& info) { return case_name(info.param); });

@@ -50,5 +50,11 @@ class ParityJobs {
 // Losses at every step within 1e-5 relative, final weights within 1e-5
 // relative L2 (and with `grad_norms`, the gradient norm at every step).
 void expect_matches(const JobRun& expected, const JobRun& actual, const std::string& what, bool grad_norms = false);
+// The same with `drift` in place of 1e-5 for the final weights and the
+// gradient norms after step 1 (losses stay within 1e-5 at every step): for
+// models whose gradients AdamW turns f32 rounding differences into larger
+// weight and gradient-norm differences (the Gemmas: up to 2e-4).
+void expect_matches(const JobRun& expected, const JobRun& actual, const std::string& what, bool grad_norms,
+                    double drift);
 
 }  // namespace titan::testing

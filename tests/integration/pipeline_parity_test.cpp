@@ -147,6 +147,18 @@ TEST(PipelineParity, CheckpointsReshardAcrossPipelineDegrees) {
   resume("single_checkpoint", "single_to_pp2", 2, pipeline(2, "InterleavedZeroBubble"));
 }
 
+// A family whose blocks differ from Llama's (Gemma 2: post-norms, GeGLU,
+// scaled embeddings, soft-capped scores and logits, alternating windows)
+// split into stages: the embedding scale and the final soft-cap sit on the
+// first and last stages (one rank: the embeddings are tied, so the V schedule).
+TEST(PipelineParity, GemmaSplitIntoStagesMatchesOneProcess) {
+  const std::string flags = "--model.name gemma2 --training.seq_len 256";
+  const JobRun single = jobs().single("single_gemma2", flags);
+  expect_matches(single, jobs().distributed("pp2_gemma2", 2, 1, pipeline(2, "ZBVZeroBubble", flags)),
+                 "gemma2 PP 2 (ZBVZeroBubble)", true,
+                 /*drift=*/5e-4);  // as ContextParallelParity.Gemma* explains
+}
+
 TEST(PipelineParity, RefusedConfigurationsNameTheKey) {
   const auto fails_with = [](const std::string& name, int ranks, const std::string& extra, const std::string& message) {
     const std::string output = jobs().failure(name, ranks, 4, extra);

@@ -1,7 +1,11 @@
-// A whole decoder block (Llama- and Qwen-style) against the float64 PyTorch
-// reference in tests/reference/model.py fed the same weights: output, input
-// gradient and every parameter gradient, in f32 and in bf16 mixed precision
-// (bf16 compute through a cast parametrization, gradients landing in f32).
+// A whole decoder block against the float64 PyTorch reference in
+// tests/reference/model.py fed the same weights: output, input gradient and
+// every parameter gradient, in f32 and in bf16 mixed precision (bf16 compute
+// through a cast parametrization, gradients landing in f32). Llama- and
+// Qwen 3-style blocks, and the Hugging Face family variants: Gemma 2 (pre- and
+// post-norms scaling by 1 + w, GeGLU, custom score scale, a binding logit soft
+// cap, sliding window), Gemma 3 (per-head q/k norms scaling by 1 + w), OLMo 2
+// (post-norms only, whole-projection q/k norms) and Qwen 2 (q/k/v biases).
 #include <gtest/gtest.h>
 
 #include "support/reference.h"
@@ -27,6 +31,10 @@ class BlockTest : public ::testing::TestWithParam<BlockCase> {};
 TEST_P(BlockTest, MatchesReference) {
   const BlockCase& c = GetParam();
   ReferenceCase ref("block_" + c.name);
+  // The family variants' keys; the Llama/Qwen 3 cases predate them and leave them at their defaults.
+  auto meta_or = [&](const std::string& key, double fallback) {
+    return ref.has_meta(key) ? ref.meta_double(key) : fallback;
+  };
   nn::TransformerBlockConfig config;
   config.attention = {
       .dim = ref.meta_int("dim"),
@@ -34,14 +42,37 @@ TEST_P(BlockTest, MatchesReference) {
       .n_kv_heads = ref.meta_int("n_kv_heads"),
       .head_dim = ref.meta_int("head_dim"),
       .qk_norm = ref.meta_int("qk_norm") != 0,
+      .qk_norm_whole_projection = meta_or("qk_norm_whole_projection", 0) != 0,
+      .qk_norm_weight_offset = meta_or("qk_norm_weight_offset", 0.0),
       .norm_eps = ref.meta_double("norm_eps"),
+      .qkv_bias = meta_or("qkv_bias", 0) != 0,
       .rope_style = ref.meta("rope_style") == "half" ? ops::RopeStyle::half : ops::RopeStyle::interleaved,
-      .attention_impl = c.impl};
-  config.feed_forward = {.dim = config.attention.dim, .hidden_dim = ref.meta_int("hidden_dim")};
+      .attention_impl = c.impl,
+      .sliding_window = static_cast<int64_t>(meta_or("sliding_window", 0)),
+      .scale_dim = meta_or("scale_dim", 0.0),
+      .logit_softcap = static_cast<float>(meta_or("logit_softcap", 0.0))};
+  const std::string activation = ref.has_meta("activation") ? ref.meta("activation") : "silu";
+  ASSERT_TRUE(activation == "silu" || activation == "gelu_tanh") << activation;
+  config.feed_forward = {
+      .dim = config.attention.dim,
+      .hidden_dim = ref.meta_int("hidden_dim"),
+      .activation = activation == "gelu_tanh" ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu};
   config.norm_eps = ref.meta_double("norm_eps");
+  config.norm_weight_offset = meta_or("norm_weight_offset", 0.0);
+  config.pre_norms = meta_or("pre_norms", 1) != 0;
+  config.post_norms = meta_or("post_norms", 0) != 0;
   auto block = config.build();
   std::map<std::string, Tensor> state;
-  for (auto& [name, parameter] : block->named_parameters()) state[name] = ref.get("param." + name);
+  for (auto& [name, parameter] : block->named_parameters()) {
+    ASSERT_TRUE(ref.has("param." + name)) << name << " is not in the reference block";
+    state[name] = ref.get("param." + name);
+  }
+  // Nor does the reference hold a parameter titan lacks (a missing bias or norm would otherwise go unnoticed).
+  for (const std::string& name : ref.tensor_names()) {
+    if (name.starts_with("param.")) {
+      EXPECT_TRUE(state.contains(name.substr(6))) << name << " is not in titan's block";
+    }
+  }
   block->load_state_dict(state);
   if (c.dtype == DType::bf16) {
     for (auto& [name, parameter] : block->named_parameters()) {
@@ -85,7 +116,13 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, BlockTest,
     ::testing::Values(BlockCase{"llama", "naive", DType::f32}, BlockCase{"qwen", "naive", DType::f32},
                       BlockCase{"llama_documents", "naive", DType::f32}, BlockCase{"llama", "naive", DType::bf16},
-                      BlockCase{"qwen", "naive", DType::bf16}),
+                      BlockCase{"qwen", "naive", DType::bf16}, BlockCase{"gemma2", "naive", DType::f32},
+                      BlockCase{"gemma2", "flash", DType::f32}, BlockCase{"gemma2", "naive", DType::bf16},
+                      BlockCase{"gemma2", "flash", DType::bf16}, BlockCase{"gemma3", "naive", DType::f32},
+                      BlockCase{"gemma3", "flash", DType::f32}, BlockCase{"gemma3", "naive", DType::bf16},
+                      BlockCase{"olmo2", "naive", DType::f32}, BlockCase{"olmo2", "flash", DType::f32},
+                      BlockCase{"olmo2", "naive", DType::bf16}, BlockCase{"qwen2", "naive", DType::f32},
+                      BlockCase{"qwen2", "flash", DType::f32}, BlockCase{"qwen2", "naive", DType::bf16}),
     [](const auto& info) { return info.param.name + "_" + info.param.impl + "_" + dtype_name(info.param.dtype); });
 
 }  // namespace

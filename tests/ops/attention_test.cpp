@@ -50,9 +50,18 @@ TEST_P(AttentionReferenceTest, ForwardAndBackward) {
   const float scale = static_cast<float>(ref.meta_double("scale"));
   ops::AttentionMask mask{ref.meta_int("causal") != 0, ref.meta_int("window"), {}};
   if (ref.has("document_ids")) mask.document_ids = ref.get("document_ids");
+  mask.logit_softcap = static_cast<float>(ref.meta_double("softcap"));
 
   const ops::AttentionOutput out = ops::flash_attention(q, k, v, mask, scale);
   expect_matches(out.out, ref.get("y"), dtype, "y");
+  if (mask.logit_softcap > 0.0f) {
+    // The cases are drawn so that the cap matters: without it the output must miss the reference.
+    ops::AttentionMask uncapped = mask;
+    uncapped.logit_softcap = 0.0f;
+    const Tensor plain = ops::flash_attention(q, k, v, uncapped, scale).out;
+    const auto tol = testing::tolerance_for(dtype, ref.get("y"));
+    EXPECT_FALSE(testing::all_close(plain, ref.get("y"), tol.atol, tol.rtol)) << "the soft cap changes nothing here";
+  }
   ASSERT_EQ(out.lse.shape(), (Shape{q.size(0), q.size(2), q.size(1)}));
   const ops::AttentionGrads grads = ops::flash_attention_backward(grad_y, q, k, v, out.out, out.lse, mask, scale);
   expect_matches(grads.grad_q, ref.get("grad_q"), dtype, "grad_q");
@@ -77,7 +86,8 @@ TEST_P(AttentionReferenceTest, ForwardAndBackward) {
 INSTANTIATE_TEST_SUITE_P(
     attention, AttentionReferenceTest,
     ::testing::Combine(::testing::Values("causal", "full", "window", "documents", "documents_window", "gqa", "head64",
-                                         "head128", "decode", "long", "tiled_window_documents"),
+                                         "head128", "decode", "long", "tiled_window_documents", "softcap50", "softcap5",
+                                         "softcap5_full"),
                        ::testing::Values(DType::f32, DType::bf16)),
     [](const auto& info) { return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param)); });
 
@@ -91,6 +101,7 @@ struct MaskCase {
   // 0: no document ids; 1: packed (non-decreasing) ids; 2: ids that jump back
   // and forth, which the kernel must handle correctly if not quickly.
   int documents;
+  float softcap = 0.0f;  // the mask's logit_softcap
 };
 
 Tensor document_ids(int64_t batch, int64_t len, int kind) {
@@ -136,6 +147,7 @@ TEST_P(FlashVsNaiveTest, OutputAndGradientsAgree) {
   const MaskCase& c = GetParam();
   ops::AttentionMask mask{c.causal, c.window, {}};
   if (c.documents != 0) mask.document_ids = document_ids(c.batch, c.k_len, c.documents);
+  mask.logit_softcap = c.softcap;
   expect_flash_matches_naive(c, mask);
 }
 
@@ -157,7 +169,13 @@ INSTANTIATE_TEST_SUITE_P(attention, FlashVsNaiveTest,
                                            MaskCase{"gqa", 1, 260, 260, 6, 2, 32, true, 0, 0},
                                            MaskCase{"gqa_one_kv_head", 1, 260, 260, 4, 1, 32, true, 0, 0},
                                            MaskCase{"decode", 2, 5, 300, 4, 2, 16, true, 0, 0},
-                                           MaskCase{"shorter_queries", 1, 200, 460, 2, 1, 16, true, 150, 1}),
+                                           MaskCase{"shorter_queries", 1, 200, 460, 2, 1, 16, true, 150, 1},
+                                           // Unit-variance scores against caps of 1 to 3: tanh bends them all.
+                                           MaskCase{"softcap_documents_window", 2, 420, 420, 4, 2, 16, true, 30, 1,
+                                                    2.0f},
+                                           MaskCase{"softcap_gqa", 1, 260, 260, 6, 2, 32, true, 0, 0, 3.0f},
+                                           MaskCase{"softcap_not_causal", 2, 150, 150, 2, 2, 16, false, 0, 0, 1.0f},
+                                           MaskCase{"softcap_decode", 2, 5, 300, 4, 2, 16, true, 0, 0, 1.5f}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- queries and keys placed by the mask (context parallelism's chunk pairs) ----
@@ -235,19 +253,24 @@ TEST(PlacedChunks, PlacedQueriesWithDocumentsNeedTheirOwnIds) {
 // The flash path against central differences, independently of any reference.
 class FlashGradcheckTest : public ::testing::TestWithParam<std::string> {};
 
+// "softcap" and "softcap_naive" check the soft cap's gradient in the flash
+// kernel and in the naive path's soft_cap op.
 TEST_P(FlashGradcheckTest, MatchesFiniteDifferences) {
   const std::string& kind = GetParam();
   ops::AttentionMask mask{kind != "none", kind == "window" ? 3 : 0, {}};
   if (kind == "documents") {
     mask.document_ids = Tensor::from_vector<int64_t>({0, 0, 0, 1, 1, 2, 2, 2, 0, 1, 1, 1, 1, 1, 2, 2}, {2, 8});
   }
+  if (kind.rfind("softcap", 0) == 0) mask.logit_softcap = 0.7f;
+  const F::AttentionImpl impl = kind == "softcap_naive" ? F::AttentionImpl::naive : F::AttentionImpl::flash;
   EXPECT_TRUE(testing::check_gradients(
-      [&](const auto& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], mask, 0.5f); },
+      [&](const auto& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], mask, 0.5f, impl); },
       {testing::random_leaf({2, 8, 4, 4}, 1), testing::random_leaf({2, 8, 2, 4}, 2),
        testing::random_leaf({2, 8, 2, 4}, 3)}));
 }
 
-INSTANTIATE_TEST_SUITE_P(attention, FlashGradcheckTest, ::testing::Values("causal", "none", "window", "documents"));
+INSTANTIATE_TEST_SUITE_P(attention, FlashGradcheckTest,
+                         ::testing::Values("causal", "none", "window", "documents", "softcap", "softcap_naive"));
 
 // ---- memory, threads, errors ----
 
@@ -343,6 +366,9 @@ TEST_P(FlashAttentionTest, BadInputNamesTheOp) {
                       "document_ids [1, 7]");
   const ops::AttentionMask float_docs{true, 0, Tensor::zeros({1, 8})};
   expect_error_naming([&] { ops::flash_attention(q, k, k, float_docs, 1.0f); }, "flash_attention", "document_ids");
+  ops::AttentionMask negative_cap{true, 0, {}};
+  negative_cap.logit_softcap = -1.0f;
+  expect_error_naming([&] { ops::flash_attention(q, k, k, negative_cap, 1.0f); }, "flash_attention", "logit_softcap");
   expect_error_naming(
       [&] {
         ops::flash_attention(Tensor::zeros({1, 9, 4, 4}, dtype), k, k, causal, 1.0f);

@@ -40,6 +40,18 @@ TEST_P(PointwiseTest, Swiglu) {
   expect_matches(grad_up, ref.get("grad_up"), dtype);
 }
 
+// gelu(approximate="tanh") is computed as x * sigmoid(2u) through the ~2 ulp
+// fast exp: a few f32 ulp from float64, well inside the f32 tolerance.
+TEST_P(PointwiseTest, Geglu) {
+  const DType dtype = GetParam();
+  ReferenceCase ref("geglu");
+  const Tensor gate = ref.get("gate", dtype), up = ref.get("up", dtype);
+  expect_matches(ops::geglu(gate, up), ref.get("y"), dtype);
+  auto [grad_gate, grad_up] = ops::geglu_backward(ref.get("grad_y", dtype), gate, up);
+  expect_matches(grad_gate, ref.get("grad_gate"), dtype);
+  expect_matches(grad_up, ref.get("grad_up"), dtype);
+}
+
 TEST_P(PointwiseTest, Softmax) {
   const DType dtype = GetParam();
   ReferenceCase ref("softmax");

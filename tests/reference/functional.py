@@ -62,15 +62,18 @@ def attention_mask(batch, q_len, k_len, causal, window, doc_ids):
     return visible
 
 
-def attention(q, k, v, scale, causal=True, window=0, doc_ids=None):
+def attention(q, k, v, scale, causal=True, window=0, doc_ids=None, softcap=0.0):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> [B, Sq, Hq, D]; rows with no
-    visible key give zeros."""
+    visible key give zeros. softcap > 0 caps the scaled scores at
+    softcap * tanh(s / softcap) before the mask (Gemma 2)."""
     batch, q_len, heads, _ = q.shape
     k_len, kv_heads = k.shape[1], k.shape[2]
     group = heads // kv_heads
     k = k.repeat_interleave(group, dim=2)
     v = v.repeat_interleave(group, dim=2)
     scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
     visible = attention_mask(batch, q_len, k_len, causal, window, doc_ids)[:, None]
     scores = scores.masked_fill(~visible, float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)

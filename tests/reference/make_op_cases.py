@@ -57,6 +57,18 @@ def elementwise_cases(outdir):
     write(outdir, "swiglu", {"gate": gate, "up": up, "y": y, "grad_y": grad, "grad_gate": dgate, "grad_up": dup})
 
 
+def geglu_cases(outdir):
+    """Gemma's GeGLU: gelu(approximate="tanh") of the gate times up. A wide gate
+    (scale 4) reaches the tails where 1 + tanh(u) cancels for negative x. Drawn
+    from a forked RNG so the other cases keep their inputs."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(4321)
+        gate, up = leaf(31, 71, scale=4.0), leaf(31, 71)
+        y = torch.nn.functional.gelu(gate, approximate="tanh") * up
+        grad, (dgate, dup) = backward(y, [gate, up])
+    write(outdir, "geglu", {"gate": gate, "up": up, "y": y, "grad_y": grad, "grad_gate": dgate, "grad_up": dup})
+
+
 def softmax_cases(outdir):
     x = leaf(13, 257, scale=4.0)
     y = torch.softmax(x, dim=-1)
@@ -103,20 +115,23 @@ def rope_cases(outdir):
         write(outdir, f"rope_{name}", tensors, **meta)
 
 
-def attention_case(outdir, name, batch, q_len, k_len, heads, kv_heads, dim, causal, window, documents):
-    q, k, v = leaf(batch, q_len, heads, dim), leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, dim)
+def attention_case(outdir, name, batch, q_len, k_len, heads, kv_heads, dim, causal, window, documents, softcap=0.0,
+                   q_scale=1.0):
+    q = leaf(batch, q_len, heads, dim, scale=q_scale)
+    k, v = leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, dim)
     docs = None
     if documents:  # documents of random lengths; ids increase along the sequence
         starts = torch.rand(batch, k_len) < 0.08
         starts[:, 0] = True
         docs = torch.cumsum(starts.long(), dim=1) - 1
     scale = dim ** -0.5
-    y = ref.attention(q, k, v, scale, causal, window, docs)
+    y = ref.attention(q, k, v, scale, causal, window, docs, softcap)
     grad, (dq, dk, dv) = backward(y, [q, k, v])
     tensors = {"q": q, "k": k, "v": v, "y": y, "grad_y": grad, "grad_q": dq, "grad_k": dk, "grad_v": dv}
     if docs is not None:
         tensors["document_ids"] = docs
-    write(outdir, f"attention_{name}", tensors, causal=int(causal), window=window, scale=repr(scale))
+    write(outdir, f"attention_{name}", tensors, causal=int(causal), window=window, scale=repr(scale),
+          softcap=repr(softcap))
 
 
 def attention_cases(outdir):
@@ -140,6 +155,20 @@ def attention_tiled_cases(outdir):
     tile, so whole tiles are skipped by the window and by the documents.
     (Separate from attention_cases so earlier cases keep their random inputs.)"""
     attention_case(outdir, "tiled_window_documents", 1, 420, 420, 4, 2, 32, True, 100, True)
+
+
+def attention_softcap_cases(outdir):
+    """Gemma 2's logit soft cap (cap * tanh(s / cap) on the scaled scores) with
+    causal + window + documents and GQA, over more than one 128-row tile. q is
+    drawn wider so the cap bends the scores: at cap 50 the largest (~30) lose
+    ~10%, at cap 5 tanh saturates. From a forked RNG so the other cases keep
+    their inputs."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2718)
+        # name, batch, q_len, k_len, heads, kv_heads, head_dim, causal, window, documents, softcap, q_scale
+        attention_case(outdir, "softcap50", 2, 150, 150, 4, 2, 32, True, 100, True, 50.0, 6.0)
+        attention_case(outdir, "softcap5", 1, 300, 300, 4, 2, 32, True, 140, True, 5.0, 3.0)
+        attention_case(outdir, "softcap5_full", 2, 45, 45, 2, 1, 16, False, 0, False, 5.0, 3.0)
 
 
 def cross_entropy_cases(outdir):
@@ -183,6 +212,20 @@ def adamw_cases(outdir):
           count=len(shapes))
 
 
+def block_case(outdir, name, block, x, positions, docs, freqs, **meta):
+    """Writes the block's output and every gradient for a random upstream gradient."""
+    y = block(x, positions, freqs, docs)
+    params = dict(block.named_parameters())
+    grad, grads = backward(y, [x] + list(params.values()))
+    tensors = {"x": x, "y": y, "grad_y": grad, "grad_x": grads[0], "positions": positions}
+    for (pname, p), g in zip(params.items(), grads[1:]):
+        tensors["param." + pname] = p
+        tensors["grad." + pname] = g
+    if docs is not None:
+        tensors["document_ids"] = docs
+    write(outdir, f"block_{name}", tensors, **meta)
+
+
 def block_cases(outdir):
     """A whole decoder block, Llama-style (interleaved RoPE, GQA) and
     Qwen-style (half RoPE, q/k norm), with packed documents in one case."""
@@ -206,25 +249,67 @@ def block_cases(outdir):
             positions = torch.stack([torch.cat([torch.arange(n) for n in torch.unique_consecutive(docs[b],
                                      return_counts=True)[1].tolist()]) for b in range(batch)])
         freqs = ref.rope_frequencies(head_dim, theta)
-        y = block(x, positions, freqs, docs)
-        params = dict(block.named_parameters())
-        grad, grads = backward(y, [x] + list(params.values()))
-        tensors = {"x": x, "y": y, "grad_y": grad, "grad_x": grads[0], "positions": positions}
-        for (pname, p), g in zip(params.items(), grads[1:]):
-            tensors["param." + pname] = p
-            tensors["grad." + pname] = g
-        if docs is not None:
-            tensors["document_ids"] = docs
-        write(outdir, f"block_{name}", tensors, dim=dim, n_heads=heads, n_kv_heads=kv_heads, head_dim=head_dim,
-              hidden_dim=hidden, norm_eps=eps, rope_theta=theta, rope_style=style, qk_norm=int(qk_norm))
+        block_case(outdir, name, block, x, positions, docs, freqs, dim=dim, n_heads=heads, n_kv_heads=kv_heads,
+                   head_dim=head_dim, hidden_dim=hidden, norm_eps=eps, rope_theta=theta, rope_style=style,
+                   qk_norm=int(qk_norm))
+
+
+def block_family_cases(outdir):
+    """The block variants of the Hugging Face families, one case each:
+    gemma2: pre- and post-norms scaling by 1 + w, GeGLU, scores scaled by
+      query_pre_attn_scalar^-1/2 (24, not head_dim 16), soft cap 2 (binds: the
+      scores reach several times the cap), a sliding window of 7 over 24 tokens;
+    gemma3: pre- and post-norms and per-head q/k norms, all scaling by 1 + w,
+      GeGLU, sliding window 9;
+    olmo2: post-norms only, q/k norms over the whole projection;
+    qwen2: non-zero q/k/v biases.
+    Every norm weight and bias is random, so each term shows in the gradients
+    (offset-1 norms draw w around 0, offset-0 ones around 1). From a forked RNG
+    so the other cases keep their inputs."""
+    dim, heads, kv_heads, head_dim, hidden, eps, theta = 64, 4, 2, 16, 96, 1e-6, 10000.0
+    gemma = dict(norm_offset=1.0, pre_norms=True, post_norms=True, activation="gelu_tanh")
+    configs = {
+        "gemma2": dict(gemma, qk_norm=False, rope_style="half", scale_dim=24, softcap=2.0, sliding_window=7),
+        "gemma3": dict(gemma, qk_norm=True, qk_norm_offset=1.0, rope_style="half", sliding_window=9),
+        "olmo2": dict(qk_norm=True, qk_norm_whole=True, rope_style="half", pre_norms=False, post_norms=True),
+        "qwen2": dict(qk_norm=False, qkv_bias=True, rope_style="half"),
+    }
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5678)
+        for name, options in configs.items():
+            options = dict(options)
+            qk_norm, style = options.pop("qk_norm"), options.pop("rope_style")
+            block = model.TransformerBlock(dim, heads, kv_heads, head_dim, hidden, qk_norm, eps, style, **options)
+            with torch.no_grad():
+                for pname, p in block.named_parameters():
+                    if "norm" in pname:
+                        offset = (options.get("qk_norm_offset", 0.0) if "q_norm" in pname or "k_norm" in pname
+                                  else options.get("norm_offset", 0.0))
+                        p.copy_(bf16_exact(*p.shape, scale=0.5) + (1.0 - offset))
+                    else:
+                        p.copy_(bf16_exact(*p.shape, scale=0.2))
+            batch, seq = 2, 24
+            x = leaf(batch, seq, dim)
+            positions = torch.arange(seq).expand(batch, seq).contiguous()
+            freqs = ref.rope_frequencies(head_dim, theta)
+            block_case(outdir, name, block, x, positions, None, freqs, dim=dim, n_heads=heads, n_kv_heads=kv_heads,
+                       head_dim=head_dim, hidden_dim=hidden, norm_eps=eps, rope_theta=theta, rope_style=style,
+                       qk_norm=int(qk_norm), qk_norm_whole_projection=int(options.get("qk_norm_whole", False)),
+                       qk_norm_weight_offset=options.get("qk_norm_offset", 0.0),
+                       qkv_bias=int(options.get("qkv_bias", False)), scale_dim=options.get("scale_dim", 0),
+                       logit_softcap=options.get("softcap", 0.0), sliding_window=options.get("sliding_window", 0),
+                       norm_weight_offset=options.get("norm_offset", 0.0),
+                       pre_norms=int(options.get("pre_norms", True)), post_norms=int(options.get("post_norms", False)),
+                       activation=options.get("activation", "silu"))
 
 
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(1)
-    for make in [gemm_cases, elementwise_cases, softmax_cases, rms_norm_cases, embedding_cases, rope_cases,
-                 attention_cases, cross_entropy_cases, adamw_cases, block_cases, attention_tiled_cases]:
+    for make in [gemm_cases, elementwise_cases, geglu_cases, softmax_cases, rms_norm_cases, embedding_cases,
+                 rope_cases, attention_cases, cross_entropy_cases, adamw_cases, block_cases, attention_tiled_cases,
+                 attention_softcap_cases, block_family_cases]:
         make(outdir)
     with open(os.path.join(outdir, ".stamp"), "w") as f:
         f.write("ok\n")

@@ -1,68 +1,104 @@
 """PyTorch reference of titan.cpp's decoder building blocks, written from the
 published Llama 3 / Qwen 3 / Qwen 3 MoE definitions (the MoE block and its
-auxiliary loss as Hugging Face's modeling_qwen3_moe computes them). Parameter
-names match titan's fully-qualified names so weights move between the two
-through safetensors."""
+auxiliary loss as Hugging Face's modeling_qwen3_moe computes them), with the
+block variants of Qwen 2 (q/k/v biases), OLMo 2 (post-norms only, q/k norm over
+the whole projection) and Gemma 2/3 (norms scaling by 1 + w, pre- and
+post-norms, GeGLU, query_pre_attn_scalar, attention logit soft-capping, sliding
+window). Parameter names match titan's fully-qualified names so weights move
+between the two through safetensors. Every variant defaults to off, so the
+Llama/Qwen 3 modules (and their parameter order) are as before."""
 import torch
 
 import functional as ref
 
 
 class Linear(torch.nn.Module):
-    def __init__(self, in_features, out_features):
+    def __init__(self, in_features, out_features, bias=False):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, dtype=torch.float64))
+        if bias:
+            self.bias = torch.nn.Parameter(torch.zeros(out_features, dtype=torch.float64))
 
     def forward(self, x):
-        return x @ self.weight.T
+        y = x @ self.weight.T
+        return y + self.bias if hasattr(self, "bias") else y
 
 
 class RMSNorm(torch.nn.Module):
-    def __init__(self, dim, eps):
+    """x / rms(x) * (offset + w): Gemma stores w around 0 and scales by 1 + w."""
+
+    def __init__(self, dim, eps, offset=0.0):
         super().__init__()
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self.weight = torch.nn.Parameter(torch.ones(dim, dtype=torch.float64))
 
     def forward(self, x):
-        return ref.rms_norm(x, self.weight, self.eps)
+        return ref.rms_norm(x, self.weight + self.offset if self.offset else self.weight, self.eps)
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, dim, n_heads, n_kv_heads, head_dim, qk_norm, norm_eps, rope_style):
+    """Causal GQA self-attention with RoPE. Variants, all off by default:
+    qkv_bias: biases on wq/wk/wv (Qwen 2);
+    qk_norm_whole: q_norm/k_norm span all heads' features of the projection,
+      before the split into heads (OLMo 2), instead of each head (Qwen 3, Gemma 3);
+    qk_norm_offset: the q/k norms scale by offset + w (Gemma 3: 1);
+    scale_dim: scores scale by scale_dim^-1/2 instead of head_dim^-1/2 (Gemma's
+      query_pre_attn_scalar);
+    softcap: scaled scores become cap * tanh(score / cap) before the mask (Gemma 2);
+    sliding_window: key j is visible from query i only when i - j < window (the
+      layer's own window, overriding the one forward is given)."""
+
+    def __init__(self, dim, n_heads, n_kv_heads, head_dim, qk_norm, norm_eps, rope_style, qkv_bias=False,
+                 qk_norm_whole=False, qk_norm_offset=0.0, scale_dim=None, softcap=0.0, sliding_window=0):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
         self.rope_style = rope_style
-        self.wq = Linear(dim, n_heads * head_dim)
-        self.wk = Linear(dim, n_kv_heads * head_dim)
-        self.wv = Linear(dim, n_kv_heads * head_dim)
+        self.wq = Linear(dim, n_heads * head_dim, qkv_bias)
+        self.wk = Linear(dim, n_kv_heads * head_dim, qkv_bias)
+        self.wv = Linear(dim, n_kv_heads * head_dim, qkv_bias)
         self.wo = Linear(n_heads * head_dim, dim)
-        self.qk_norm = qk_norm
+        self.qk_norm, self.qk_norm_whole = qk_norm, qk_norm_whole
         if qk_norm:
-            self.q_norm = RMSNorm(head_dim, norm_eps)
-            self.k_norm = RMSNorm(head_dim, norm_eps)
+            self.q_norm = RMSNorm(n_heads * head_dim if qk_norm_whole else head_dim, norm_eps, qk_norm_offset)
+            self.k_norm = RMSNorm(n_kv_heads * head_dim if qk_norm_whole else head_dim, norm_eps, qk_norm_offset)
+        self.scale = (scale_dim if scale_dim else head_dim) ** -0.5
+        self.softcap, self.sliding_window = softcap, sliding_window
 
     def forward(self, x, positions, freqs, doc_ids=None, window=0):
         b, s, _ = x.shape
-        q = self.wq(x).view(b, s, self.n_heads, self.head_dim)
-        k = self.wk(x).view(b, s, self.n_kv_heads, self.head_dim)
-        v = self.wv(x).view(b, s, self.n_kv_heads, self.head_dim)
-        if self.qk_norm:
+        q, k, v = self.wq(x), self.wk(x), self.wv(x)
+        if self.qk_norm and self.qk_norm_whole:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(b, s, self.n_heads, self.head_dim)
+        k = k.view(b, s, self.n_kv_heads, self.head_dim)
+        v = v.view(b, s, self.n_kv_heads, self.head_dim)
+        if self.qk_norm and not self.qk_norm_whole:
             q, k = self.q_norm(q), self.k_norm(k)
         q = ref.rope(q, positions, freqs, self.rope_style)
         k = ref.rope(k, positions, freqs, self.rope_style)
-        out = ref.attention(q, k, v, self.head_dim ** -0.5, True, window, doc_ids)
+        window = self.sliding_window or window
+        out = ref.attention(q, k, v, self.scale, True, window, doc_ids, self.softcap)
         return self.wo(out.reshape(b, s, -1))
 
 
 class FeedForward(torch.nn.Module):
-    def __init__(self, dim, hidden_dim):
+    """w2(act(w1 x) * w3 x): SwiGLU (act "silu") or Gemma's GeGLU ("gelu_tanh",
+    Hugging Face's gelu_pytorch_tanh)."""
+
+    def __init__(self, dim, hidden_dim, activation="silu"):
         super().__init__()
         self.w1 = Linear(dim, hidden_dim)
         self.w2 = Linear(hidden_dim, dim)
         self.w3 = Linear(dim, hidden_dim)
+        self.activation = activation
 
     def forward(self, x):
-        return self.w2(torch.nn.functional.silu(self.w1(x)) * self.w3(x))
+        gate = self.w1(x)
+        if self.activation == "gelu_tanh":
+            gate = torch.nn.functional.gelu(gate, approximate="tanh")
+        else:
+            gate = torch.nn.functional.silu(gate)
+        return self.w2(gate * self.w3(x))
 
 
 class Router(torch.nn.Module):
@@ -129,20 +165,37 @@ def load_balancing_loss(router_logits, num_experts, top_k):
 
 
 class TransformerBlock(torch.nn.Module):
-    def __init__(self, dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style, moe=None):
+    """h = x + post_attention_norm(attention(attention_norm(x)));
+    out = h + post_ffn_norm(ffn(ffn_norm(h))), a norm the block lacks being the
+    identity: pre-norms only (Llama, Qwen), post-norms only (OLMo 2), or both
+    (Gemma 2/3). norm_offset: the block's norms scale by offset + w (Gemma: 1).
+    attention_options go to Attention (qkv_bias, qk_norm_whole, ...)."""
+
+    def __init__(self, dim, n_heads, n_kv_heads, head_dim, hidden_dim, qk_norm, norm_eps, rope_style, moe=None,
+                 activation="silu", norm_offset=0.0, pre_norms=True, post_norms=False, **attention_options):
         super().__init__()
-        self.attention = Attention(dim, n_heads, n_kv_heads, head_dim, qk_norm, norm_eps, rope_style)
+        self.attention = Attention(dim, n_heads, n_kv_heads, head_dim, qk_norm, norm_eps, rope_style,
+                                   **attention_options)
         if moe is None:
-            self.feed_forward = FeedForward(dim, hidden_dim)
+            self.feed_forward = FeedForward(dim, hidden_dim, activation)
         else:
             self.moe = MoE(dim, **moe)
-        self.attention_norm = RMSNorm(dim, norm_eps)
-        self.ffn_norm = RMSNorm(dim, norm_eps)
+        if pre_norms:
+            self.attention_norm = RMSNorm(dim, norm_eps, norm_offset)
+            self.ffn_norm = RMSNorm(dim, norm_eps, norm_offset)
+        if post_norms:
+            self.post_attention_norm = RMSNorm(dim, norm_eps, norm_offset)
+            self.post_ffn_norm = RMSNorm(dim, norm_eps, norm_offset)
+
+    def _norm(self, name, x):
+        return getattr(self, name)(x) if hasattr(self, name) else x
 
     def forward(self, x, positions, freqs, doc_ids=None, window=0, router_logits=None):
-        h = x + self.attention(self.attention_norm(x), positions, freqs, doc_ids, window)
-        normed = self.ffn_norm(h)
-        return h + (self.moe(normed, router_logits) if hasattr(self, "moe") else self.feed_forward(normed))
+        attended = self.attention(self._norm("attention_norm", x), positions, freqs, doc_ids, window)
+        h = x + self._norm("post_attention_norm", attended)
+        normed = self._norm("ffn_norm", h)
+        ffn = self.moe(normed, router_logits) if hasattr(self, "moe") else self.feed_forward(normed)
+        return h + self._norm("post_ffn_norm", ffn)
 
 
 class Decoder(torch.nn.Module):

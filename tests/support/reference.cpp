@@ -25,6 +25,14 @@ std::string ReferenceCase::meta(const std::string& key) const {
   return found->second;
 }
 
+std::vector<std::string> ReferenceCase::tensor_names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : reader_->header().entries) names.push_back(entry.name);
+  return names;
+}
+
+bool ReferenceCase::has_meta(const std::string& key) const { return reader_->header().metadata.contains(key); }
+
 double max_abs(const Tensor& tensor) {
   double best = 0.0;
   for (float v : tensor.to_floats()) best = std::max(best, std::fabs(static_cast<double>(v)));

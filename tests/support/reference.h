@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/tensor.h"
@@ -16,10 +17,12 @@ class ReferenceCase {
  public:
   explicit ReferenceCase(const std::string& name);
   bool has(const std::string& tensor) const { return reader_->contains(tensor); }
+  std::vector<std::string> tensor_names() const;
   // The tensor as stored (f32 values, i64 ids), optionally cast to `dtype`.
   Tensor get(const std::string& tensor) const;
   Tensor get(const std::string& tensor, DType dtype) const;
   std::string meta(const std::string& key) const;
+  bool has_meta(const std::string& key) const;
   double meta_double(const std::string& key) const { return std::stod(meta(key)); }
   int64_t meta_int(const std::string& key) const { return std::stoll(meta(key)); }
 

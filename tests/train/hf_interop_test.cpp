@@ -1,14 +1,18 @@
 // Hugging Face interop end to end: titan -> HF -> titan is bitwise identical
-// (both families, tied and untied, f32 and bf16, one file and sharded); HF
-// folders titan writes give, in an independent PyTorch reading of the HF
-// format (tests/reference/hf_logits.py), the logits titan computes; titan
+// (every family, tied and untied, f32 and bf16, one file and sharded, Phi-3's
+// fused tensors split and joined again); the tensors titan writes have
+// exactly transformers' names; HF folders titan writes give, in an
+// independent PyTorch reading of the HF format (tests/reference/hf_logits.py,
+// hf_families.py), the logits and loss titan computes; titan
 // reads shards another writer laid out; model.hf_config builds the model;
 // `titan convert` refuses bad input with errors naming file and tensor, and
 // leaves existing folders alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "data/peer_support.h"
 #include "support/reference.h"
@@ -41,18 +45,44 @@ struct HfCase {
 };
 void PrintTo(const HfCase& c, std::ostream* out) { *out << c.name; }
 
-const std::vector<HfCase> kCases{
+// Llama and Qwen 3 (reference: tests/reference/hf_logits.py), and the newer
+// families (reference: tests/reference/hf_families.py).
+const std::vector<HfCase> kLlamaQwenCases{
     {"llama3", false, "llama3_untied"}, {"llama3", true, "llama3_tied_gqa_scaled"}, {"qwen3", true, "qwen3_tied"},
     {"qwen3", false, "qwen3_untied"},   {"qwen3_moe", false, "qwen3_moe_untied"},
 };
+const std::vector<HfCase> kNewerCases{
+    {"mistral", false, "mistral"},   {"qwen2", true, "qwen2_tied"}, {"gemma2", true, "gemma2_tied"},
+    {"gemma3", true, "gemma3_tied"}, {"olmo2", false, "olmo2"},     {"phi3", false, "phi3"},
+};
+std::vector<HfCase> all_cases() {
+  std::vector<HfCase> cases = kLlamaQwenCases;
+  cases.insert(cases.end(), kNewerCases.begin(), kNewerCases.end());
+  return cases;
+}
+
+bool newer_family(const std::string& model) {
+  for (const HfCase& c : kNewerCases) {
+    if (c.model == model) return true;
+  }
+  return false;
+}
 
 // Two-layer versions of the debug models (qwen3_moe's: a dense layer, then a
-// mixture of experts). The tied llama also has grouped heads and llama3 RoPE
-// scaling whose bands (original context 64) put its frequencies in all three
-// regimes: kept, divided, smoothed.
+// mixture of experts; gemma3's three: local, local, global). The tied llama
+// also has grouped heads and llama3 RoPE scaling whose bands (original context
+// 64) put its frequencies in all three regimes: kept, divided, smoothed.
+// Windows shrink to 5 so that they matter in 24-token sequences.
 models::DecoderConfig small_config(const HfCase& c) {
   models::DecoderConfig config = models::model_config(c.model, "debugmodel", 256);
-  config.layers.resize(2);
+  config.layers.resize(c.model == "gemma3" ? 3 : 2);
+  if (c.model == "gemma3") {
+    config.layers[2].attention.sliding_window = 0;
+    config.layers[2].attention.local_rope = false;
+  }
+  config.edit_layers([](nn::TransformerBlockConfig& layer) {
+    if (layer.attention.sliding_window > 0) layer.attention.sliding_window = 5;
+  });
   config.tie_embeddings = c.tied;
   config.max_seq_len = 64;
   if (c.model == "llama3" && c.tied) {
@@ -62,15 +92,49 @@ models::DecoderConfig small_config(const HfCase& c) {
   return config;
 }
 
-// Random weights; norms away from 1 so their mapping (and q/k norms) matter.
+// Random weights; norms away from 1 (Gemma's 1 + w: w away from 0) and biases
+// away from 0, so that their mapping matters.
 std::shared_ptr<models::Decoder> random_model(const models::DecoderConfig& config, uint64_t seed) {
   auto model = config.build();
   Generator generator(seed);
   model->init_weights(generator);
   for (auto& [name, parameter] : model->named_parameters()) {
     if (name.find("norm") != std::string::npos) ops::uniform_(parameter->data, 0.5, 1.5, generator);
+    if (name.ends_with(".bias")) ops::uniform_(parameter->data, -0.5, 0.5, generator);
   }
   return model;
+}
+
+// transformers' parameter names of a family's model with `layers` layers
+// (modeling_<family>.py), written out here apart from titan's name table.
+std::set<std::string> transformers_names(const std::string& model, int64_t layers, bool tied) {
+  std::set<std::string> names{"model.embed_tokens.weight", "model.norm.weight"};
+  if (!tied) names.insert("lm_head.weight");
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    std::vector<std::string> layer{"self_attn.o_proj.weight", "mlp.down_proj.weight"};
+    if (model == "phi3") {
+      layer.insert(layer.end(), {"self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight"});
+    } else {
+      layer.insert(layer.end(), {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                 "mlp.gate_proj.weight", "mlp.up_proj.weight"});
+    }
+    if (model == "qwen2") {
+      layer.insert(layer.end(), {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"});
+    }
+    if (model == "gemma3" || model == "olmo2")
+      layer.insert(layer.end(), {"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
+    if (model == "gemma2" || model == "gemma3") {
+      layer.insert(layer.end(), {"input_layernorm.weight", "post_attention_layernorm.weight",
+                                 "pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"});
+    } else if (model == "olmo2") {
+      layer.insert(layer.end(), {"post_attention_layernorm.weight", "post_feedforward_layernorm.weight"});
+    } else {
+      layer.insert(layer.end(), {"input_layernorm.weight", "post_attention_layernorm.weight"});
+    }
+    for (const std::string& name : layer) names.insert(p + name);
+  }
+  return names;
 }
 
 // Everything the model saves: weights in `dtype`, and the MoE expert bias as
@@ -126,11 +190,43 @@ TEST_P(HfInterop, TitanToHfToTitanIsBitwise) {
         EXPECT_GT(index.files().size(), 2u);
       }
       expect_same_state(state, checkpoint::read_hf_weights(reader, models::decoder_config_from_hf(reader.config())));
+      if (newer_family(c.model)) {
+        const auto names = reader.tensor_names();
+        EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
+                  transformers_names(c.model, config.n_layers(), c.tied));
+      }
     }
   }
 }
 
-TEST_P(HfInterop, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
+// Phi-3's fused tensors hold titan's rows in transformers' order: qkv_proj is
+// q's rows, then k's, then v's; gate_up_proj gate's, then up's.
+TEST(HfInteropFused, Phi3TensorsAreTitansRowsStacked) {
+  const models::DecoderConfig config = small_config({"phi3", false, "phi3"});
+  auto model = random_model(config, 3);
+  TempDir dir;
+  checkpoint::write_hf_folder((dir / "hf").string(), "phi3", config, named_state(*model, DType::f32),
+                              {DType::f32, uint64_t{1} << 30, {}});
+  const checkpoint::HfFolderReader reader((dir / "hf").string());
+  const auto& a = config.layers.front().attention;
+  const int64_t q_rows = a.n_heads * a.head_size(), kv_rows = a.kv_heads() * a.head_size();
+  const Tensor qkv = reader.read("model.layers.1.self_attn.qkv_proj.weight");
+  ASSERT_EQ(qkv.size(0), q_rows + 2 * kv_rows);
+  const auto& attention = *(*model->layers)[1]->attention;
+  EXPECT_TRUE(bitwise_equal(qkv.narrow(0, 0, q_rows).contiguous(), attention.wq->weight->data));
+  EXPECT_TRUE(bitwise_equal(qkv.narrow(0, q_rows, kv_rows).contiguous(), attention.wk->weight->data));
+  EXPECT_TRUE(bitwise_equal(qkv.narrow(0, q_rows + kv_rows, kv_rows).contiguous(), attention.wv->weight->data));
+  const Tensor gate_up = reader.read("model.layers.1.mlp.gate_up_proj.weight");
+  const auto& ffn = *(*model->layers)[1]->feed_forward;
+  const int64_t hidden = ffn.w1->weight->data.size(0);
+  ASSERT_EQ(gate_up.size(0), 2 * hidden);
+  EXPECT_TRUE(bitwise_equal(gate_up.narrow(0, 0, hidden).contiguous(), ffn.w1->weight->data));
+  EXPECT_TRUE(bitwise_equal(gate_up.narrow(0, hidden, hidden).contiguous(), ffn.w3->weight->data));
+}
+
+class HfLogits : public ::testing::TestWithParam<HfCase> {};
+
+TEST_P(HfLogits, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
   const HfCase& c = GetParam();
   const models::DecoderConfig config = small_config(c);
   auto model = random_model(config, 9);
@@ -178,6 +274,46 @@ TEST_P(HfInterop, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
   EXPECT_EQ(loaded->logits({input_ids, {}, {}}).to_floats(), logits.to_floats());
 }
 
+// The newer families: tests/reference/hf_families.py (plain PyTorch from the
+// formats' definitions) reads the folder titan wrote and computes the logits
+// and loss titan computes, windows, soft-caps, norms and fused tensors included.
+class HfFamilyLogits : public ::testing::TestWithParam<HfCase> {};
+
+TEST_P(HfFamilyLogits, PyTorchReadingOfTheHfFolderGivesTitansLogitsAndLoss) {
+  const HfCase& c = GetParam();
+  const std::string script = std::string(TITAN_REFERENCE_SCRIPTS_DIR) + "/hf_families.py";
+  const models::DecoderConfig config = small_config(c);
+  auto model = random_model(config, 9);
+  TempDir dir;
+  const checkpoint::NamedTensors state = named_state(*model, DType::f32);
+  checkpoint::write_hf_folder((dir / "hf").string(), c.model, config, state, {DType::f32, uint64_t{200000}, {}});
+  std::vector<int64_t> ids, labels;
+  for (int64_t i = 0; i < 2 * 24; ++i) ids.push_back((i * 37 + 11) % config.vocab_size);
+  for (int64_t i = 0; i < 2 * 24; ++i) labels.push_back(i % 7 == 3 ? -100 : (i * 53 + 5) % config.vocab_size);
+  const Tensor input_ids = Tensor::from_vector(ids, {2, 24});
+  const Tensor label_ids = Tensor::from_vector(labels, {2, 24});
+  checkpoint::write_safetensors((dir / "inputs.safetensors").string(),
+                                {{"input_ids", input_ids}, {"labels", label_ids}});
+  const auto run = run_command(
+      std::string(TITAN_PYTHON) + " " + shell_quote(script) + " forward " + shell_quote((dir / "hf").string()) + " " +
+      shell_quote((dir / "inputs.safetensors").string()) + " " + shell_quote((dir / "out.safetensors").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const checkpoint::SafetensorsReader out((dir / "out.safetensors").string());
+  const Tensor expected = out.read("logits");
+
+  autograd::NoGradGuard no_grad;
+  const Tensor logits = model->logits({input_ids, {}, {}});
+  // The reference runs in float64 from the same f32 weights; titan's f32 logits
+  // through two or three blocks carry a few dozen roundings, inside the
+  // op-level f32 tolerance of tests/support/reference.h.
+  const auto tol = testing::tolerance_for(DType::f32, expected);
+  EXPECT_TRUE(testing::all_close(logits, expected, tol.atol, tol.rtol));
+  const float loss = model->loss({input_ids, {}, {}}, label_ids).to_floats().front();
+  const float expected_loss = out.read("loss").to_floats().front();
+  // A mean of 40-odd f32 cross-entropies: relative 1e-5 covers their rounding.
+  EXPECT_NEAR(loss, expected_loss, 1e-5 * std::abs(expected_loss) + 1e-6);
+}
+
 // titan export (built through model.hf_config) -> `titan convert` to HF and
 // back: the same tensors bit for bit, and the reloaded export computes the
 // same logits.
@@ -222,8 +358,10 @@ TEST_P(HfInterop, ConvertCommandRoundTrip) {
   expect_same_state(named_state(*model, DType::bf16), checkpoint::read_hf_weights(reader, config));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfInterop, ::testing::ValuesIn(kCases),
-                         [](const auto& info) { return info.param.name; });
+const auto case_name = [](const auto& info) { return info.param.name; };
+INSTANTIATE_TEST_SUITE_P(Families, HfInterop, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Families, HfLogits, ::testing::ValuesIn(kLlamaQwenCases), case_name);
+INSTANTIATE_TEST_SUITE_P(Families, HfFamilyLogits, ::testing::ValuesIn(kNewerCases), case_name);
 
 void expect_failure(const data::testing::CommandResult& result, std::initializer_list<std::string> fragments) {
   EXPECT_NE(result.exit_code, 0) << result.output;
@@ -256,9 +394,9 @@ TEST(HfConvert, BadInputIsAClearErrorAndOverwritesNothing) {
 
   fs::path bad = variant("architecture");
   std::string json = read_bytes(good / "config.json");
-  json.replace(json.find("LlamaForCausalLM"), std::strlen("LlamaForCausalLM"), "MistralForCausalLM");
+  json.replace(json.find("LlamaForCausalLM"), std::strlen("LlamaForCausalLM"), "MixtralForCausalLM");
   write_bytes(bad / "config.json", json);
-  expect_failure(convert(bad), {(bad / "config.json").string(), "unsupported architecture 'MistralForCausalLM'"});
+  expect_failure(convert(bad), {(bad / "config.json").string(), "unsupported architecture 'MixtralForCausalLM'"});
 
   bad = variant("shape");
   json = read_bytes(good / "config.json");
@@ -276,7 +414,7 @@ TEST(HfConvert, BadInputIsAClearErrorAndOverwritesNothing) {
     if (name == "layers.1.feed_forward.w3.weight") {
       left_out = tensor;
     } else {
-      hf_tensors.emplace_back(models::hf_tensor_name(name), tensor);
+      hf_tensors.emplace_back(models::hf_tensor_name(models::hf_family_for_model(c.model), name), tensor);
     }
   }
   checkpoint::write_safetensors((bad / "model.safetensors").string(), hf_tensors, {{"format", "pt"}});

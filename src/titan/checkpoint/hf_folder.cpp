@@ -90,20 +90,57 @@ Tensor HfFolderReader::read(const std::string& name) const { return shard_of(nam
 
 namespace {
 
-// One HF tensor checked against the shape titan expects, in titan layout, in `dtype` (nullopt: as stored).
-Tensor read_checked(const HfFolderReader& reader, const std::string& hf_name, const std::string& titan_name,
-                    const Shape& shape, const models::DecoderConfig& config, std::optional<DType> dtype) {
-  const std::string& architecture = reader.config().architecture;
+// The shape of an HF tensor made of `plan`'s parts: their rows stacked.
+Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Shape>& titan_shapes) {
+  Shape shape;
+  for (const models::HfTensorPart& part : plan.parts) {
+    const Shape piece = models::hf_part_shape(part, titan_shapes.at(part.titan_name));
+    TITAN_CHECK(!piece.empty(), "tensor '{}' has no rows to place in '{}'", part.titan_name, plan.hf_name);
+    if (shape.empty()) {
+      shape = piece;
+    } else {
+      TITAN_CHECK(Shape(piece.begin() + 1, piece.end()) == Shape(shape.begin() + 1, shape.end()),
+                  "tensors stacked into '{}' differ in shape past their rows ({} vs {})", plan.hf_name,
+                  shape_str(piece), shape_str(shape));
+      shape[0] += piece[0];
+    }
+  }
+  return shape;
+}
+
+// One HF tensor checked against the shape titan expects (as stored).
+Tensor read_checked(const HfFolderReader& reader, const models::HfTensorPlan& plan, const Shape& shape) {
+  const std::string& hf_name = plan.hf_name;
   TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
-              titan_name, architecture);
+              plan.parts.front().titan_name, reader.config().architecture);
   const SafetensorsEntry& entry = reader.entry(hf_name);
   TITAN_CHECK(entry.shape == shape, "{}: tensor '{}' has shape {}, but config.json implies {}", reader.file_of(hf_name),
               hf_name, shape_str(entry.shape), shape_str(shape));
   TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
               "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
               dtype_name(entry.dtype));
-  Tensor tensor = models::from_hf_layout(titan_name, reader.read(hf_name), config);
-  return dtype ? tensor.to(*dtype) : tensor;
+  return reader.read(hf_name);
+}
+
+// An HF tensor from titan's tensors: each part in HF layout, cast to `dtype`, their rows stacked.
+Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string, const Tensor*>& titan,
+                    const models::DecoderConfig& config, DType dtype) {
+  std::vector<Tensor> pieces;
+  for (const models::HfTensorPart& part : plan.parts) {
+    const Tensor& tensor = *titan.at(part.titan_name);
+    const Tensor source = part.expert >= 0 ? tensor.select(0, part.expert) : tensor;
+    pieces.push_back(models::to_hf_layout(part.titan_name, source, config).to(dtype));
+  }
+  if (pieces.size() == 1) return pieces.front();
+  Shape shape = pieces.front().shape();
+  for (size_t i = 1; i < pieces.size(); ++i) shape[0] += pieces[i].size(0);
+  Tensor stacked = Tensor::empty(shape, dtype);
+  int64_t row = 0;
+  for (const Tensor& piece : pieces) {
+    ops::copy_(stacked.narrow(0, row, piece.size(0)), piece.to(Device::cpu()));
+    row += piece.size(0);
+  }
+  return stacked;
 }
 
 // Whether a titan buffer may be left out of an HF folder: the aux-loss-free
@@ -124,29 +161,37 @@ bool omitted_from_hf(const std::string& name, const Tensor& tensor) {
 std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
                                               std::optional<DType> dtype) {
   const std::string& architecture = reader.config().architecture;
+  const models::HfFamily& family = models::hf_family(reader.config());
   // Names and shapes only: a meta-device model allocates nothing.
   const auto expected = config.build(Device::meta());
+  std::vector<std::pair<std::string, Shape>> titan_tensors;
+  std::map<std::string, Shape> titan_shapes;
+  for (auto& [name, parameter] : expected->named_parameters()) {
+    titan_tensors.emplace_back(name, parameter->data.shape());
+    titan_shapes[name] = parameter->data.shape();
+  }
   std::map<std::string, Tensor> state;
   std::set<std::string> used;
-  for (auto& [name, parameter] : expected->named_parameters()) {
-    const Shape& shape = parameter->data.shape();
-    if (!models::hf_expert_tensor_name(name, 0).empty()) {
-      // Stacked experts: one HF tensor per expert, each a slice along dim 0.
-      const Shape slice(shape.begin() + 1, shape.end());
-      std::vector<Tensor> experts;
-      for (int64_t e = 0; e < shape[0]; ++e) {
-        const std::string hf_name = models::hf_expert_tensor_name(name, e);
-        experts.push_back(read_checked(reader, hf_name, name, slice, config, dtype));
-        used.insert(hf_name);
+  for (const models::HfTensorPlan& plan : models::hf_tensor_plan(family, titan_tensors)) {
+    const Tensor hf = read_checked(reader, plan, hf_shape(plan, titan_shapes));
+    used.insert(plan.hf_name);
+    // Each part's rows, back in titan layout; an expert's slice goes into its stacked tensor.
+    int64_t row = 0;
+    for (const models::HfTensorPart& part : plan.parts) {
+      const Shape& shape = titan_shapes.at(part.titan_name);
+      const int64_t rows = models::hf_part_shape(part, shape)[0];
+      Tensor piece = hf.narrow(0, row, rows).contiguous();
+      row += rows;
+      piece = models::from_hf_layout(part.titan_name, piece, config);
+      if (dtype) piece = piece.to(*dtype);
+      if (part.expert < 0) {
+        state[part.titan_name] = piece;
+        continue;
       }
-      Tensor stacked = Tensor::empty(shape, experts.front().dtype());
-      for (int64_t e = 0; e < shape[0]; ++e) ops::copy_(stacked.select(0, e), experts[static_cast<size_t>(e)]);
-      state[name] = stacked;
-      continue;
+      auto [at, inserted] = state.try_emplace(part.titan_name);
+      if (inserted) at->second = Tensor::empty(shape, piece.dtype());
+      ops::copy_(at->second.select(0, part.expert), piece);
     }
-    const std::string hf_name = models::hf_tensor_name(name);
-    state[name] = read_checked(reader, hf_name, name, shape, config, dtype);
-    used.insert(hf_name);
   }
   // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
   for (auto& [name, buffer] : expected->named_persistent_buffers()) {
@@ -176,29 +221,25 @@ void replace_folder(const std::string& staging, const std::string& target) {
 void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
                      const NamedTensors& tensors, const HfWriteOptions& options) {
   const models::HfConfig hf = models::hf_config_from_decoder(model_name, config, options.dtype);
-  // Every HF tensor: (titan name, expert slice or -1). Plan the shards from
-  // sizes alone, so only one shard's converted tensors are in memory at a time.
-  struct HfTensor {
-    size_t source;
-    int64_t expert;
-    std::string name;
-  };
-  std::vector<HfTensor> planned;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, tensor] = tensors[i];
+  // Every HF tensor as rows of titan tensors (most: one whole tensor). Plan
+  // the shards from sizes alone, so only one shard's converted tensors are in
+  // memory at a time.
+  std::vector<std::pair<std::string, Shape>> titan_tensors;
+  std::map<std::string, Shape> titan_shapes;
+  std::map<std::string, const Tensor*> titan;
+  for (const auto& [name, tensor] : tensors) {
     if (omitted_from_hf(name, tensor)) continue;
-    if (!models::hf_expert_tensor_name(name, 0).empty()) {
-      for (int64_t e = 0; e < tensor.size(0); ++e) planned.push_back({i, e, models::hf_expert_tensor_name(name, e)});
-      continue;
-    }
-    TITAN_CHECK(!models::hf_tensor_name(name).empty(), "tensor '{}' has no Hugging Face name", name);
-    planned.push_back({i, -1, models::hf_tensor_name(name)});
+    titan_tensors.emplace_back(name, tensor.shape());
+    titan_shapes[name] = tensor.shape();
+    titan[name] = &tensor;
   }
+  const std::vector<models::HfTensorPlan> planned = models::hf_tensor_plan(models::hf_family(hf), titan_tensors);
   std::vector<std::vector<size_t>> shards;
   uint64_t shard_bytes = 0, total_bytes = 0;
   for (size_t i = 0; i < planned.size(); ++i) {
-    const Tensor& tensor = tensors[planned[i].source].second;
-    const int64_t numel = planned[i].expert >= 0 ? tensor.numel() / tensor.size(0) : tensor.numel();
+    const Shape shape = hf_shape(planned[i], titan_shapes);
+    int64_t numel = 1;
+    for (int64_t size : shape) numel *= size;
     const uint64_t bytes = static_cast<uint64_t>(numel) * dtype_size(options.dtype);
     if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes)) {
       shards.emplace_back();
@@ -225,11 +266,8 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
                                    : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
       NamedTensors shard;
       for (size_t i : shards[s]) {
-        const HfTensor& hf = planned[i];
-        const auto& [name, tensor] = tensors[hf.source];
-        const Tensor source = hf.expert >= 0 ? tensor.select(0, hf.expert) : tensor;
-        shard.emplace_back(hf.name, models::to_hf_layout(name, source, config).to(options.dtype));
-        index.weight_map[hf.name] = file;
+        shard.emplace_back(planned[i].hf_name, to_hf_tensor(planned[i], titan, config, options.dtype));
+        index.weight_map[planned[i].hf_name] = file;
       }
       // transformers refuses safetensors files without format = pt.
       write_safetensors((staging / file).string(), shard, {{"format", "pt"}});

@@ -3,6 +3,7 @@
 
 #include "bench/checkpoint_bench.h"
 #include "bench/context_parallel_bench.h"
+#include "bench/families_bench.h"
 #include "bench/gpu_bench.h"
 #include "bench/lora_bench.h"
 #include "bench/moe_bench.h"
@@ -28,21 +29,26 @@ Subcommand make_bench_subcommand() {
   auto context = std::make_shared<bench::ContextParallelBenchOptions>();
   auto profiler = std::make_shared<bench::ProfilerBenchOptions>();
   auto lora = std::make_shared<bench::LoraBenchOptions>();
+  auto families = std::make_shared<bench::FamiliesBenchOptions>();
+  // The families suite shares --seq, --batch and --dtypes with others but has its own defaults, so it asks
+  // the parsed command whether they were given.
+  auto bench_app = std::make_shared<CLI::App*>(nullptr);
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
-  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler,
-                    suite](CLI::App& parent) {
+  subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, families,
+                    bench_app, suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu)");
+        "lora, gpu, families)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu")
+           "gpu, families")
         ->required()
         ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
-                               "context-parallel", "profiler", "lora", "gpu"}));
+                               "context-parallel", "profiler", "lora", "gpu", "families"}));
+    *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
         ->check(CLI::PositiveNumber);
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -52,14 +58,17 @@ Subcommand make_bench_subcommand() {
     app->add_option("--megabytes", tokenizer->megabytes, "tokenizer suite: text size (default 4)");
     app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run");
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
-    app->add_option("--steps", train->steps, "train suite: timed steps")->check(CLI::PositiveNumber);
-    app->add_option("--dtypes", train->dtypes, "train suite: training dtypes (default f32 bf16)")
+    app->add_option("--steps", train->steps, "train and families suites: timed steps")->check(CLI::PositiveNumber);
+    app->add_option("--dtypes", train->dtypes,
+                    "train and families suites: training dtypes (default f32 bf16; families f32)")
         ->check(CLI::IsMember({"f32", "bf16"}));
-    app->add_flag("!--no-peer", train->peer, "train, moe and gpu suites: skip the PyTorch peer");
+    app->add_flag("!--no-peer", train->peer, "train, families, moe and gpu suites: skip the PyTorch peer");
     app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
-    app->add_option("--seq", gpu->seq_len, "gpu suite: sequence length (default 4096)")->check(CLI::PositiveNumber);
-    app->add_option("--batch", gpu->batch, "gpu suite: local batch (default 2)")->check(CLI::PositiveNumber);
+    app->add_option("--seq", gpu->seq_len, "gpu and families suites: sequence length (default 4096; families 256)")
+        ->check(CLI::PositiveNumber);
+    app->add_option("--batch", gpu->batch, "gpu and families suites: local batch (default 2; families 4)")
+        ->check(CLI::PositiveNumber);
     app->add_option("--python", gpu->python, "gpu suite: Python with CUDA PyTorch for the peer (default python3)");
     app->add_option("--pp-ranks", pipeline->ranks, "pipeline suite: pipeline ranks (default 4)")
         ->check(CLI::PositiveNumber);
@@ -75,10 +84,27 @@ Subcommand make_bench_subcommand() {
                     "profiler suite: a titan built with -DTITAN_PROFILER=OFF, the no-profiler case");
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
+    app->add_option("--models", families->models,
+                    "families suite: models whose debugmodel to train (default llama3 and the Hugging Face families)");
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
-                    suite] {
+                    families, bench_app, suite] {
+    if (*suite == "families") {
+      const CLI::App& app = **bench_app;
+      families->json_path = options->json_path;
+      families->peer = train->peer;
+      if (app.count("--steps") > 0) families->steps = train->steps;
+      if (app.count("--dtypes") > 0) families->dtypes = train->dtypes;
+      if (app.count("--seq") > 0) families->seq_len = gpu->seq_len;
+      if (app.count("--batch") > 0) families->batch = gpu->batch;
+      if (options->quick) {
+        families->steps = 2;
+        families->warmup = 1;
+        families->seq_len = 64;
+      }
+      return bench::run_families_bench(*families);
+    }
     if (*suite == "lora") {
       lora->json_path = options->json_path;
       lora->rounds = options->repeats;

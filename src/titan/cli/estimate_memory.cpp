@@ -1,6 +1,8 @@
 // `titan estimate-memory --model llama3 --flavor 70B ...`: training memory per
 // rank from a meta-device build (nothing is allocated); with --pp, per
 // pipeline rank (its stages, and the schedule's micro-batches in flight).
+#include <fmt/ranges.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -24,7 +26,8 @@ Subcommand make_estimate_memory_subcommand() {
   Subcommand subcommand;
   subcommand.add = [args](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand("estimate-memory", "estimate training memory per rank for a model flavor");
-    app->add_option("--model", args->model, "model family (llama3, qwen3, qwen3_moe)")->capture_default_str();
+    app->add_option("--model", args->model, fmt::format("model family ({})", fmt::join(models::model_names(), ", ")))
+        ->capture_default_str();
     app->add_option("--flavor", args->flavor, "flavor (debugmodel, 1B, 8B, 70B, ...)")->capture_default_str();
     app->add_option("--vocab-size", args->vocab, "vocabulary size (0 = the flavor's)");
     app->add_option("--batch", args->batch, "local batch size")->capture_default_str()->check(CLI::PositiveNumber);

@@ -91,6 +91,7 @@ class RingProblem {
         rank_(group.rank()),
         causal_(mask.causal),
         window_(mask.sliding_window),
+        softcap_(mask.logit_softcap),
         scale_(scale),
         all_documents_(all_documents) {}
 
@@ -108,6 +109,7 @@ class RingProblem {
     ops::AttentionMask mask(causal_, window_);
     mask.query_start = query_start;
     mask.key_start = key_start;
+    mask.logit_softcap = softcap_;  // per score, so each piece caps its own and the lse merge is unchanged
     if (all_documents_.defined()) {
       mask.document_ids = all_documents_.select(0, source).narrow(1, ki * c, c);
       mask.query_document_ids = all_documents_.select(0, rank_).narrow(1, qi * c, c);
@@ -120,6 +122,7 @@ class RingProblem {
   int64_t rank_;
   bool causal_;
   int64_t window_;
+  float softcap_;
   float scale_;
   Tensor all_documents_;  // [cp, B, S/cp] or undefined
 };

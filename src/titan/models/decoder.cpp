@@ -46,17 +46,24 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
     }
     layers->insert(std::to_string(i), block);
   }
-  norm = register_module("norm", nn::RMSNormConfig{config.dim(), config.layers.front().norm_eps}.build(device));
+  const nn::TransformerBlockConfig& first = config.layers.front();
+  norm =
+      register_module("norm", nn::RMSNormConfig{config.dim(), first.norm_eps, first.norm_weight_offset}.build(device));
   if (!config.tie_embeddings) {
     output = register_module("output", nn::LinearConfig{config.dim(), config.vocab_size}.build(device));
   }
   loss_function = cross_entropy_loss(config.loss);
-  // The table is data, not state: rebuilt from the config, never checkpointed.
-  if (device.is_meta()) {
-    rope = {Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device),
+  // The tables are data, not state: rebuilt from the config, never checkpointed.
+  const auto table = [&](double theta, const ops::RopeScaling& scaling) -> ops::RopeTable {
+    if (!device.is_meta()) return ops::rope_table(head, config.max_seq_len, theta, scaling, device);
+    return {Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device),
             Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device)};
-  } else {
-    rope = ops::rope_table(head, config.max_seq_len, config.rope_theta, config.rope_scaling, device);
+  };
+  rope = table(config.rope_theta, config.rope_scaling);
+  if (config.local_rope_theta > 0) local_rope = table(config.local_rope_theta, {});
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    TITAN_CHECK(!config.layers[static_cast<size_t>(i)].attention.local_rope || config.local_rope_theta > 0,
+                "Decoder: layer {} rotates with the local RoPE table, but local_rope_theta is not set", i);
   }
   name_modules();
 }
@@ -78,15 +85,36 @@ nn::BlockInputs Decoder::block_inputs(const DecoderInputs& inputs, const std::sh
   TITAN_CHECK(ids.dim() == 2, "Decoder: input_ids must be [batch, seq], got {}", shape_str(ids.shape()));
   TITAN_CHECK(ids.size(1) <= config.max_seq_len, "Decoder: sequence of {} exceeds max_seq_len {}", ids.size(1),
               config.max_seq_len);
-  nn::BlockInputs block{{&rope, inputs.positions, {}}, aux};
+  nn::BlockInputs block{attention_inputs(inputs.positions), aux};
   block.attention.mask.causal = true;
   block.attention.mask.document_ids = inputs.document_ids;
   return block;
 }
 
+nn::AttentionInputs Decoder::attention_inputs(const Tensor& positions) const {
+  nn::AttentionInputs attention{&rope, positions, {}};
+  if (local_rope.cos.defined()) attention.local_rope = &local_rope;
+  return attention;
+}
+
+Tensor Decoder::embed(const Tensor& ids) const {
+  const Tensor h = tok_embeddings->forward(ids);
+  if (config.embedding_scale <= 0) return h;
+  // Gemma multiplies by the scale rounded to the activations' dtype (its
+  // "normalizer" tensor); F::scale rounds the product once.
+  float factor = static_cast<float>(config.embedding_scale);
+  if (h.dtype() == DType::bf16) factor = bf16_to_float(float_to_bf16(factor));
+  return F::scale(h, factor);
+}
+
+Tensor Decoder::project_logits(const Tensor& hidden) const {
+  const Tensor logits = F::linear(hidden, output_weight());
+  return config.loss.softcap > 0 ? F::soft_cap(logits, config.loss.softcap) : logits;
+}
+
 Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
   const nn::BlockInputs block = block_inputs(inputs, aux);
-  Tensor h = tok_embeddings->forward(inputs.input_ids);
+  Tensor h = embed(inputs.input_ids);
   for (const auto& layer : *layers) h = layer->forward(h, block);
   return norm->forward(h);
 }
@@ -122,7 +150,7 @@ Tensor Decoder::forward_part(const std::vector<std::string>& part, const Tensor&
   Tensor h = hidden;
   for (const std::string& fqn : part) {
     if (fqn == "tok_embeddings") {
-      h = tok_embeddings->forward(inputs.input_ids);
+      h = embed(inputs.input_ids);
     } else if (fqn.starts_with("layers.")) {
       const std::shared_ptr<nn::TransformerBlock> layer = layers->find(fqn.substr(7));
       TITAN_CHECK(layer != nullptr, "Decoder: this part holds no {}", fqn);
@@ -155,20 +183,21 @@ Tensor Decoder::forward_cached(const Tensor& input_ids, KVCache& cache) const {
               tokens, cache.capacity());
   std::vector<int64_t> positions(static_cast<size_t>(batch * tokens));
   for (int64_t i = 0; i < batch * tokens; ++i) positions[static_cast<size_t>(i)] = start + i % tokens;
-  nn::AttentionInputs attention{&rope, Tensor::from_vector(positions, {batch, tokens}).to(input_ids.device()), {}};
-  Tensor h = tok_embeddings->forward(input_ids);
+  const nn::AttentionInputs attention =
+      attention_inputs(Tensor::from_vector(positions, {batch, tokens}).to(input_ids.device()));
+  Tensor h = embed(input_ids);
   for (size_t i = 0; i < layers->size(); ++i) {
     h = (*layers)[i]->forward_cached(h, attention, cache.keys[i], cache.values[i], start);
   }
   cache.length = start + tokens;
-  return F::linear(norm->forward(h), output_weight());
+  return project_logits(norm->forward(h));
 }
 
 Tensor Decoder::output_weight() const {
   return config.tie_embeddings ? tok_embeddings->weight->materialize() : output->weight->materialize();
 }
 
-Tensor Decoder::logits(const DecoderInputs& inputs) const { return F::linear(hidden_states(inputs), output_weight()); }
+Tensor Decoder::logits(const DecoderInputs& inputs) const { return project_logits(hidden_states(inputs)); }
 
 LossFunction cross_entropy_loss(const LossConfig& config) {
   return [config](const Tensor& hidden, const Tensor& weight, const Tensor& labels) {

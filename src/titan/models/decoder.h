@@ -29,7 +29,7 @@ struct LossConfig {
   int64_t token_chunk = 1024;
   int64_t vocab_chunk = 0;
   float z_loss = 0.0f;
-  float softcap = 0.0f;
+  float softcap = 0.0f;  // > 0: logits become softcap * tanh(logits / softcap) (Gemma 2's final soft-cap)
 };
 
 struct DecoderConfig {
@@ -38,6 +38,11 @@ struct DecoderConfig {
   std::vector<nn::TransformerBlockConfig> layers;
   double rope_theta = 10000.0;
   ops::RopeScaling rope_scaling;
+  // The base of the second RoPE table, for layers with attention.local_rope
+  // (Gemma 3's sliding layers: rope_local_base_freq, unscaled); 0 = none.
+  double local_rope_theta = 0.0;
+  // Token embeddings are multiplied by this (Gemma: sqrt(dim)); 0 = not scaled.
+  double embedding_scale = 0.0;
   int64_t max_seq_len = 2048;  // rows of the RoPE table
   bool tie_embeddings = false;
   LossConfig loss;
@@ -122,11 +127,17 @@ class Decoder : public nn::Module {
   std::shared_ptr<nn::RMSNorm> norm;
   std::shared_ptr<nn::Linear> output;  // null when tied
   ops::RopeTable rope;
+  ops::RopeTable local_rope;  // undefined tensors unless config.local_rope_theta > 0
   LossFunction loss_function;
 
  private:
   Tensor hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
   nn::BlockInputs block_inputs(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
+  nn::AttentionInputs attention_inputs(const Tensor& positions) const;
+  // The scaled token embeddings of ids.
+  Tensor embed(const Tensor& ids) const;
+  // Final-norm hidden states -> logits (soft-capped when the loss is).
+  Tensor project_logits(const Tensor& hidden) const;
   // A fresh auxiliary loss for one forward pass, or null when no layer has one.
   std::shared_ptr<nn::MoEAuxLoss> new_aux_loss() const;
   int64_t moe_layers_ = 0;

@@ -41,8 +41,21 @@ void compare_layers(std::vector<std::string>& out, const DecoderConfig& a, const
     compare(d, "rope_style", std::string(rope_style_name(x.rope_style)), std::string(rope_style_name(y.rope_style)));
     compare(d, "rope", x.rope, y.rope);
     compare(d, "sliding_window", x.sliding_window, y.sliding_window);
+    compare(d, "qk_norm_whole_projection", x.qk_norm_whole_projection, y.qk_norm_whole_projection);
+    compare(d, "qk_norm_weight_offset", x.qk_norm_weight_offset, y.qk_norm_weight_offset);
+    compare(d, "qkv_bias", x.qkv_bias, y.qkv_bias);
+    compare(d, "local_rope", x.local_rope, y.local_rope);
+    compare(d, "scale_dim", x.scale_dim, y.scale_dim);
+    compare(d, "logit_softcap", x.logit_softcap, y.logit_softcap);
+    compare(d, "norm_weight_offset", p.norm_weight_offset, q.norm_weight_offset);
+    compare(d, "pre_norms", p.pre_norms, q.pre_norms);
+    compare(d, "post_norms", p.post_norms, q.post_norms);
     compare(d, "mixture of experts", p.moe.has_value(), q.moe.has_value());
-    if (!p.moe && !q.moe) compare(d, "ffn hidden_dim", p.feed_forward.hidden_dim, q.feed_forward.hidden_dim);
+    if (!p.moe && !q.moe) {
+      compare(d, "ffn hidden_dim", p.feed_forward.hidden_dim, q.feed_forward.hidden_dim);
+      compare(d, "ffn activation", static_cast<int>(p.feed_forward.activation),
+              static_cast<int>(q.feed_forward.activation));
+    }
     if (p.moe && q.moe) {
       compare(d, "experts", p.moe->num_experts, q.moe->num_experts);
       compare(d, "experts per token", p.moe->top_k, q.moe->top_k);
@@ -80,6 +93,9 @@ std::vector<std::string> decoder_config_differences(const DecoderConfig& a, cons
     compare(out, "rope_scaling.original_max_position", a.rope_scaling.original_max_position,
             b.rope_scaling.original_max_position);
   }
+  compare(out, "local_rope_theta", a.local_rope_theta, b.local_rope_theta);
+  compare(out, "embedding_scale", a.embedding_scale, b.embedding_scale);
+  compare(out, "final logit softcap", a.loss.softcap, b.loss.softcap);
   compare(out, "tie_embeddings", a.tie_embeddings, b.tie_embeddings);
   return out;
 }

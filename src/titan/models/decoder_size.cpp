@@ -1,11 +1,19 @@
 #include "titan/models/decoder_size.h"
 
+#include <algorithm>
+
 namespace titan::models {
 namespace {
 
 int64_t attention_parameters(const nn::AttentionConfig& a) {
   const int64_t head = a.head_size();
-  return a.dim * head * (2 * a.n_heads + 2 * a.kv_heads()) + (a.qk_norm ? 2 * head : 0);
+  const int64_t q = a.n_heads * head, kv = a.kv_heads() * head;
+  const int64_t norms = !a.qk_norm ? 0 : a.qk_norm_whole_projection ? q + kv : 2 * head;
+  return a.dim * (2 * q + 2 * kv) + norms + (a.qkv_bias ? q + 2 * kv : 0);
+}
+
+int64_t block_norm_parameters(const nn::TransformerBlockConfig& block) {
+  return block.attention.dim * ((block.pre_norms ? 2 : 0) + (block.post_norms ? 2 : 0));
 }
 
 // The block's FFN parameters: all of them, or those one token uses.
@@ -20,7 +28,7 @@ int64_t ffn_parameters(const nn::TransformerBlockConfig& block, bool active_only
 int64_t count(const DecoderConfig& config, bool active_only) {
   int64_t layers = 0;
   for (const nn::TransformerBlockConfig& block : config.layers) {
-    layers += attention_parameters(block.attention) + ffn_parameters(block, active_only) + 2 * block.attention.dim;
+    layers += attention_parameters(block.attention) + ffn_parameters(block, active_only) + block_norm_parameters(block);
   }
   const int64_t embeddings = config.vocab_size * config.dim();
   return embeddings * (config.tie_embeddings ? 1 : 2) + layers + config.dim();
@@ -35,8 +43,11 @@ double training_flops_per_token(const DecoderConfig& config, int64_t seq_len) {
   const double matrices = static_cast<double>(active_parameter_count(config) - config.vocab_size * config.dim());
   double attention = 0.0;
   for (const nn::TransformerBlockConfig& block : config.layers) {
-    attention += 12.0 * static_cast<double>(block.attention.n_heads * block.attention.head_size()) *
-                 static_cast<double>(seq_len);
+    // TorchTitan's 12 * heads * head_dim * seq; a sliding window caps the keys a query sees.
+    const int64_t keys =
+        block.attention.sliding_window > 0 ? std::min(seq_len, block.attention.sliding_window) : seq_len;
+    attention +=
+        12.0 * static_cast<double>(block.attention.n_heads * block.attention.head_size()) * static_cast<double>(keys);
   }
   return 6.0 * matrices + attention;
 }

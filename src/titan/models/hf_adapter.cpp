@@ -1,17 +1,20 @@
 #include "titan/models/hf_adapter.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <cmath>
 
 namespace titan::models {
 
 DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
   const HfFamily& family = hf_family(hf);
+  // Gemma's norms scale by (1 + w), its embeddings by sqrt(hidden_size), its gate by tanh-GELU.
+  const double norm_offset = family.gemma ? 1.0 : 0.0;
   DecoderConfig config;
   config.vocab_size = hf.vocab_size;
   const int64_t implied_head_dim = hf.hidden_size / hf.num_attention_heads;
   for (int64_t i = 0; i < hf.num_hidden_layers; ++i) {
+    const bool sliding = hf.sliding_window > 0 && static_cast<size_t>(i) < hf.sliding_layers.size() &&
+                         hf.sliding_layers[static_cast<size_t>(i)];
     nn::TransformerBlockConfig block;
     block.attention = {.dim = hf.hidden_size,
                        .n_heads = hf.num_attention_heads,
@@ -19,9 +22,19 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
                        // Left 0 when implied, as titan's own flavors leave it.
                        .head_dim = hf.head_dim > 0 && hf.head_dim != implied_head_dim ? hf.head_dim : 0,
                        .qk_norm = family.qk_norm,
+                       .qk_norm_whole_projection = family.qk_norm_whole_projection,
+                       .qk_norm_weight_offset = norm_offset,
                        .norm_eps = hf.rms_norm_eps,
-                       .rope_style = family.rope_style};
+                       .qkv_bias = family.qkv_bias,
+                       .rope_style = family.rope_style,
+                       .local_rope = family.local_rope && sliding,
+                       .sliding_window = sliding ? hf.sliding_window : 0,
+                       .scale_dim = family.gemma ? hf.query_pre_attn_scalar : 0.0,
+                       .logit_softcap = static_cast<float>(hf.attn_logit_softcapping)};
     block.norm_eps = hf.rms_norm_eps;
+    block.norm_weight_offset = norm_offset;
+    block.pre_norms = family.norms != HfNorms::post;
+    block.post_norms = family.norms != HfNorms::pre;
     // Hugging Face's rule (Qwen3MoeDecoderLayer): MoE unless listed dense, every decoder_sparse_step-th layer.
     const bool dense_only =
         std::find(hf.mlp_only_layers.begin(), hf.mlp_only_layers.end(), i) != hf.mlp_only_layers.end();
@@ -33,12 +46,18 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
                                 .normalize_top_k = hf.norm_topk_prob,
                                 .aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef : 0.0};
     } else {
-      block.feed_forward = {.dim = hf.hidden_size, .hidden_dim = hf.intermediate_size};
+      block.feed_forward = {
+          .dim = hf.hidden_size,
+          .hidden_dim = hf.intermediate_size,
+          .activation = family.gemma ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu};
     }
     config.layers.push_back(block);
   }
   config.rope_theta = hf.rope_theta;
   config.rope_scaling = hf.rope_scaling;
+  config.local_rope_theta = family.local_rope ? hf.rope_local_base_freq : 0.0;
+  config.embedding_scale = family.gemma ? std::sqrt(static_cast<double>(hf.hidden_size)) : 0.0;
+  config.loss.softcap = static_cast<float>(hf.final_logit_softcapping);
   config.tie_embeddings = hf.tie_word_embeddings;
   config.max_seq_len = hf.max_position_embeddings;
   return config;
@@ -87,31 +106,116 @@ void describe_experts(const DecoderConfig& config, const HfFamily& family, HfCon
 
 }  // namespace
 
+namespace {
+
+std::string pattern_string(const std::vector<bool>& sliding) {
+  std::string text;
+  for (bool s : sliding) text += s ? 'S' : 'G';
+  return text;
+}
+
+// What every layer's attention and block must share, and what the family
+// fixes, checked against layer 0; the window is collected and checked apart.
+void check_layers(const DecoderConfig& config, const HfFamily& family, const std::string& model_name) {
+  const std::string& architecture = family.architecture;
+  const double norm_offset = family.gemma ? 1.0 : 0.0;
+  const nn::TransformerBlockConfig& first = config.layers.front();
+  const auto& a = first.attention;
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::TransformerBlockConfig& block = config.layers[static_cast<size_t>(i)];
+    const auto& b = block.attention;
+    const auto require = [&](bool ok, const char* what) {
+      TITAN_CHECK(ok, "this {} model's layer {}: {} has no {} equivalent", model_name, i, what, architecture);
+    };
+    require(b.n_heads == a.n_heads && b.kv_heads() == a.kv_heads() && b.head_size() == a.head_size() &&
+                block.norm_eps == first.norm_eps && b.scale_dim == a.scale_dim && b.logit_softcap == a.logit_softcap &&
+                b.norm_eps == a.norm_eps,
+            "attention different from layer 0's (heads, head size, norm eps, score scale or soft-cap)");
+    require(b.rope && b.rope_style == family.rope_style, "its RoPE pairing (or a layer without RoPE)");
+    require(b.qk_norm == family.qk_norm, b.qk_norm ? "a q/k norm" : "no q/k norm");
+    require(!b.qk_norm || (b.qk_norm_whole_projection == family.qk_norm_whole_projection &&
+                           b.qk_norm_weight_offset == norm_offset && b.norm_eps == block.norm_eps),
+            "its kind of q/k norm (per head or whole projection, weight offset, or an eps other than the block's)");
+    require(b.qkv_bias == family.qkv_bias, b.qkv_bias ? "q/k/v biases" : "q/k/v projections without biases");
+    require(block.norm_weight_offset == norm_offset, "its norm weight offset");
+    require(block.pre_norms == (family.norms != HfNorms::post) && block.post_norms == (family.norms != HfNorms::pre),
+            "its placement of norms (before and/or after the sublayers)");
+    const auto activation = family.gemma ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu;
+    require(block.moe || block.feed_forward.activation == activation, "its feed-forward activation");
+    require(b.local_rope == (family.local_rope && b.sliding_window > 0),
+            "its choice of RoPE table (local RoPE goes with sliding layers)");
+    require(family.gemma || b.scale_dim == 0.0 || b.scale_dim == static_cast<double>(b.head_size()),
+            "a score scale other than head_dim^-1/2");
+    require(family.gemma || b.logit_softcap == 0.0f, "attention logit soft-capping");
+  }
+}
+
+// The window and which layers slide, as the family's rule must give them.
+void describe_sliding(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
+  const int64_t n = config.n_layers();
+  int64_t window = 0;
+  std::vector<bool> sliding;
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    const int64_t w = block.attention.sliding_window;
+    TITAN_CHECK(w == 0 || window == 0 || w == window,
+                "layers with different windows ({} and {}) have no {} equivalent (it has one sliding_window)", window,
+                w, family.architecture);
+    if (w > 0) window = w;
+    sliding.push_back(w > 0);
+  }
+  hf.sliding_window = window;
+  hf.sliding_layers = window > 0 ? sliding : std::vector<bool>{};
+  if (family.sliding == HfSlidingLayers::pattern) {
+    // Layer i is global iff (i + 1) % pattern == 0: the first global layer says the pattern (none: n + 1).
+    int64_t first_global = n;
+    for (int64_t i = 0; i < n && first_global == n; ++i) {
+      if (!sliding[static_cast<size_t>(i)]) first_global = i;
+    }
+    hf.sliding_window_pattern = first_global + 1;
+    // Every layer global still needs a window in config.json; it is never used.
+    if (window == 0) {
+      hf.sliding_window = family.defaults.sliding_window;
+      hf.sliding_layers = sliding;
+    }
+  }
+  if (window == 0 && family.sliding != HfSlidingLayers::even) return;
+  TITAN_CHECK(family.sliding != HfSlidingLayers::none, "sliding-window attention has no {} equivalent",
+              family.architecture);
+  const std::vector<bool> rule = hf_sliding_rule(family, n, hf.sliding_window_pattern);
+  TITAN_CHECK(sliding == rule,
+              "layers that slide as {} (S: sliding, G: global) have no {} equivalent: its layers slide as {}",
+              pattern_string(sliding), family.architecture, pattern_string(rule));
+}
+
+}  // namespace
+
 HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConfig& config, DType dtype) {
   const HfFamily& family = hf_family_for_model(model_name);
   TITAN_CHECK(config.n_layers() > 0, "a model without layers has no {} equivalent", family.architecture);
+  check_layers(config, family, model_name);
   const auto& a = config.layers.front().attention;
-  for (const nn::TransformerBlockConfig& block : config.layers) {
-    const auto& b = block.attention;
-    TITAN_CHECK(b.n_heads == a.n_heads && b.kv_heads() == a.kv_heads() && b.head_size() == a.head_size() &&
-                    b.rope == a.rope && b.sliding_window == a.sliding_window &&
-                    block.norm_eps == config.layers.front().norm_eps,
-                "layers with different attention have no {} equivalent", family.architecture);
-  }
-  TITAN_CHECK(a.rope_style == family.rope_style && a.qk_norm == family.qk_norm && a.rope,
-              "this {} model (RoPE pairing or q/k norm changed) has no {} equivalent", model_name, family.architecture);
   TITAN_CHECK(config.rope_scaling.factor <= 0 || family.llama3_rope_scaling,
               "{} has no llama3 RoPE scaling; this {} model uses it", family.architecture, model_name);
   const double norm_eps = config.layers.front().norm_eps;
   TITAN_CHECK(!a.qk_norm || a.norm_eps == norm_eps,
               "q/k norm eps {} differs from the layer norm eps {}: {} has one rms_norm_eps", a.norm_eps, norm_eps,
               family.architecture);
-  TITAN_CHECK(a.sliding_window == 0, "sliding-window attention has no {} equivalent", family.architecture);
+  const double dim_root = std::sqrt(static_cast<double>(config.dim()));
+  TITAN_CHECK(
+      family.gemma ? std::abs(config.embedding_scale - dim_root) <= 1e-9 * dim_root : config.embedding_scale == 0.0,
+      "embeddings scaled by {} have no {} equivalent ({})", config.embedding_scale, family.architecture,
+      family.gemma ? "it scales them by sqrt(hidden_size)" : "it does not scale them");
+  TITAN_CHECK(family.gemma || config.loss.softcap == 0.0f, "final logit soft-capping has no {} equivalent",
+              family.architecture);
+  TITAN_CHECK(family.local_rope || config.local_rope_theta == 0.0,
+              "a second RoPE table (local_rope_theta {}) has no {} equivalent", config.local_rope_theta,
+              family.architecture);
   HfConfig hf = family.defaults;
   hf.architecture = family.architecture;
   hf.model_type = family.model_type;
   hf.hidden_size = config.dim();
   describe_experts(config, family, hf);
+  describe_sliding(config, family, hf);
   hf.num_hidden_layers = config.n_layers();
   hf.num_attention_heads = a.n_heads;
   hf.num_key_value_heads = a.kv_heads();
@@ -122,187 +226,14 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
   hf.rope_theta = config.rope_theta;
   hf.rope_scaling = config.rope_scaling;
   hf.tie_word_embeddings = config.tie_embeddings;
+  if (family.gemma) {
+    hf.query_pre_attn_scalar = a.scale_dim > 0 ? a.scale_dim : static_cast<double>(a.head_size());
+    hf.attn_logit_softcapping = a.logit_softcap;
+    hf.final_logit_softcapping = config.loss.softcap;
+  }
+  if (family.local_rope && config.local_rope_theta > 0) hf.rope_local_base_freq = config.local_rope_theta;
   hf.torch_dtype = hf_dtype_name(dtype);
   return hf;
-}
-
-namespace {
-
-struct NamePair {
-  const char* titan;
-  const char* hf;
-};
-// Per-layer names after "layers.N." / "model.layers.N.".
-constexpr NamePair kLayerNames[] = {
-    {"attention.wq.weight", "self_attn.q_proj.weight"},     {"attention.wk.weight", "self_attn.k_proj.weight"},
-    {"attention.wv.weight", "self_attn.v_proj.weight"},     {"attention.wo.weight", "self_attn.o_proj.weight"},
-    {"attention.q_norm.weight", "self_attn.q_norm.weight"}, {"attention.k_norm.weight", "self_attn.k_norm.weight"},
-    {"feed_forward.w1.weight", "mlp.gate_proj.weight"},     {"feed_forward.w2.weight", "mlp.down_proj.weight"},
-    {"feed_forward.w3.weight", "mlp.up_proj.weight"},       {"attention_norm.weight", "input_layernorm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"}, {"moe.router.gate.weight", "mlp.gate.weight"},
-};
-// A MoE layer's experts: one titan tensor [E, ...] per projection, one HF tensor per expert.
-constexpr NamePair kExpertNames[] = {
-    {"moe.experts.w1", "gate_proj.weight"},
-    {"moe.experts.w2", "down_proj.weight"},
-    {"moe.experts.w3", "up_proj.weight"},
-};
-constexpr NamePair kTopNames[] = {
-    {"tok_embeddings.weight", "model.embed_tokens.weight"},
-    {"norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"},
-};
-
-// Maps "<prefix><layer>.<suffix>" through kLayerNames (from -> to); "" if no match.
-// The layer number must be canonical ("3", not "03") so the mapping stays one-to-one.
-std::string map_layer_name(const std::string& name, const std::string& from_prefix, const std::string& to_prefix,
-                           bool to_hf) {
-  if (name.rfind(from_prefix, 0) != 0) return "";
-  const size_t digits_begin = from_prefix.size();
-  size_t digits_end = digits_begin;
-  while (digits_end < name.size() && name[digits_end] >= '0' && name[digits_end] <= '9') ++digits_end;
-  if (digits_end == digits_begin || digits_end >= name.size() || name[digits_end] != '.') return "";
-  if (name[digits_begin] == '0' && digits_end - digits_begin > 1) return "";
-  const std::string suffix = name.substr(digits_end + 1);
-  for (const NamePair& pair : kLayerNames) {
-    if (suffix == (to_hf ? pair.titan : pair.hf)) {
-      return to_prefix + name.substr(digits_begin, digits_end - digits_begin) + "." + (to_hf ? pair.hf : pair.titan);
-    }
-  }
-  return "";
-}
-
-struct PermutedHeads {
-  int64_t heads, head_dim;
-};
-
-// Rows of one q/k projection (or the head_dim entries of a q/k norm) of the
-// layer `titan_name` belongs to form `heads` groups of head_dim; nullopt when
-// the tensor is not permuted (not a q/k tensor, or a half-rotation layer).
-std::optional<PermutedHeads> permuted_heads(const std::string& titan_name, const DecoderConfig& config) {
-  if (!titan_name.starts_with("layers.")) return std::nullopt;
-  const int64_t layer = std::atoll(titan_name.c_str() + 7);
-  if (layer < 0 || layer >= config.n_layers()) return std::nullopt;
-  const auto& a = config.layers[static_cast<size_t>(layer)].attention;
-  if (a.rope_style != ops::RopeStyle::interleaved || !a.rope) return std::nullopt;
-  auto ends_with = [&](const char* suffix) {
-    const size_t n = std::strlen(suffix);
-    return titan_name.size() >= n && titan_name.compare(titan_name.size() - n, n, suffix) == 0;
-  };
-  if (ends_with("attention.wq.weight")) return PermutedHeads{a.n_heads, a.head_size()};
-  if (ends_with("attention.wk.weight")) return PermutedHeads{a.kv_heads(), a.head_size()};
-  if (ends_with("attention.q_norm.weight") || ends_with("attention.k_norm.weight")) {
-    return PermutedHeads{1, a.head_size()};
-  }
-  return std::nullopt;
-}
-
-// out row r = in row source(r), where a head's HF row j < D/2 holds its
-// interleaved row 2j and HF row D/2 + j holds row 2j + 1.
-Tensor permute_head_rows(const std::string& titan_name, const Tensor& tensor, int64_t heads, int64_t head_dim,
-                         bool to_hf) {
-  TITAN_CHECK(tensor.dim() >= 1 && tensor.size(0) == heads * head_dim,
-              "tensor '{}' of shape {}: expected {} rows ({} heads x head_dim {})", titan_name,
-              shape_str(tensor.shape()), heads * head_dim, heads, head_dim);
-  const Tensor in = tensor.to(Device::cpu()).contiguous();
-  Tensor out = Tensor::empty(in.shape(), in.dtype());
-  const size_t row_bytes = in.nbytes() / static_cast<size_t>(in.size(0));
-  const auto* src = static_cast<const char*>(in.data_ptr());
-  auto* dst = static_cast<char*>(out.data_ptr());
-  const int64_t half = head_dim / 2;
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t j = 0; j < head_dim; ++j) {
-      const int64_t interleaved = j < half ? 2 * j : 2 * (j - half) + 1;  // HF row j of this head
-      const int64_t hf_row = h * head_dim + j, titan_row = h * head_dim + interleaved;
-      const int64_t out_row = to_hf ? hf_row : titan_row, in_row = to_hf ? titan_row : hf_row;
-      std::memcpy(dst + static_cast<size_t>(out_row) * row_bytes, src + static_cast<size_t>(in_row) * row_bytes,
-                  row_bytes);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
-// Reads canonical decimal digits of `text` at `at` ("3", not "03"); -1 when there are none.
-int64_t read_index(const std::string& text, size_t& at) {
-  const size_t begin = at;
-  int64_t value = 0;
-  while (at < text.size() && text[at] >= '0' && text[at] <= '9' && at - begin < 12)
-    value = value * 10 + (text[at++] - '0');
-  if (at == begin || (text[begin] == '0' && at - begin > 1)) return -1;
-  return value;
-}
-
-bool consume(const std::string& text, size_t& at, const std::string& expected) {
-  if (text.compare(at, expected.size(), expected) != 0) return false;
-  at += expected.size();
-  return true;
-}
-
-}  // namespace
-
-std::string hf_expert_tensor_name(const std::string& titan_name, int64_t expert) {
-  size_t at = 0;
-  if (!consume(titan_name, at, "layers.")) return "";
-  const int64_t layer = read_index(titan_name, at);
-  if (layer < 0 || !consume(titan_name, at, ".")) return "";
-  for (const NamePair& pair : kExpertNames) {
-    if (titan_name.compare(at, std::string::npos, pair.titan) == 0) {
-      return fmt::format("model.layers.{}.mlp.experts.{}.{}", layer, expert, pair.hf);
-    }
-  }
-  return "";
-}
-
-std::optional<std::pair<std::string, int64_t>> titan_expert_tensor(const std::string& hf_name) {
-  size_t at = 0;
-  if (!consume(hf_name, at, "model.layers.")) return std::nullopt;
-  const int64_t layer = read_index(hf_name, at);
-  if (layer < 0 || !consume(hf_name, at, ".mlp.experts.")) return std::nullopt;
-  const int64_t expert = read_index(hf_name, at);
-  if (expert < 0 || !consume(hf_name, at, ".")) return std::nullopt;
-  for (const NamePair& pair : kExpertNames) {
-    if (hf_name.compare(at, std::string::npos, pair.hf) == 0) {
-      return std::make_pair(fmt::format("layers.{}.{}", layer, pair.titan), expert);
-    }
-  }
-  return std::nullopt;
-}
-
-std::string hf_tensor_name(const std::string& titan_name) {
-  for (const NamePair& pair : kTopNames) {
-    if (titan_name == pair.titan) return pair.hf;
-  }
-  return map_layer_name(titan_name, "layers.", "model.layers.", true);
-}
-
-std::string titan_tensor_name(const std::string& hf_name) {
-  for (const NamePair& pair : kTopNames) {
-    if (hf_name == pair.hf) return pair.titan;
-  }
-  return map_layer_name(hf_name, "model.layers.", "layers.", false);
-}
-
-bool hf_tensor_ignored(const std::string& hf_name, const DecoderConfig& config) {
-  const std::string inv_freq = "rotary_emb.inv_freq";
-  const bool rope_buffer = hf_name.size() >= inv_freq.size() &&
-                           hf_name.compare(hf_name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
-  return rope_buffer || (config.tie_embeddings && hf_name == "lm_head.weight");
-}
-
-Tensor to_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config) {
-  const auto heads = permuted_heads(titan_name, config);
-  if (!heads) return tensor;
-  return permute_head_rows(titan_name, tensor, heads->heads, heads->head_dim, true);
-}
-
-Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config) {
-  const auto heads = permuted_heads(titan_name, config);
-  if (!heads) return tensor;
-  return permute_head_rows(titan_name, tensor, heads->heads, heads->head_dim, false);
 }
 
 }  // namespace titan::models

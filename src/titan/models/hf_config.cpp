@@ -3,12 +3,19 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/models/gemma2/hf_adapter.h"
+#include "titan/models/gemma3/hf_adapter.h"
 #include "titan/models/llama3/hf_adapter.h"
+#include "titan/models/mistral/hf_adapter.h"
+#include "titan/models/olmo2/hf_adapter.h"
+#include "titan/models/phi3/hf_adapter.h"
+#include "titan/models/qwen2/hf_adapter.h"
 #include "titan/models/qwen3/hf_adapter.h"
 #include "titan/models/qwen3_moe/hf_adapter.h"
 
@@ -35,6 +42,8 @@ class ConfigReader {
   ConfigReader(const Json& json, const std::string& source) : json_(json), source_(source) {}
 
   bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
+  // Present and null: where a family's default is a value, null means "none" (a window, a soft-cap).
+  bool is_null(const char* key) const { return json_.contains(key) && json_[key].is_null(); }
 
   void get(const char* key, int64_t& value, int64_t min, int64_t max) const {
     if (!has(key)) return;
@@ -98,24 +107,31 @@ class ConfigReader {
     TITAN_CHECK(!on, "{}: '{}' = true is not supported for {} (titan's decoder has no such feature)", source_, key,
                 family.architecture);
   }
+  // Dropout probabilities must be zero: titan's decoder has no dropout.
+  void require_zero(const char* key, const HfFamily& family) const {
+    double value = 0.0;
+    get_non_negative(key, value);
+    TITAN_CHECK(value == 0.0, "{}: '{}' = {} is not supported for {} (titan's decoder has no dropout; set it to 0)",
+                source_, key, json_[key].dump(), family.architecture);
+  }
 
  private:
   const Json& json_;
   const std::string& source_;
 };
 
-void read_rope_scaling(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
-  if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return;
-  const Json& scaling = json["rope_scaling"];
-  TITAN_CHECK(scaling.is_object(), "{}: 'rope_scaling' must be an object or null, got {}", source, scaling.dump());
+// A rope_scaling object (`key` names it in errors): none, or Llama 3's where the family has it.
+void read_rope_scaling_object(const Json& scaling, const std::string& key, const std::string& source,
+                              const HfFamily& family, HfConfig& config) {
+  TITAN_CHECK(scaling.is_object(), "{}: '{}' must be an object or null, got {}", source, key, scaling.dump());
   const ConfigReader reader(scaling, source);
   std::string type = reader.get_string("rope_type");
   if (type.empty()) type = reader.get_string("type");  // older transformers name it "type"
   if (type.empty() || type == "default") return;
   TITAN_CHECK(type == "llama3" && family.llama3_rope_scaling,
-              "{}: rope_scaling type '{}' is not supported for {} (supported: {})", source, type, family.architecture,
+              "{}: {} type '{}' is not supported for {} (supported: {})", source, key, type, family.architecture,
               family.llama3_rope_scaling ? "default, llama3" : "default");
-  TITAN_CHECK(reader.has("factor"), "{}: rope_scaling of type llama3 needs 'factor'", source);
+  TITAN_CHECK(reader.has("factor"), "{}: {} of type llama3 needs 'factor'", source, key);
   ops::RopeScaling& s = config.rope_scaling;
   s = ops::RopeScaling{};
   reader.get("factor", s.factor);
@@ -123,9 +139,54 @@ void read_rope_scaling(const Json& json, const std::string& source, const HfFami
   reader.get("high_freq_factor", s.high_freq_factor);
   reader.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
   // The smoothing between the two wavelength bounds divides by their difference.
-  TITAN_CHECK(s.high_freq_factor > s.low_freq_factor,
-              "{}: rope_scaling high_freq_factor {} must exceed low_freq_factor {}", source, s.high_freq_factor,
-              s.low_freq_factor);
+  TITAN_CHECK(s.high_freq_factor > s.low_freq_factor, "{}: {} high_freq_factor {} must exceed low_freq_factor {}",
+              source, key, s.high_freq_factor, s.low_freq_factor);
+}
+
+void read_rope_scaling(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
+  if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return;
+  read_rope_scaling_object(json["rope_scaling"], "rope_scaling", source, family, config);
+}
+
+// transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type, ...}
+// (Gemma 3: one per layer type) in place of rope_theta / rope_scaling /
+// rope_local_base_freq; where a file has it, it decides.
+void read_rope_parameters(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
+  if (!json.contains("rope_parameters") || json["rope_parameters"].is_null()) return;
+  const Json& parameters = json["rope_parameters"];
+  TITAN_CHECK(parameters.is_object(), "{}: 'rope_parameters' must be an object, got {}", source, parameters.dump());
+  const auto read_one = [&](const Json& object, const std::string& key, double& theta, bool scaled) {
+    TITAN_CHECK(object.is_object(), "{}: '{}' must be an object, got {}", source, key, object.dump());
+    const ConfigReader reader(object, source);
+    reader.get("rope_theta", theta);
+    double rotary_fraction = 1.0;
+    reader.get("partial_rotary_factor", rotary_fraction);
+    TITAN_CHECK(rotary_fraction == 1.0,
+                "{}: '{}.partial_rotary_factor' = {} is not supported (titan rotates whole "
+                "heads)",
+                source, key, object["partial_rotary_factor"].dump());
+    if (scaled) {
+      config.rope_scaling = ops::RopeScaling{};
+      read_rope_scaling_object(object, key, source, family, config);
+    } else {
+      // Gemma 3's local table is never scaled: any type but default is refused.
+      HfFamily unscaled_family = family;
+      unscaled_family.llama3_rope_scaling = false;
+      HfConfig unscaled;
+      read_rope_scaling_object(object, key, source, unscaled_family, unscaled);
+    }
+  };
+  if (family.local_rope && (parameters.contains("full_attention") || parameters.contains("sliding_attention"))) {
+    for (const auto& [type, object] : parameters.items()) {
+      TITAN_CHECK(type == "full_attention" || type == "sliding_attention",
+                  "{}: 'rope_parameters' holds '{}', which is not a layer type of {}", source, type,
+                  family.architecture);
+      const bool global = type == "full_attention";
+      read_one(object, "rope_parameters." + type, global ? config.rope_theta : config.rope_local_base_freq, global);
+    }
+    return;
+  }
+  read_one(parameters, "rope_parameters", config.rope_theta, true);
 }
 
 void read_mixture_of_experts(const ConfigReader& reader, const std::string& source, const HfFamily& family,
@@ -150,10 +211,82 @@ void read_mixture_of_experts(const ConfigReader& reader, const std::string& sour
               source, shared, family.architecture);
 }
 
+// The activation of the gate: Gemma's GeGLU (transformers reads hidden_activation; published files carry
+// hidden_act too, and both must agree), everyone else's SwiGLU.
+void read_activation(const ConfigReader& reader, const std::string& source, const HfFamily& family) {
+  const char* expected = family.gemma ? "gelu_pytorch_tanh" : "silu";
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (!family.gemma && std::string_view(key) == "hidden_activation") continue;
+    const std::string activation = reader.get_string(key);
+    TITAN_CHECK(activation.empty() || activation == expected, "{}: {} '{}' is not supported for {} (titan uses {})",
+                source, key, activation, family.architecture, expected);
+  }
+}
+
+// Which layers slide, resolved into config.sliding_layers: `layer_types` where the file has it, else the
+// family's rule. A null or absent window (where the family's default is none) means no layer slides.
+void read_sliding_window(const Json& json, const ConfigReader& reader, const std::string& source,
+                         const HfFamily& family, HfConfig& config) {
+  if (family.sliding == HfSlidingLayers::none) return;  // Qwen 2's inactive window keys are not read
+  if (reader.is_null("sliding_window")) config.sliding_window = 0;
+  reader.get_positive("sliding_window", config.sliding_window, kMaxPositions);
+  if (family.sliding == HfSlidingLayers::pattern) {
+    reader.get_positive("sliding_window_pattern", config.sliding_window_pattern, kMaxLayers);
+  }
+  std::vector<bool> layers = hf_sliding_rule(family, config.num_hidden_layers, config.sliding_window_pattern);
+  if (reader.has("layer_types")) {
+    const Json& types = json["layer_types"];
+    TITAN_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == config.num_hidden_layers,
+                "{}: 'layer_types' must list one entry per layer ({}), got {}", source, config.num_hidden_layers,
+                types.dump());
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool sliding = types[i] == "sliding_attention";
+      TITAN_CHECK(sliding || types[i] == "full_attention",
+                  "{}: 'layer_types' holds {} at layer {}, which is not supported for {} (sliding_attention or "
+                  "full_attention)",
+                  source, types[i].dump(), i, family.architecture);
+      layers[i] = sliding;
+    }
+  }
+  config.sliding_layers = config.sliding_window > 0 ? layers : std::vector<bool>{};
+}
+
+// Gemma's score scale, soft-caps (null: off) and Gemma 3's local RoPE base.
+void read_gemma(const ConfigReader& reader, const HfFamily& family, HfConfig& config) {
+  reader.get("query_pre_attn_scalar", config.query_pre_attn_scalar);
+  for (auto [key, value] : {std::pair{"attn_logit_softcapping", &config.attn_logit_softcapping},
+                            std::pair{"final_logit_softcapping", &config.final_logit_softcapping}}) {
+    if (reader.is_null(key)) *value = 0.0;
+    reader.get(key, *value);
+  }
+}
+
 }  // namespace
 
+std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_t pattern) {
+  std::vector<bool> sliding(static_cast<size_t>(std::max<int64_t>(layers, 0)), false);
+  for (int64_t i = 0; i < layers; ++i) {
+    switch (family.sliding) {
+      case HfSlidingLayers::none:
+        break;
+      case HfSlidingLayers::all:
+        sliding[static_cast<size_t>(i)] = true;
+        break;
+      case HfSlidingLayers::even:
+        sliding[static_cast<size_t>(i)] = i % 2 == 0;
+        break;
+      case HfSlidingLayers::pattern:
+        sliding[static_cast<size_t>(i)] = pattern <= 0 || (i + 1) % pattern != 0;
+        break;
+    }
+  }
+  return sliding;
+}
+
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families{llama3::hf_family(), qwen3::hf_family(), qwen3_moe::hf_family()};
+  static const std::vector<HfFamily> families{llama3::hf_family(),  qwen3::hf_family(), qwen3_moe::hf_family(),
+                                              mistral::hf_family(), qwen2::hf_family(), gemma2::hf_family(),
+                                              gemma3::hf_family(),  olmo2::hf_family(), phi3::hf_family()};
   return families;
 }
 
@@ -242,18 +375,31 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   reader.get("rope_theta", config.rope_theta);
   reader.get("tie_word_embeddings", config.tie_word_embeddings);
   read_rope_scaling(json, source, *family, config);
+  if (family->local_rope) reader.get("rope_local_base_freq", config.rope_local_base_freq);
+  read_rope_parameters(json, source, *family, config);
   // Newer transformers write "dtype", older "torch_dtype".
   const std::string dtype = reader.has("torch_dtype") ? reader.get_string("torch_dtype") : reader.get_string("dtype");
   TITAN_CHECK(dtype.empty() || hf_dtype(dtype).has_value(),
               "{}: torch_dtype '{}' is not supported (float32, bfloat16, float16)", source, dtype);
   config.torch_dtype = dtype;
 
-  const std::string activation = reader.get_string("hidden_act");
-  TITAN_CHECK(activation.empty() || activation == "silu", "{}: hidden_act '{}' is not supported (titan uses silu)",
-              source, activation);
-  for (const char* key : {"attention_bias", "mlp_bias", "use_sliding_window"}) reader.require_off(key, *family);
+  read_activation(reader, source, *family);
+  // Features titan's decoder lacks: each must be off. Qwen 2's q/k/v biases always exist (its config has no
+  // attention_bias key); a family that slides by its own rule has no use_sliding_window switch.
+  for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"}) reader.require_zero(key, *family);
+  reader.require_off("mlp_bias", *family);
+  if (!family->qkv_bias) reader.require_off("attention_bias", *family);
+  if (family->sliding == HfSlidingLayers::none) reader.require_off("use_sliding_window", *family);
+  for (const std::string& key : family->disabled_features) reader.require_off(key.c_str(), *family);
+  double rotary_fraction = 1.0;
+  reader.get("partial_rotary_factor", rotary_fraction);
+  TITAN_CHECK(rotary_fraction == 1.0,
+              "{}: 'partial_rotary_factor' = {} is not supported for {} (titan rotates whole heads)", source,
+              json["partial_rotary_factor"].dump(), family->architecture);
 
   if (family->mixture_of_experts) read_mixture_of_experts(reader, source, *family, config);
+  read_sliding_window(json, reader, source, *family, config);
+  if (family->gemma) read_gemma(reader, *family, config);
 
   const int64_t heads = config.num_attention_heads;
   const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
@@ -264,6 +410,9 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
               config.hidden_size, heads);
   const int64_t head_dim = config.head_dim > 0 ? config.head_dim : config.hidden_size / heads;
   TITAN_CHECK(head_dim % 2 == 0, "{}: head_dim {} must be even for rotary embeddings", source, head_dim);
+  // Implied sizes made explicit, as the writer writes them, so that written text parses back to this config.
+  config.num_key_value_heads = kv_heads;
+  config.head_dim = head_dim;
   return config;
 }
 
@@ -277,7 +426,8 @@ HfConfig read_hf_config_file(const std::string& path) {
 
 std::string hf_config_json(const HfConfig& config) {
   const HfFamily& family = hf_family(config);
-  nlohmann::ordered_json json;
+  using OrderedJson = nlohmann::ordered_json;
+  OrderedJson json;
   json["architectures"] = {config.architecture};
   json["model_type"] = config.model_type;
   json["hidden_size"] = config.hidden_size;
@@ -311,8 +461,32 @@ std::string hf_config_json(const HfConfig& config) {
     json["router_aux_loss_coef"] = config.router_aux_loss_coef;
     json["output_router_logits"] = config.output_router_logits;
   }
+  if (family.sliding != HfSlidingLayers::none) {
+    json["sliding_window"] = config.sliding_window > 0 ? OrderedJson(config.sliding_window) : OrderedJson(nullptr);
+    if (family.sliding == HfSlidingLayers::pattern) json["sliding_window_pattern"] = config.sliding_window_pattern;
+    // Gemma's configs have layer_types (newer transformers); elsewhere it is written only where the file read
+    // had a pattern the family's rule does not give.
+    const bool rule =
+        config.sliding_layers == hf_sliding_rule(family, config.num_hidden_layers, config.sliding_window_pattern);
+    if (config.sliding_window > 0 && (family.gemma || !rule)) {
+      std::vector<std::string> types;
+      for (bool sliding : config.sliding_layers) types.emplace_back(sliding ? "sliding_attention" : "full_attention");
+      json["layer_types"] = types;
+    }
+  }
+  if (family.gemma) {
+    const auto cap = [](double value) { return value > 0 ? OrderedJson(value) : OrderedJson(nullptr); };
+    json["query_pre_attn_scalar"] = config.query_pre_attn_scalar;
+    json["attn_logit_softcapping"] = cap(config.attn_logit_softcapping);
+    json["final_logit_softcapping"] = cap(config.final_logit_softcapping);
+    if (family.local_rope) json["rope_local_base_freq"] = config.rope_local_base_freq;
+  }
   if (!config.torch_dtype.empty()) json["torch_dtype"] = config.torch_dtype;
-  json["hidden_act"] = "silu";
+  if (family.gemma) {
+    json["hidden_activation"] = "gelu_pytorch_tanh";
+  } else {
+    json["hidden_act"] = "silu";
+  }
   for (const std::string& key : family.disabled_features) json[key] = false;
   return json.dump(2) + "\n";
 }

@@ -1,4 +1,5 @@
-// config.json of a Hugging Face Llama / Qwen3 / Qwen3-MoE model: the keys titan reads,
+// config.json of a Hugging Face causal LM (Llama, Qwen 2/3, Qwen3-MoE, Mistral,
+// Gemma 2/3, OLMo 2, Phi-3): the keys titan reads,
 // the families it knows, and the parser and writer. Apart from the tensor code
 // (it needs only dtypes and JSON) so it can be fuzzed on its own.
 #pragma once
@@ -23,8 +24,8 @@ struct HfConfig {
   int64_t intermediate_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;  // 0 = num_attention_heads
-  int64_t head_dim = 0;             // 0 = hidden_size / num_attention_heads
+  int64_t num_key_value_heads = 0;  // 0 = num_attention_heads (in defaults; parsed configs are explicit)
+  int64_t head_dim = 0;             // 0 = hidden_size / num_attention_heads (likewise)
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
@@ -42,7 +43,27 @@ struct HfConfig {
   double router_aux_loss_coef = 0.0;
   // Hugging Face adds the auxiliary loss in training only when this is set.
   bool output_router_logits = false;
+  // Sliding-window attention: the window (0 = none) and which layers use it,
+  // resolved from layer_types, sliding_window_pattern or the family's rule.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;    // [num_hidden_layers]; empty = none
+  int64_t sliding_window_pattern = 0;  // Gemma 3: layer i is global iff (i + 1) % pattern == 0
+  // Gemma: scores scale by query_pre_attn_scalar^-1/2; logits soft-capped (0 = off).
+  double query_pre_attn_scalar = 0.0;
+  double attn_logit_softcapping = 0.0;
+  double final_logit_softcapping = 0.0;
+  double rope_local_base_freq = 0.0;  // Gemma 3's sliding layers' RoPE base
+
+  bool operator==(const HfConfig&) const = default;
 };
+
+// Where a family's blocks normalise: before each sublayer (Llama), before and
+// after (Gemma 2/3), or only after, on the sublayer's output (OLMo 2).
+enum class HfNorms { pre, pre_and_post, post };
+// Which layers slide when config.json sets a window: every layer (Mistral,
+// Phi-3), the even ones (Gemma 2), all but every sliding_window_pattern-th
+// (Gemma 3); `layer_types` overrides the rule where a file has it.
+enum class HfSlidingLayers { none, all, even, pattern };
 
 // What a model family registers for HF interop.
 struct HfFamily {
@@ -53,9 +74,18 @@ struct HfFamily {
   // interleaved family stores q/k rows permuted per head in HF files.
   ops::RopeStyle rope_style = ops::RopeStyle::half;
   bool qk_norm = false;
-  bool llama3_rope_scaling = false;  // accepts rope_scaling {rope_type: "llama3"}
-  bool mixture_of_experts = false;   // reads the MoE keys (num_experts, ...)
-  HfConfig defaults;                 // transformers' defaults for absent keys
+  bool llama3_rope_scaling = false;       // accepts rope_scaling {rope_type: "llama3"}
+  bool mixture_of_experts = false;        // reads the MoE keys (num_experts, ...)
+  bool qk_norm_whole_projection = false;  // OLMo 2: q_norm spans all heads
+  bool qkv_bias = false;                  // Qwen 2: biases on q/k/v, always
+  bool fused_projections = false;         // Phi-3: qkv_proj and gate_up_proj in one tensor each
+  HfNorms norms = HfNorms::pre;
+  HfSlidingLayers sliding = HfSlidingLayers::none;
+  // Gemma: norms scale by (1 + w), embeddings by sqrt(hidden_size), GeGLU
+  // (gelu_pytorch_tanh), query_pre_attn_scalar and the soft-caps read.
+  bool gemma = false;
+  bool local_rope = false;  // Gemma 3: rope_local_base_freq on sliding layers
+  HfConfig defaults;        // transformers' defaults for absent keys
   // Boolean keys its config class has for features titan's decoder lacks
   // (attention_bias, ...): written false, and refused when true on reading.
   std::vector<std::string> disabled_features;
@@ -73,6 +103,9 @@ HfConfig read_hf_config_file(const std::string& path);
 std::string hf_config_json(const HfConfig& config);
 
 const HfFamily& hf_family(const HfConfig& config);
+// Which of `layers` layers slide by the family's own rule (no layer_types):
+// Gemma 3's with sliding_window_pattern `pattern`.
+std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_t pattern);
 // "torch_dtype" names <-> titan dtypes (float32, bfloat16, float16).
 std::string hf_dtype_name(DType dtype);
 std::optional<DType> hf_dtype(const std::string& torch_dtype);

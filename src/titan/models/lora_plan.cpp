@@ -119,21 +119,38 @@ namespace {
 constexpr const char* kPeftPrefix = "base_model.model.";
 
 // "layers.0.attention.wq" -> "base_model.model.model.layers.0.self_attn.q_proj"
-std::string peft_module_name(const std::string& module) {
-  const std::string hf = hf_tensor_name(module + ".weight");
+std::string peft_module_name(const HfFamily& family, const std::string& module) {
+  const std::string hf = hf_tensor_name(family, module + ".weight");
   const std::string stem = ends_with_removed(hf, ".weight");
-  TITAN_CHECK(!stem.empty(), "LoRA: {} has no Hugging Face name", module);
+  TITAN_CHECK(!stem.empty(), "LoRA: {} has no Hugging Face module of its own in {}", module, family.architecture);
   return kPeftPrefix + stem;
 }
 
+// Every family whose projections are HF tensors of their own names them alike
+// (families differ in their norms and biases, which LoRA does not adapt), so
+// reading an adapter needs no family: a default HfFamily names them so.
+const HfFamily kUnfusedFamily{};
+
 }  // namespace
 
-void write_peft_adapter(const std::string& folder, Decoder& model, const LoraOptions& options,
-                        const std::string& base_model_name_or_path, DType dtype) {
+bool peft_adapter_supported(const std::string& model_name) {
+  for (const HfFamily& family : hf_families()) {
+    if (family.model == model_name) return !family.fused_projections;
+  }
+  return true;
+}
+
+void write_peft_adapter(const std::string& folder, Decoder& model, const std::string& model_name,
+                        const LoraOptions& options, const std::string& base_model_name_or_path, DType dtype) {
+  const HfFamily& family = hf_family_for_model(model_name);
+  TITAN_CHECK(!family.fused_projections,
+              "LoRA: {} fuses q/k/v (qkv_proj) and gate/up (gate_up_proj) into one tensor each, so titan's "
+              "adapters of the separate projections have no PEFT form for it (export the merged weights instead)",
+              family.architecture);
   std::filesystem::create_directories(folder);
   checkpoint::NamedTensors tensors;
   for (const LoraAdapted& adapted : lora_adapters(model)) {
-    const std::string name = peft_module_name(adapted.module);
+    const std::string name = peft_module_name(family, adapted.module);
     const Tensor a = adapted.adapter->lora_A->weight->data.detach().to(Device::cpu());
     // B's rows are the base weight's output rows: they take its Hugging Face (RoPE) order.
     const Tensor b = to_hf_layout(adapted.module + ".weight",
@@ -217,7 +234,11 @@ PeftAdapter read_peft_adapter(const std::string& folder, const DecoderConfig& co
     const std::string stem =
         is_a ? ends_with_removed(rest, ".lora_A.weight") : ends_with_removed(rest, ".lora_B.weight");
     TITAN_CHECK(!stem.empty(), "{}: tensor '{}' is neither a lora_A nor a lora_B weight", weights_path, name);
-    const std::string titan = titan_tensor_name(stem + ".weight");
+    TITAN_CHECK(!stem.ends_with(".qkv_proj") && !stem.ends_with(".gate_up_proj"),
+                "{}: tensor '{}' adapts {}, a fused projection (Phi-3's); adapters of fused projections are not "
+                "supported (titan keeps q/k/v and gate/up apart)",
+                weights_path, name, stem);
+    const std::string titan = titan_tensor_name(kUnfusedFamily, stem + ".weight");
     TITAN_CHECK(!titan.empty(), "{}: tensor '{}' adapts {}, which is not a projection of a titan model", weights_path,
                 name, stem);
     const std::string module = ends_with_removed(titan, ".weight");

@@ -63,9 +63,14 @@ class MergedLoraView {
 // The PEFT adapter of `model` (whole parameters) in `folder` (created):
 // adapter_model.safetensors with "base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight"
 // [r, in] / "...lora_B.weight" [out, r] in `dtype` (B's rows in Hugging Face's
-// RoPE layout, as the base weight's), and adapter_config.json.
-void write_peft_adapter(const std::string& folder, Decoder& model, const LoraOptions& options,
-                        const std::string& base_model_name_or_path, DType dtype);
+// RoPE layout, as the base weight's), and adapter_config.json. `model_name`
+// says the family; one that fuses projections in its HF tensors (Phi-3's
+// qkv_proj, gate_up_proj) has no PEFT form of titan's separate adapters: an
+// error (check peft_adapter_supported first).
+void write_peft_adapter(const std::string& folder, Decoder& model, const std::string& model_name,
+                        const LoraOptions& options, const std::string& base_model_name_or_path, DType dtype);
+// Whether write_peft_adapter can write adapters of `model_name`'s family.
+bool peft_adapter_supported(const std::string& model_name);
 
 // A PEFT adapter folder read back: its options and A / B by titan base
 // module FQN ("layers.0.attention.wq"), B in titan's layout.

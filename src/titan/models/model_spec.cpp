@@ -2,7 +2,14 @@
 
 #include <algorithm>
 
+#include "titan/models/gemma2/flavors.h"
+#include "titan/models/gemma3/flavors.h"
+#include "titan/models/hf_adapter.h"
 #include "titan/models/llama3/flavors.h"
+#include "titan/models/mistral/flavors.h"
+#include "titan/models/olmo2/flavors.h"
+#include "titan/models/phi3/flavors.h"
+#include "titan/models/qwen2/flavors.h"
 #include "titan/models/qwen3/flavors.h"
 #include "titan/models/qwen3_moe/flavors.h"
 
@@ -16,9 +23,35 @@ std::vector<std::string> decoder_module_fqns(const DecoderConfig& config) {
   return fqns;
 }
 
+ModelSpec decoder_model_spec(std::string name, HfFamily (*hf_family)()) {
+  ModelSpec spec;
+  spec.name = std::move(name);
+  spec.build = [](const DecoderConfig& config, Device device) { return config.build(device); };
+  spec.parallelize = parallelize_decoder;
+  spec.module_fqns = decoder_module_fqns;
+  spec.flops_per_token = training_flops_per_token;
+  spec.memory_estimate = estimate_memory;
+  spec.hf_family = hf_family;
+  return spec;
+}
+
+ModelSpec make_hf_model_spec(std::string name, const std::map<std::string, std::string>& (*flavors)(),
+                             HfFamily (*hf_family)()) {
+  ModelSpec spec = decoder_model_spec(std::move(name), hf_family);
+  for (const auto& [flavor, json] : flavors()) spec.flavors.push_back(flavor);
+  spec.config = [flavors, model = spec.name](const std::string& flavor, int64_t vocab_size) {
+    HfConfig hf = parse_hf_config(flavors().at(flavor), fmt::format("{} flavor {}", model, flavor));
+    if (vocab_size > 0) hf.vocab_size = vocab_size;
+    return decoder_config_from_hf(hf);
+  };
+  return spec;
+}
+
 namespace {
 const std::vector<ModelSpec>& registry() {
-  static const std::vector<ModelSpec> specs{llama3::spec(), qwen3::spec(), qwen3_moe::spec()};
+  static const std::vector<ModelSpec> specs{llama3::spec(),  qwen3::spec(), qwen3_moe::spec(),
+                                            mistral::spec(), qwen2::spec(), gemma2::spec(),
+                                            gemma3::spec(),  olmo2::spec(), phi3::spec()};
   return specs;
 }
 }  // namespace

@@ -44,28 +44,30 @@ struct ModelSpec {
 // The decoder's top-level modules in forward order (ModelSpec::module_fqns of every family so far).
 std::vector<std::string> decoder_module_fqns(const DecoderConfig& config);
 
+// The parts every decoder family shares: the builder, parallelize plan,
+// module list, FLOPs and memory estimate (flavors and config left to the family).
+ModelSpec decoder_model_spec(std::string name, HfFamily (*hf_family)());
+
 // A family's spec from its table of named hyper-parameters (each Args has a
-// vocab_size) and its Args -> DecoderConfig conversion; the decoder's builder,
-// parallelize plan, FLOPs and memory estimate.
+// vocab_size) and its Args -> DecoderConfig conversion.
 template <typename Args>
 ModelSpec make_model_spec(std::string name, const std::map<std::string, Args>& (*flavors)(),
                           DecoderConfig (*to_config)(const Args&), HfFamily (*hf_family)()) {
-  ModelSpec spec;
-  spec.name = std::move(name);
+  ModelSpec spec = decoder_model_spec(std::move(name), hf_family);
   for (const auto& [flavor, args] : flavors()) spec.flavors.push_back(flavor);
   spec.config = [flavors, to_config](const std::string& flavor, int64_t vocab_size) {
     Args args = flavors().at(flavor);
     if (vocab_size > 0) args.vocab_size = vocab_size;
     return to_config(args);
   };
-  spec.build = [](const DecoderConfig& config, Device device) { return config.build(device); };
-  spec.parallelize = parallelize_decoder;
-  spec.module_fqns = decoder_module_fqns;
-  spec.flops_per_token = training_flops_per_token;
-  spec.memory_estimate = estimate_memory;
-  spec.hf_family = hf_family;
   return spec;
 }
+
+// A family defined by Hugging Face's config.json: each flavor is the published
+// config.json text (the keys that define the model), read by the same parser
+// as any checkpoint's, and the model is what decoder_config_from_hf builds.
+ModelSpec make_hf_model_spec(std::string name, const std::map<std::string, std::string>& (*flavors)(),
+                             HfFamily (*hf_family)());
 
 const ModelSpec& model_spec(const std::string& name);
 std::vector<std::string> model_names();

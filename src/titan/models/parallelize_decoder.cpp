@@ -27,14 +27,40 @@ void split_adapter(const std::string& where, nn::Linear& linear, int64_t dim, co
   }
 }
 
+// A bias follows the weight's output rows: each rank adds its part to its own output columns.
 void column_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
   distributed::shard_parameter(where + " (column-parallel)", *linear.weight, 0, tp);
+  if (linear.bias) distributed::shard_parameter(where + " (column-parallel bias)", *linear.bias, 0, tp);
   split_adapter(where, linear, 0, tp);
 }
 
+// Each rank's output is a partial sum, reduced after the module: a bias added
+// on every rank would be counted tp times. No supported family has one here.
 void row_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
+  TITAN_CHECK(linear.bias == nullptr,
+              "tensor parallelism: the row-parallel projection of {} has a bias, which is not supported (its partial "
+              "outputs are summed over the tp ranks); set parallelism.tensor_parallel_degree = 1",
+              where);
   distributed::shard_parameter(where + " (row-parallel)", *linear.weight, 1, tp);
   split_adapter(where, linear, 1, tp);
+}
+
+// A norm over a whole q/k projection (OLMo 2) needs every head, and each rank
+// holds only its own: the norm's input is gathered along the features (the
+// backward sums each rank's part of the gradient), the norm runs on the whole
+// projection with its whole weight on every rank, and each rank keeps its own
+// heads' features. The weight stays replicated: each rank's gradient covers
+// only its features, and the trainer sums replicated gradients over tp.
+void gather_heads_around(nn::RMSNorm& norm, const std::shared_ptr<ProcessGroup>& tp) {
+  norm.input_hooks.push_back([tp](const Tensor& x) {
+    // x [B, S, features / tp]: gather_sequence gathers dim 1, so the features go there and back.
+    const Tensor gathered = distributed::gather_sequence(F::contiguous(F::transpose(x, 1, 2)), tp);
+    return F::contiguous(F::transpose(gathered, 1, 2));
+  });
+  norm.output_hooks.push_back([tp](const Tensor& y) {
+    const int64_t local = y.size(2) / tp->size();
+    return F::narrow(y, 2, tp->rank() * local, local);
+  });
 }
 
 // ---- the plan by module kind ----
@@ -50,6 +76,9 @@ void tensor_parallel_attention(const std::string& where, nn::Attention& attentio
   }
   row_parallel(where, *attention.wo, *tp);
   wrap_in_sequence_parallel(attention, tp);
+  if (a.qk_norm && a.qk_norm_whole_projection) {
+    for (nn::RMSNorm* norm : {attention.q_norm.get(), attention.k_norm.get()}) gather_heads_around(*norm, tp);
+  }
 }
 
 void tensor_parallel_feed_forward(const std::string& where, nn::FeedForward& ffn,

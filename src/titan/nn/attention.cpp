@@ -19,32 +19,44 @@ Attention::Attention(const AttentionConfig& config, Device device) : config(conf
               config.n_heads, config.kv_heads());
   F::parse_attention_impl(config.attention_impl);  // fail early on a bad name
   const int64_t head = config.head_size();
-  wq = register_module("wq", LinearConfig{config.dim, config.n_heads * head}.build(device));
-  wk = register_module("wk", LinearConfig{config.dim, config.kv_heads() * head}.build(device));
-  wv = register_module("wv", LinearConfig{config.dim, config.kv_heads() * head}.build(device));
-  wo = register_module("wo", LinearConfig{config.n_heads * head, config.dim}.build(device));
+  const int64_t q_width = config.n_heads * head, kv_width = config.kv_heads() * head;
+  wq = register_module("wq", LinearConfig{config.dim, q_width, config.qkv_bias}.build(device));
+  wk = register_module("wk", LinearConfig{config.dim, kv_width, config.qkv_bias}.build(device));
+  wv = register_module("wv", LinearConfig{config.dim, kv_width, config.qkv_bias}.build(device));
+  wo = register_module("wo", LinearConfig{q_width, config.dim}.build(device));
   if (config.qk_norm) {
-    q_norm = register_module("q_norm", RMSNormConfig{head, config.norm_eps}.build(device));
-    k_norm = register_module("k_norm", RMSNormConfig{head, config.norm_eps}.build(device));
+    const bool whole = config.qk_norm_whole_projection;
+    q_norm = register_module(
+        "q_norm", RMSNormConfig{whole ? q_width : head, config.norm_eps, config.qk_norm_weight_offset}.build(device));
+    k_norm = register_module(
+        "k_norm", RMSNormConfig{whole ? kv_width : head, config.norm_eps, config.qk_norm_weight_offset}.build(device));
   }
 }
 
 Attention::Projected Attention::project(const Tensor& x, const AttentionInputs& inputs) const {
   TITAN_CHECK(x.dim() == 3 && x.size(2) == config.dim, "Attention: input {} must be [B, S, {}]", shape_str(x.shape()),
               config.dim);
-  TITAN_CHECK(!config.rope || inputs.rope != nullptr, "Attention: no RoPE table given");
+  const ops::RopeTable* table = config.local_rope ? inputs.local_rope : inputs.rope;
+  TITAN_CHECK(!config.rope || table != nullptr, "Attention: no {}RoPE table given", config.local_rope ? "local " : "");
   const int64_t batch = x.size(0), seq = x.size(1), head = config.head_size();
+  Tensor q = wq->forward(x), k = wk->forward(x);
+  if (config.qk_norm && config.qk_norm_whole_projection) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
   // Heads as -1: under tensor parallelism a rank holds only some of them.
-  Tensor q = F::view(wq->forward(x), {batch, seq, -1, head});
-  Tensor k = F::view(wk->forward(x), {batch, seq, -1, head});
+  // Reshape, not view: there a whole-projection norm's output is this rank's
+  // narrow slice of the gathered features, not contiguous (a view elsewhere).
+  q = F::reshape(q, {batch, seq, -1, head});
+  k = F::reshape(k, {batch, seq, -1, head});
   Tensor v = F::view(wv->forward(x), {batch, seq, -1, head});
-  if (config.qk_norm) {
+  if (config.qk_norm && !config.qk_norm_whole_projection) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
   if (config.rope) {
-    q = F::rope(q, *inputs.rope, inputs.positions, config.rope_style);
-    k = F::rope(k, *inputs.rope, inputs.positions, config.rope_style);
+    q = F::rope(q, *table, inputs.positions, config.rope_style);
+    k = F::rope(k, *table, inputs.positions, config.rope_style);
   }
   return {q, k, v};
 }
@@ -53,8 +65,9 @@ Tensor Attention::attend(const Projected& p, const Tensor& k, const Tensor& v, c
                          const AttentionCore& core) const {
   ops::AttentionMask effective = mask;
   if (config.sliding_window > 0) effective.sliding_window = config.sliding_window;
-  const int64_t head = config.head_size();
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
+  effective.logit_softcap = config.logit_softcap;
+  const double scale_dim = config.scale_dim > 0 ? config.scale_dim : static_cast<double>(config.head_size());
+  const float scale = static_cast<float>(1.0 / std::sqrt(scale_dim));
   const Tensor out = core ? core(p.q, k, v, effective, scale)
                           : F::scaled_dot_product_attention(p.q, k, v, effective, scale,
                                                             F::parse_attention_impl(config.attention_impl));
@@ -80,7 +93,7 @@ Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs,
 }
 
 void Attention::init_weights(Generator& generator, double output_std) {
-  for (const auto& projection : {wq, wk, wv}) projection->init_weights(generator, 0.02);
+  for (const auto& projection : {wq, wk, wv}) projection->init_weights(generator, 0.02);  // biases zero
   wo->init_weights(generator, output_std);
   if (config.qk_norm) {
     q_norm->init_weights();

@@ -1,6 +1,10 @@
 // Multi-head self-attention with grouped-query heads and rotary embeddings,
-// optionally with per-head RMSNorm of queries and keys (Qwen 3). Which kernel
-// computes attention ("flash" or "naive") is a config choice, not model code.
+// and the variants Hugging Face families use: biases on q/k/v (Qwen 2),
+// RMSNorm of queries and keys per head (Qwen 3, Gemma 3) or over the whole
+// projection (OLMo 2), a custom score scale and logit soft-capping (Gemma 2),
+// a per-layer sliding window and a second RoPE table for local layers
+// (Gemma 3). Which kernel computes attention ("flash" or "naive") is a config
+// choice, not model code.
 #pragma once
 
 #include <functional>
@@ -22,12 +26,20 @@ struct AttentionConfig {
   int64_t n_heads = 0;
   int64_t n_kv_heads = 0;  // 0 = n_heads
   int64_t head_dim = 0;    // 0 = dim / n_heads
-  bool qk_norm = false;    // RMSNorm each query/key head before RoPE
+  bool qk_norm = false;    // RMSNorm queries and keys before RoPE
+  // The q/k norms span the whole projection (all heads together, OLMo 2)
+  // rather than each head; under tensor parallelism the plan gathers the heads.
+  bool qk_norm_whole_projection = false;
+  double qk_norm_weight_offset = 0.0;  // Gemma 3's norms scale by (1 + w)
   double norm_eps = 1e-6;
+  bool qkv_bias = false;  // biases on the q, k and v projections (Qwen 2)
   ops::RopeStyle rope_style = ops::RopeStyle::interleaved;
   bool rope = true;                      // rotate queries and keys (off: a NoPE layer)
+  bool local_rope = false;               // rotate with the model's local table (Gemma 3's sliding layers)
   std::string attention_impl = "flash";  // "flash" or "naive"
   int64_t sliding_window = 0;            // 0 = the mask's own window
+  double scale_dim = 0.0;                // scores scale by scale_dim^-1/2 (0: head_dim; Gemma: query_pre_attn_scalar)
+  float logit_softcap = 0.0f;            // > 0: scores become cap * tanh(score / cap) (Gemma 2)
 
   int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   int64_t head_size() const { return head_dim > 0 ? head_dim : dim / n_heads; }
@@ -37,8 +49,9 @@ struct AttentionConfig {
 // What every layer's attention needs for one forward pass.
 struct AttentionInputs {
   const ops::RopeTable* rope = nullptr;
-  Tensor positions;         // [B, S] i32/i64, or undefined for 0..S-1
-  ops::AttentionMask mask;  // causal / window / document ids
+  Tensor positions;                            // [B, S] i32/i64, or undefined for 0..S-1
+  ops::AttentionMask mask;                     // causal / window / document ids
+  const ops::RopeTable* local_rope = nullptr;  // for layers with local_rope (null: the model has none)
 };
 
 // Attention proper, from rotated q [B, S, Hq, D] and k, v [B, S, Hkv, D]: the

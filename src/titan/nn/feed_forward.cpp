@@ -17,7 +17,10 @@ FeedForward::FeedForward(const FeedForwardConfig& config, Device device) : confi
 Tensor FeedForward::forward(const Tensor& input) const {
   const ForwardScope scope(*this);
   const Tensor x = pre_forward(input);
-  return post_forward(w2->forward(F::swiglu(w1->forward(x), w3->forward(x))));
+  const Tensor gate = w1->forward(x), up = w3->forward(x);
+  const Tensor hidden =
+      config.activation == FeedForwardActivation::gelu_tanh ? F::geglu(gate, up) : F::swiglu(gate, up);
+  return post_forward(w2->forward(hidden));
 }
 
 void FeedForward::init_weights(Generator& generator, double output_std) {

@@ -1,4 +1,5 @@
-// The SwiGLU feed-forward block of Llama and Qwen: w2(silu(w1 x) * w3 x).
+// The gated feed-forward block: w2(act(w1 x) * w3 x), with act = silu
+// (SwiGLU: Llama, Qwen, Mistral) or tanh-approximate GELU (GeGLU: Gemma).
 #pragma once
 
 #include <memory>
@@ -10,9 +11,14 @@ namespace titan::nn {
 
 class FeedForward;
 
+// The activation applied to the gate (w1) projection. gelu_tanh is Hugging
+// Face's hidden_activation "gelu_pytorch_tanh".
+enum class FeedForwardActivation { silu, gelu_tanh };
+
 struct FeedForwardConfig {
   int64_t dim = 0;
   int64_t hidden_dim = 0;
+  FeedForwardActivation activation = FeedForwardActivation::silu;
   std::shared_ptr<FeedForward> build(Device device = Device::cpu()) const;
 };
 

@@ -35,14 +35,16 @@ Tensor sum(const Tensor& x);   // 0-d f32
 Tensor mean(const Tensor& x);  // 0-d f32
 
 // ---- layers ----
-// x [..., in] @ weight[out, in]^T -> [..., out]
-Tensor linear(const Tensor& x, const Tensor& weight);
+// x [..., in] @ weight[out, in]^T (+ bias [out], when defined) -> [..., out]
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // a [M, K] or [B, M, K] @ b [K, N] or [B, K, N]
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor silu(const Tensor& x);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// gelu(gate, approximate="tanh") * up: Gemma's gated feed-forward.
+Tensor geglu(const Tensor& gate, const Tensor& up);
 Tensor softmax(const Tensor& x);
 Tensor rope(const Tensor& x, const ops::RopeTable& table, const Tensor& positions, ops::RopeStyle style);
 
@@ -69,6 +71,9 @@ Tensor observe_gradient(const Tensor& y, std::function<void(const Tensor&)> obse
 // its gradient through whatever recomputation (activation checkpointing) the
 // graph of y goes through.
 Tensor with_auxiliary_gradient(const Tensor& y, const Tensor& p, std::function<Tensor()> gradient);
+
+// cap * tanh(x / cap), cap > 0: Gemma 2's soft-capping of attention scores and final logits.
+Tensor soft_cap(const Tensor& x, float cap);
 
 // ---- attention ----
 enum class AttentionImpl { flash, naive };

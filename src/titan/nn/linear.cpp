@@ -1,6 +1,7 @@
 #include "titan/nn/linear.h"
 
 #include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
 #include "titan/ops/random.h"
 
 namespace titan::nn {
@@ -10,14 +11,16 @@ std::shared_ptr<Linear> LinearConfig::build(Device device) const { return std::m
 Linear::Linear(const LinearConfig& config, Device device)
     : config(config),
       weight(
-          register_parameter("weight", Tensor::empty({config.out_features, config.in_features}, DType::f32, device))) {
+          register_parameter("weight", Tensor::empty({config.out_features, config.in_features}, DType::f32, device))),
+      bias(config.bias ? register_parameter("bias", Tensor::empty({config.out_features}, DType::f32, device))
+                       : nullptr) {
   TITAN_CHECK(config.in_features > 0 && config.out_features > 0, "Linear: sizes must be positive, got {} -> {}",
               config.in_features, config.out_features);
 }
 
 Tensor Linear::forward(const Tensor& x) const {
   const ForwardScope scope(*this);
-  const Tensor y = F::linear(x, weight->materialize());
+  const Tensor y = F::linear(x, weight->materialize(), bias ? bias->materialize() : Tensor());
   return adapter_ ? F::add(y, adapter_->forward(x)) : y;
 }
 
@@ -36,6 +39,7 @@ void Linear::remove_adapter() {
 
 void Linear::init_weights(Generator& generator, double std, double low, double high) {
   ops::trunc_normal_(weight->data, 0.0, std, low, high, generator);
+  if (bias) ops::fill_(bias->data, 0.0);
 }
 
 }  // namespace titan::nn

@@ -1,5 +1,6 @@
-// Linear layer without bias (what Llama and Qwen use): y = x @ W^T, plus,
-// when one is installed from outside (LoRA fine-tuning), an adapter's output.
+// Linear layer: y = x @ W^T (+ b when config.bias: Qwen 2's q/k/v projections;
+// Llama has none), plus, when one is installed from outside (LoRA
+// fine-tuning), an adapter's output.
 #pragma once
 
 #include <memory>
@@ -35,6 +36,7 @@ class LinearAdapter {
 struct LinearConfig {
   int64_t in_features = 0;
   int64_t out_features = 0;
+  bool bias = false;
   std::shared_ptr<Linear> build(Device device = Device::cpu()) const;
 };
 
@@ -42,7 +44,8 @@ class Linear : public Module {
  public:
   Linear(const LinearConfig& config, Device device);
   Tensor forward(const Tensor& x) const;
-  // Truncated normal N(0, std) cut at [low, high] (absolute, as torch.nn.init.trunc_normal_).
+  // Weight: truncated normal N(0, std) cut at [low, high] (absolute, as
+  // torch.nn.init.trunc_normal_); bias: zeros.
   void init_weights(Generator& generator, double std, double low = -2.0, double high = 2.0);
   // Installs `adapter` (one per Linear) and registers its modules as children.
   void set_adapter(std::shared_ptr<LinearAdapter> adapter);
@@ -52,6 +55,7 @@ class Linear : public Module {
 
   const LinearConfig config;
   Parameter* const weight;  // [out_features, in_features]
+  Parameter* const bias;    // [out_features]; null without config.bias
 
  private:
   std::shared_ptr<LinearAdapter> adapter_;

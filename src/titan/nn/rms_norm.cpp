@@ -15,9 +15,14 @@ RMSNorm::RMSNorm(const RMSNormConfig& config, Device device)
 
 Tensor RMSNorm::forward(const Tensor& x) const {
   const ForwardScope scope(*this);
-  return F::rms_norm(x, weight->materialize(), static_cast<float>(config.eps));
+  Tensor scale = weight->materialize();
+  if (config.weight_offset != 0.0) {
+    // Added in the weight's compute dtype; the gradient passes to w unchanged.
+    scale = F::add(scale, Tensor::full(scale.shape(), config.weight_offset, scale.dtype(), scale.device()));
+  }
+  return post_forward(F::rms_norm(pre_forward(x), scale, static_cast<float>(config.eps)));
 }
 
-void RMSNorm::init_weights() { ops::fill_(weight->data, 1.0); }
+void RMSNorm::init_weights() { ops::fill_(weight->data, 1.0 - config.weight_offset); }
 
 }  // namespace titan::nn

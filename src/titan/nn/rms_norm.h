@@ -1,4 +1,6 @@
-// RMSNorm over the last dimension with a learned per-feature scale.
+// RMSNorm over the last dimension with a learned per-feature scale: x / rms(x)
+// * (weight_offset + w). Gemma stores its scale as w around 0 and multiplies
+// by (1 + w); Llama and the rest multiply by w itself (offset 0).
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@ class RMSNorm;
 struct RMSNormConfig {
   int64_t dim = 0;
   double eps = 1e-5;
+  double weight_offset = 0.0;
   std::shared_ptr<RMSNorm> build(Device device = Device::cpu()) const;
 };
 
@@ -19,7 +22,7 @@ class RMSNorm : public Module {
  public:
   RMSNorm(const RMSNormConfig& config, Device device);
   Tensor forward(const Tensor& x) const;
-  void init_weights();  // ones
+  void init_weights();  // the identity: weight_offset + w = 1
 
   const RMSNormConfig config;
   Parameter* const weight;  // [dim]

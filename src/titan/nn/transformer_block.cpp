@@ -18,10 +18,24 @@ TransformerBlock::TransformerBlock(const TransformerBlockConfig& config, Device 
   } else {
     feed_forward = register_module("feed_forward", config.feed_forward.build(device));
   }
-  attention_norm =
-      register_module("attention_norm", RMSNormConfig{config.attention.dim, config.norm_eps}.build(device));
-  ffn_norm = register_module("ffn_norm", RMSNormConfig{config.attention.dim, config.norm_eps}.build(device));
+  TITAN_CHECK(config.pre_norms || config.post_norms, "TransformerBlock: a block needs pre-norms, post-norms or both");
+  const RMSNormConfig norm{config.attention.dim, config.norm_eps, config.norm_weight_offset};
+  if (config.pre_norms) {
+    attention_norm = register_module("attention_norm", norm.build(device));
+    ffn_norm = register_module("ffn_norm", norm.build(device));
+  }
+  if (config.post_norms) {
+    post_attention_norm = register_module("post_attention_norm", norm.build(device));
+    post_ffn_norm = register_module("post_ffn_norm", norm.build(device));
+  }
 }
+
+namespace {
+
+// `norm` applied to x, or x itself when the block has no such norm.
+Tensor maybe_norm(const std::shared_ptr<RMSNorm>& norm, const Tensor& x) { return norm ? norm->forward(x) : x; }
+
+}  // namespace
 
 Tensor TransformerBlock::forward(const Tensor& x, const BlockInputs& inputs) const {
   const ForwardScope scope(*this);
@@ -32,9 +46,9 @@ Tensor TransformerBlock::forward(const Tensor& x, const BlockInputs& inputs) con
 
 Tensor TransformerBlock::residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend,
                                   const std::shared_ptr<MoEAuxLoss>& aux) const {
-  const Tensor h = F::add(x, attend(attention_norm->forward(x)));
-  const Tensor normed = ffn_norm->forward(h);
-  return F::add(h, moe ? moe->forward(normed, aux) : feed_forward->forward(normed));
+  const Tensor h = F::add(x, maybe_norm(post_attention_norm, attend(maybe_norm(attention_norm, x))));
+  const Tensor normed = maybe_norm(ffn_norm, h);
+  return F::add(h, maybe_norm(post_ffn_norm, moe ? moe->forward(normed, aux) : feed_forward->forward(normed)));
 }
 
 Tensor TransformerBlock::compute(const Tensor& x, const BlockInputs& inputs) const {
@@ -50,8 +64,9 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& 
 }
 
 void TransformerBlock::init_weights(Generator& generator, double output_std) {
-  attention_norm->init_weights();
-  ffn_norm->init_weights();
+  for (const auto& norm : {attention_norm, ffn_norm, post_attention_norm, post_ffn_norm}) {
+    if (norm) norm->init_weights();
+  }
   attention->init_weights(generator, output_std);
   if (moe) {
     moe->init_weights(generator, output_std);

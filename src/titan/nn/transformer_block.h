@@ -1,5 +1,8 @@
-// A pre-norm decoder block: h = x + attention(norm(x)); out = h + ffn(norm(h)),
-// the FFN dense (SwiGLU) or a mixture of experts, as the block's config says.
+// A decoder block: h = x + post(attention(pre(x))); out = h + post(ffn(pre(h))),
+// the FFN dense (SwiGLU or GeGLU) or a mixture of experts, as the block's
+// config says. `pre` is the usual pre-norm (Llama); `post` normalises a
+// sublayer's output before the residual add (Gemma 2/3 have both, OLMo 2 only
+// the post-norms); either is the identity when its flag is off.
 #pragma once
 
 #include <functional>
@@ -20,6 +23,9 @@ struct TransformerBlockConfig {
   FeedForwardConfig feed_forward;  // the dense FFN, unless moe is set
   std::optional<MoEConfig> moe;    // a mixture-of-experts FFN instead
   double norm_eps = 1e-5;
+  double norm_weight_offset = 0.0;  // the block's norms scale by (offset + w): Gemma's 1
+  bool pre_norms = true;            // attention_norm and ffn_norm before the sublayers
+  bool post_norms = false;          // post_attention_norm and post_ffn_norm after them
   std::shared_ptr<TransformerBlock> build(Device device = Device::cpu()) const;
 };
 
@@ -50,7 +56,8 @@ class TransformerBlock : public Module {
   void init_weights(Generator& generator, double output_std);
 
   const TransformerBlockConfig config;
-  std::shared_ptr<RMSNorm> attention_norm, ffn_norm;
+  std::shared_ptr<RMSNorm> attention_norm, ffn_norm;            // null without pre_norms
+  std::shared_ptr<RMSNorm> post_attention_norm, post_ffn_norm;  // null without post_norms
   std::shared_ptr<Attention> attention;
   std::shared_ptr<FeedForward> feed_forward;  // null in a mixture-of-experts block
   std::shared_ptr<MoE> moe;                   // null in a dense block

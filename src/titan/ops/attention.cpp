@@ -3,6 +3,7 @@
 #include "titan/core/trace_context.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "titan/core/profiler.h"
 
@@ -31,6 +32,8 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
   TITAN_CHECK(mask.query_start >= 0 || q.size(1) <= k.size(1), "{}: {} queries but only {} keys", op, q.size(1),
               k.size(1));
   TITAN_CHECK(mask.sliding_window >= 0, "{}: sliding_window must be >= 0, got {}", op, mask.sliding_window);
+  TITAN_CHECK(mask.logit_softcap >= 0.0f && std::isfinite(mask.logit_softcap),
+              "{}: logit_softcap must be finite and >= 0 (0 = no cap), got {}", op, mask.logit_softcap);
   TITAN_CHECK(mask.key_start >= 0 && mask.query_start >= -1, "{}: key_start {} / query_start {} out of range", op,
               mask.key_start, mask.query_start);
   check_document_ids(op, mask, q.size(0), q.size(1), k.size(1));

@@ -22,6 +22,12 @@ namespace titan::ops {
 // positions of query 0 and key 0 (query i at query_start + i, key j at
 // key_start + j, compared as above), and query_document_ids [B, Sq] the
 // queries' own ids. The defaults are the layout above.
+//
+// logit_softcap > 0 (Gemma 2's attn_logit_softcapping): each scaled score s
+// becomes logit_softcap * tanh(s / logit_softcap) before masking and softmax,
+// so lse is the log-sum-exp of the capped scores and the backward multiplies
+// the gradient w.r.t. a capped score by 1 - tanh^2(s / logit_softcap). Being
+// per score, it changes nothing about how pieces merge (attention_merge_).
 struct AttentionMask {
   AttentionMask() = default;
   AttentionMask(bool causal, int64_t sliding_window = 0, Tensor document_ids = {})
@@ -32,7 +38,9 @@ struct AttentionMask {
   Tensor document_ids;
   int64_t query_start = -1;  // -1: key_start + Sk - Sq
   int64_t key_start = 0;
-  Tensor query_document_ids;  // undefined: document_ids at the queries' positions
+  Tensor query_document_ids;   // undefined: document_ids at the queries' positions
+  float logit_softcap = 0.0f;  // > 0: each scaled score s becomes logit_softcap * tanh(s / logit_softcap) before
+                               // masking and softmax (Gemma 2)
 
   // Whether the queries sit where they do by default (the end of the keys, with their ids).
   bool default_layout() const { return query_start < 0 && key_start == 0 && !query_document_ids.defined(); }
@@ -44,7 +52,7 @@ struct AttentionMask {
 
 struct AttentionOutput {
   Tensor out;  // [B, Sq, Hq, D], q's dtype
-  Tensor lse;  // [B, Hq, Sq] f32: log-sum-exp of each query's scaled scores (saved for backward)
+  Tensor lse;  // [B, Hq, Sq] f32: log-sum-exp of each query's scaled (and capped) scores (saved for backward)
 };
 struct AttentionGrads {
   Tensor grad_q, grad_k, grad_v;

@@ -1,5 +1,7 @@
 #include "titan/ops/elementwise.h"
 
+#include <cmath>
+
 #include "titan/core/trace_context.h"
 
 #include "titan/ops/checks.h"
@@ -92,6 +94,47 @@ std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_out, const Tensor& 
                             up.contiguous());
   }
   return {grad_gate, grad_up};
+}
+
+Tensor geglu(const Tensor& gate, const Tensor& up) {
+  const trace::OpScope op_scope("geglu");
+  check_pair("geglu", gate, up);
+  Tensor out = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+  if (!out.device().is_meta()) geglu_kernels(out.device(), out, gate.contiguous(), up.contiguous());
+  return out;
+}
+
+std::pair<Tensor, Tensor> geglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up) {
+  const trace::OpScope op_scope("geglu_backward");
+  check_pair("geglu_backward", gate, up);
+  check_pair("geglu_backward", grad_out, gate);
+  Tensor grad_gate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+  Tensor grad_up = Tensor::empty(up.shape(), up.dtype(), up.device());
+  if (!gate.device().is_meta()) {
+    geglu_backward_kernels(gate.device(), grad_gate, grad_up, grad_out.contiguous(), gate.contiguous(),
+                           up.contiguous());
+  }
+  return {grad_gate, grad_up};
+}
+
+Tensor soft_cap(const Tensor& x, float cap) {
+  const trace::OpScope op_scope("soft_cap");
+  check_defined("soft_cap", x, "input");
+  TITAN_CHECK(cap > 0.0f && std::isfinite(cap), "soft_cap: cap must be finite and > 0, got {}", cap);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (!out.device().is_meta()) soft_cap_kernels(out.device(), out, x.contiguous(), cap);
+  return out;
+}
+
+Tensor soft_cap_backward(const Tensor& grad_out, const Tensor& y, float cap) {
+  const trace::OpScope op_scope("soft_cap_backward");
+  check_pair("soft_cap_backward", grad_out, y);
+  TITAN_CHECK(cap > 0.0f && std::isfinite(cap), "soft_cap_backward: cap must be finite and > 0, got {}", cap);
+  Tensor grad_x = Tensor::empty(y.shape(), y.dtype(), y.device());
+  if (!grad_x.device().is_meta()) {
+    soft_cap_backward_kernels(y.device(), grad_x, grad_out.contiguous(), y.contiguous(), cap);
+  }
+  return grad_x;
 }
 
 }  // namespace titan::ops

@@ -22,6 +22,14 @@ Tensor silu(const Tensor& x);
 Tensor silu_backward(const Tensor& grad_out, const Tensor& x);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up);
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (PyTorch's
+// gelu(approximate="tanh")); geglu(gate, up) = gelu_tanh(gate) * up (the Gemma FFN).
+Tensor geglu(const Tensor& gate, const Tensor& up);
+std::pair<Tensor, Tensor> geglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up);
+// soft_cap(x) = cap * tanh(x / cap), cap > 0 (Gemma 2's logit soft-capping).
+// The backward takes the output y: dx = dy * (1 - (y / cap)^2).
+Tensor soft_cap(const Tensor& x, float cap);
+Tensor soft_cap_backward(const Tensor& grad_out, const Tensor& y, float cap);
 
 enum class BinaryOp { add, sub, mul };
 // out = a (op) alpha * b for add/sub; out = a * b for mul. out may alias a.
@@ -32,11 +40,20 @@ using SiluBackwardKernel = void(const Tensor& grad_x, const Tensor& grad_out, co
 using SwigluKernel = void(const Tensor& out, const Tensor& gate, const Tensor& up);
 using SwigluBackwardKernel = void(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
                                   const Tensor& gate, const Tensor& up);
+// The gated activations share one kernel signature each for forward and backward.
+using GegluKernel = SwigluKernel;
+using GegluBackwardKernel = SwigluBackwardKernel;
 inline Op<BinaryKernel> binary_kernels{"binary"};
 inline Op<ScaleKernel> scale_kernels{"scale"};
 inline Op<SiluKernel> silu_kernels{"silu"};
 inline Op<SiluBackwardKernel> silu_backward_kernels{"silu_backward"};
 inline Op<SwigluKernel> swiglu_kernels{"swiglu"};
 inline Op<SwigluBackwardKernel> swiglu_backward_kernels{"swiglu_backward"};
+inline Op<GegluKernel> geglu_kernels{"geglu"};
+inline Op<GegluBackwardKernel> geglu_backward_kernels{"geglu_backward"};
+using SoftCapKernel = void(const Tensor& out, const Tensor& x, float cap);
+using SoftCapBackwardKernel = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& y, float cap);
+inline Op<SoftCapKernel> soft_cap_kernels{"soft_cap"};
+inline Op<SoftCapBackwardKernel> soft_cap_backward_kernels{"soft_cap_backward"};
 
 }  // namespace titan::ops

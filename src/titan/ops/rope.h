@@ -16,6 +16,8 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
+
+  bool operator==(const RopeScaling&) const = default;
 };
 
 struct RopeTable {

@@ -225,14 +225,16 @@ void Trainer::finish() {
   // With LoRA the export holds the merged weights (a plain model, for generate
   // and for Hugging Face), and <export>/adapter the PEFT adapter alone.
   const bool lora = config_.lora.enable;
+  // Families whose HF tensors fuse projections (Phi-3) have no PEFT form of titan's adapters: merged weights only.
+  const bool write_peft = lora && models::peft_adapter_supported(config_.model.name);
   const auto write_adapter = [&](const std::string& export_folder) {
-    if (!lora) return;
+    if (!write_peft) return;
     const LoraSection& l = config_.lora;
     const std::string base = !config_.checkpoint.initial_load_path.empty()
                                  ? config_.checkpoint.initial_load_path
                                  : fmt::format("{}/{}", config_.model.name, config_.model.flavor);
     models::write_peft_adapter((std::filesystem::path(export_folder) / "adapter").string(), exported,
-                               {l.rank, l.alpha, l.dropout, l.target_modules}, base, dtype);
+                               config_.model.name, {l.rank, l.alpha, l.dropout, l.target_modules}, base, dtype);
   };
   const auto write_export = [&](const std::function<void()>& write) {
     std::optional<models::MergedLoraView> merged;
@@ -255,7 +257,11 @@ void Trainer::finish() {
   if (rank_ == 0) {
     std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
                 folder.c_str());
-    if (lora) std::printf("titan: LoRA adapter (PEFT) written to %s/adapter\n", folder.c_str());
+    if (write_peft) std::printf("titan: LoRA adapter (PEFT) written to %s/adapter\n", folder.c_str());
+    if (lora && !write_peft) {
+      std::printf("titan: no PEFT adapter written: %s fuses its projections in Hugging Face's format\n",
+                  config_.model.name.c_str());
+    }
   }
 }
 

@@ -1,12 +1,24 @@
 // Differentiable scaled dot-product attention: the flash kernel, or the naive
 // reference built from differentiable matmul/softmax over materialised scores.
-#include "titan/ops/attention.h"
+#include <cmath>
+
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/attention.h"
+#include "titan/ops/elementwise.h"
 
 namespace titan::F {
 
 using autograd::record;
+
+// cap * tanh(x / cap), differentiable; its backward needs only the output.
+Tensor soft_cap(const Tensor& x, float cap) {
+  Tensor y = ops::soft_cap(x, cap);
+  const Tensor saved_y = y.detach();
+  record("SoftCapBackward", {&x}, {&y},
+         [saved_y, cap](const auto& g) { return std::vector<Tensor>{ops::soft_cap_backward(g[0], saved_y, cap)}; });
+  return y;
+}
 
 AttentionImpl parse_attention_impl(const std::string& name) {
   if (name == "flash") return AttentionImpl::flash;
@@ -43,10 +55,15 @@ Tensor heads_first(const Tensor& x, int64_t heads) {
 // Everything in f32 whatever the input dtype: this is the reference path.
 Tensor naive_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask, float scale) {
   const int64_t batch = q.size(0), q_len = q.size(1), heads = q.size(2), dim = q.size(3), k_len = k.size(1);
+  TITAN_CHECK(mask.logit_softcap >= 0.0f && std::isfinite(mask.logit_softcap),
+              "scaled_dot_product_attention: logit_softcap must be finite and >= 0 (0 = no cap), got {}",
+              mask.logit_softcap);
   const Tensor q3 = heads_first(F::cast(q, DType::f32), heads);
   const Tensor k3 = heads_first(F::cast(k, DType::f32), heads);
   const Tensor v3 = heads_first(F::cast(v, DType::f32), heads);
   Tensor scores = F::scale(F::matmul(q3, F::transpose(k3, 1, 2)), scale);
+  // Gemma 2's soft cap goes on the scaled scores, before the mask.
+  if (mask.logit_softcap > 0.0f) scores = soft_cap(scores, mask.logit_softcap);
   const Tensor bias = ops::attention_mask_bias(mask, batch, q_len, k_len, q.device())
                           .unsqueeze(1)
                           .expand({batch, heads, q_len, k_len})

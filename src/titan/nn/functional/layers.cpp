@@ -2,6 +2,7 @@
 // activations and rotary embeddings.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/embedding.h"
 #include "titan/ops/gemm.h"
@@ -12,23 +13,52 @@ namespace titan::F {
 
 using autograd::record;
 
-Tensor linear(const Tensor& x, const Tensor& weight) {
+// A bias is copied into every output row first and the GEMM accumulates onto
+// it (beta = 1): the sum is formed in f32 and rounded once, and no separate
+// broadcast add runs. Its gradient, the output gradient summed over rows, is a
+// GEMM with a row of ones (a parallel, f32-accumulated column sum).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   TITAN_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
               "linear: input {} does not match weight {} ([out, in])", shape_str(x.shape()), shape_str(weight.shape()));
   const int64_t in = weight.size(1), out = weight.size(0);
+  const bool has_bias = bias.defined();
+  TITAN_CHECK(!has_bias || (bias.dim() == 1 && bias.size(0) == out), "linear: bias {} does not match weight {}",
+              has_bias ? shape_str(bias.shape()) : std::string(), shape_str(weight.shape()));
   const Tensor x2 = x.reshape({-1, in});
   Shape out_shape = x.shape();
   out_shape.back() = out;
-  Tensor y = ops::matmul(x2, weight.transpose(0, 1)).view(out_shape);
-  const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  Tensor y;
+  if (has_bias) {
+    Tensor y2 = Tensor::empty({x2.size(0), out}, x.dtype(), x.device());
+    ops::copy_(y2, bias.reshape({1, out}).expand({x2.size(0), out}));
+    ops::gemm(x2, weight.transpose(0, 1), y2, 1.0f, 1.0f);
+    y = y2.view(out_shape);
+  } else {
+    y = ops::matmul(x2, weight.transpose(0, 1)).view(out_shape);
+  }
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = has_bias && bias.requires_grad();
   const Tensor saved_x = need_w ? x2.detach() : Tensor(), saved_w = need_x ? weight.detach() : Tensor();
   const Shape x_shape = x.shape();
-  record("LinearBackward", {&x, &weight}, {&y}, [=](const auto& g) {
+  const Shape bias_shape = has_bias ? bias.shape() : Shape{};
+  const DType bias_dtype = has_bias ? bias.dtype() : x.dtype();
+  const auto body = [=](const std::vector<Tensor>& g) {
     const Tensor g2 = g[0].reshape({-1, out});
     Tensor grad_x = need_x && autograd::input_grad_wanted(0) ? ops::matmul(g2, saved_w).view(x_shape) : Tensor();
     Tensor grad_w = need_w && autograd::input_grad_wanted(1) ? ops::matmul(g2.transpose(0, 1), saved_x) : Tensor();
-    return std::vector<Tensor>{grad_x, grad_w};
-  });
+    Tensor grad_b;
+    if (need_b && autograd::input_grad_wanted(2)) {  // ones [1, M] @ g2 [M, out], accumulated in f32
+      const Tensor ones = Tensor::full({1, g2.size(0)}, 1.0, g2.dtype(), g2.device());
+      grad_b = ops::matmul(ones, g2, bias_dtype).view(bias_shape);
+    }
+    if (!has_bias) return std::vector<Tensor>{grad_x, grad_w};
+    return std::vector<Tensor>{grad_x, grad_w, grad_b};
+  };
+  // Without a bias the node keeps its two inputs, as it always had.
+  if (has_bias) {
+    record("LinearBackward", {&x, &weight, &bias}, {&y}, body);
+  } else {
+    record("LinearBackward", {&x, &weight}, {&y}, body);
+  }
   return y;
 }
 
@@ -100,6 +130,16 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   const Tensor saved_gate = gate.detach(), saved_up = up.detach();
   record("SwigluBackward", {&gate, &up}, {&y}, [=](const auto& g) {
     auto [grad_gate, grad_up] = ops::swiglu_backward(g[0], saved_gate, saved_up);
+    return std::vector<Tensor>{grad_gate, grad_up};
+  });
+  return y;
+}
+
+Tensor geglu(const Tensor& gate, const Tensor& up) {
+  Tensor y = ops::geglu(gate, up);
+  const Tensor saved_gate = gate.detach(), saved_up = up.detach();
+  record("GegluBackward", {&gate, &up}, {&y}, [=](const auto& g) {
+    auto [grad_gate, grad_up] = ops::geglu_backward(g[0], saved_gate, saved_up);
     return std::vector<Tensor>{grad_gate, grad_up};
   });
   return y;

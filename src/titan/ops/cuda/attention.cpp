@@ -54,6 +54,7 @@ AttentionProblem problem_of(const char* op, const Tensor& q, const Tensor& k, co
   const int64_t farthest = std::max<int64_t>(0, q_offset + q_len - 1);
   problem.window = mask.sliding_window > farthest ? 0 : static_cast<int>(mask.sliding_window);
   problem.scale = scale;
+  problem.softcap = mask.logit_softcap;
   const Tensor& ids = mask.document_ids;
   if (ids.defined()) {
     TITAN_CHECK(ids.device() == q.device(), "{}: document_ids are on {} but q is on {}", op, ids.device().str(),

@@ -14,6 +14,9 @@
 // The dK/dV kernel works on transposed score tiles (keys as rows) so that its
 // accumulator rows are the thread's own score rows. Thread layout:
 // attention_tile.cuh.
+//
+// With a logit soft cap, the recomputed scores are capped, z = cap tanh(S / cap),
+// P = exp(z - lse), and dS = P * (dP - D) * (1 - (z / cap)^2).
 #include <cuda_bf16.h>
 
 #include "titan/ops/cuda/attention_tile.cuh"
@@ -122,9 +125,14 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < kMicro; ++j) {
           const int query = tx + kSide * j;
           const float query_lse = row_lse[query];
+          float z = s[i][j] * p.scale, slope = 1.0f;
+          if (p.softcap > 0.0f) {
+            z = soft_capped(z, p.softcap);
+            slope = soft_cap_slope(z, p.softcap);
+          }
           // lse = -inf only for a row that saw no key, which this mask hides anyway.
-          const float prob = bit(bits, i, j) && query_lse != -INFINITY ? expf(s[i][j] * p.scale - query_lse) : 0.0f;
-          ds[i][j] = prob * (dp[i][j] - row_delta[query]);
+          const float prob = bit(bits, i, j) && query_lse != -INFINITY ? expf(z - query_lse) : 0.0f;
+          ds[i][j] = prob * (dp[i][j] - row_delta[query]) * slope;
           scores[(ty + kSide * i) * kScoreStride + query] = prob;
         }
       }
@@ -223,8 +231,13 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kMicro; ++i) {
 #pragma unroll
       for (int j = 0; j < kMicro; ++j) {
-        const float prob = bit(bits, i, j) && query_lse[i] != -INFINITY ? expf(s[i][j] * p.scale - query_lse[i]) : 0.0f;
-        scores[(ty + kSide * i) * kScoreStride + tx + kSide * j] = prob * (dp[i][j] - query_delta[i]);
+        float z = s[i][j] * p.scale, slope = 1.0f;
+        if (p.softcap > 0.0f) {
+          z = soft_capped(z, p.softcap);
+          slope = soft_cap_slope(z, p.softcap);
+        }
+        const float prob = bit(bits, i, j) && query_lse[i] != -INFINITY ? expf(z - query_lse[i]) : 0.0f;
+        scores[(ty + kSide * i) * kScoreStride + tx + kSide * j] = prob * (dp[i][j] - query_delta[i]) * slope;
       }
     }
     __syncthreads();

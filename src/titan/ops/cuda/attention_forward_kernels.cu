@@ -6,7 +6,8 @@
 // running max m and sum l (online softmax: when m grows, l and the output row
 // are rescaled by exp(m_old - m_new)) and adds P V to an f32 accumulator in
 // registers. At the end O = acc / l and lse = m + log l; a row that saw no key
-// outputs zeros with lse = -inf. Thread layout: attention_tile.cuh.
+// outputs zeros with lse = -inf. With a logit soft cap, S is capped
+// (cap * tanh(S / cap)) before the mask. Thread layout: attention_tile.cuh.
 #include <cuda_bf16.h>
 
 #include "titan/ops/cuda/attention_tile.cuh"
@@ -60,6 +61,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kCols; ++j) acc[i][j] = 0.0f;
   }
 
+  const bool capped = p.softcap > 0.0f;
   const TileRange range = key_tiles(p, q0, q_rows);
   for (int kt = range.first; kt < range.end; ++kt) {
     const int k0 = kt * kTile, k_rows = min(kTile, p.k_len - k0);
@@ -80,7 +82,8 @@ __global__ void __launch_bounds__(kThreads)
       float tile_max = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kMicro; ++j) {
-        s[i][j] = bit(bits, i, j) ? s[i][j] * p.scale : -INFINITY;
+        const float score = s[i][j] * p.scale;
+        s[i][j] = bit(bits, i, j) ? (capped ? soft_capped(score, p.softcap) : score) : -INFINITY;
         tile_max = fmaxf(tile_max, s[i][j]);
       }
       tile_max = row_group_max(tile_max);

@@ -34,6 +34,9 @@ struct AttentionProblem {
   const int32_t* q_doc32 = nullptr;
   const int64_t* q_doc64 = nullptr;
   float scale = 1.0f;
+  // > 0: each scaled score s becomes softcap * tanh(s / softcap) before the
+  // mask and softmax (ops/attention.h's logit_softcap); 0: no cap.
+  float softcap = 0.0f;
 };
 
 cudaError_t launch_attention_forward(AttentionElement element, const AttentionProblem& problem, const void* q,

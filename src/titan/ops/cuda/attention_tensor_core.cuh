@@ -145,6 +145,35 @@ __device__ __forceinline__ uint32_t lane_visible_bits(const AttentionProblem& p,
   return bits;
 }
 
+// A raw score q . k to the exponent the softmax takes, in log2 units: s log2 e
+// with s = raw * scale, or with a logit soft cap z log2 e, z = cap tanh(s / cap).
+struct ScoreMap {
+  bool capped;
+  float scale_log2, cap_log2, scale_over_cap, ln2_over_cap;
+
+  __device__ __forceinline__ explicit ScoreMap(const AttentionProblem& p)
+      : capped(p.softcap > 0.0f),
+        scale_log2(p.scale * kLog2e),
+        cap_log2(p.softcap * kLog2e),
+        scale_over_cap(capped ? p.scale / p.softcap : 0.0f),
+        ln2_over_cap(capped ? kLn2 / p.softcap : 0.0f) {}
+
+  __device__ __forceinline__ float operator()(float raw) const {
+    return capped ? cap_log2 * tanhf(raw * scale_over_cap) : raw * scale_log2;
+  }
+
+  // The cap's slope dz/ds = 1 - (z / cap)^2 (only when capped), recovered from
+  // P = exp2(z log2 e - lse log2 e) as the backward has it: read back from its
+  // bf16 tile, the scores themselves being overwritten by dP by then and no
+  // shared memory left for a third tile. P's rounding (2^-9 relative) moves z
+  // by at most 2^-9, so the slope by at most 2^-8 / cap: below the bf16
+  // rounding of dS itself. P = 0 (hidden, or underflowed) gives slope 0.
+  __device__ __forceinline__ float slope(float prob, float lse_log2) const {
+    const float t = fminf(fabsf((log2f(prob) + lse_log2) * ln2_over_cap), 1.0f);
+    return 1.0f - t * t;
+  }
+};
+
 // Writes four consecutive bf16 values (8 bytes; `to` is 8-byte aligned).
 __device__ __forceinline__ void store4(bf16* to, float a, float b, float c, float d) {
   __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(to);

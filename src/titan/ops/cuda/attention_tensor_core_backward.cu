@@ -18,7 +18,9 @@
 // dS uses P rounded to bf16 (it is read back from the bf16 tile the dV product
 // takes): an error of 2^-9 relative per element, the size of the rounding of
 // dS itself to bf16 for its product, and it saves a second f32 score buffer.
-// dK and dQ are scaled once at the end.
+// dK and dQ are scaled once at the end. With a logit soft cap, P comes from
+// the capped scores and dS takes the cap's slope (ScoreMap in
+// attention_tensor_core.cuh, which recovers it from the bf16 P).
 #include <cuda_bf16.h>
 
 #include "titan/ops/cuda/attention_tensor_core.cuh"
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kBlockThreads, key_gradients_blocks<D>())
   const int64_t kv_offset = ((b * p.k_len + k0) * p.kv_heads + kvh) * D;
   const int warp_row0 = me.warp * kWarpRows, row = warp_row0 + me.row;  // this lane's key in the tile
   const bool documents = has_documents(p);
-  const float scale_log2 = p.scale * kLog2e;
+  const ScoreMap score_map(p);
 
   copy_rows_async<D, kWarpRows, kWarpSize>(k + kv_offset + warp_row0 * kv_stride, kv_stride, k_rows - warp_row0,
                                            k_rows_tile, me.lane);
@@ -223,8 +225,7 @@ __global__ void __launch_bounds__(kBlockThreads, key_gradients_blocks<D>())
           for (int j = 0; j < 4; ++j) {
             const float query_lse = row_lse[spot_column(me.half, i, j)];
             // lse = -inf only for a row that saw no key: P = 0 there, as the mask says.
-            prob[j] =
-                (bits >> (4 * i + j)) & 1u && query_lse != -INFINITY ? exp2f(fs[j] * scale_log2 - query_lse) : 0.0f;
+            prob[j] = (bits >> (4 * i + j)) & 1u && query_lse != -INFINITY ? exp2f(score_map(fs[j]) - query_lse) : 0.0f;
           }
           store4(prob_row + 8 * i, prob[0], prob[1], prob[2], prob[3]);
         }
@@ -248,7 +249,11 @@ __global__ void __launch_bounds__(kBlockThreads, key_gradients_blocks<D>())
                                  __high2float(pair[1])};
           float ds[4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) ds[j] = prob[j] * (dp[j] - row_delta[spot_column(me.half, i, j)]);
+          for (int j = 0; j < 4; ++j) {
+            const int col = spot_column(me.half, i, j);
+            ds[j] = prob[j] * (dp[j] - row_delta[col]);
+            if (score_map.capped) ds[j] *= score_map.slope(prob[j], row_lse[col]);
+          }
           store4(prob_row + 8 * i, ds[0], ds[1], ds[2], ds[3]);
         }
       }
@@ -313,7 +318,7 @@ __global__ void __launch_bounds__(kBlockThreads, query_gradient_blocks<D>())
   const int64_t row_head = (b * p.heads + h) * p.q_len + q0;
   const int warp_row0 = me.warp * kWarpRows, row = warp_row0 + me.row;  // this lane's query in the tile
   const bool documents = has_documents(p);
-  const float scale_log2 = p.scale * kLog2e;
+  const ScoreMap score_map(p);
 
   // The warp's Q and dO rows (one group), then the first K and V tiles (the next).
   const TileRange range = key_tiles(p, q0, q_rows);
@@ -395,7 +400,7 @@ __global__ void __launch_bounds__(kBlockThreads, query_gradient_blocks<D>())
       float prob[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        prob[j] = (bits >> (4 * i + j)) & 1u && query_lse != -INFINITY ? exp2f(fs[j] * scale_log2 - query_lse) : 0.0f;
+        prob[j] = (bits >> (4 * i + j)) & 1u && query_lse != -INFINITY ? exp2f(score_map(fs[j]) - query_lse) : 0.0f;
       }
       store4(prob_row + 8 * i, prob[0], prob[1], prob[2], prob[3]);
     }
@@ -427,8 +432,13 @@ __global__ void __launch_bounds__(kBlockThreads, query_gradient_blocks<D>())
       const float dp[4] = {f.x, f.y, f.z, f.w};
       const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(prob_row + 8 * i);
       const float prob[4] = {__low2float(pair[0]), __high2float(pair[0]), __low2float(pair[1]), __high2float(pair[1])};
-      store4(prob_row + 8 * i, prob[0] * (dp[0] - query_delta), prob[1] * (dp[1] - query_delta),
-             prob[2] * (dp[2] - query_delta), prob[3] * (dp[3] - query_delta));
+      float ds[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ds[j] = prob[j] * (dp[j] - query_delta);
+        if (score_map.capped) ds[j] *= score_map.slope(prob[j], query_lse);
+      }
+      store4(prob_row + 8 * i, ds[0], ds[1], ds[2], ds[3]);
     }
     __syncwarp();
     accumulate_product<D>(probs, k_tile, grad_q_frag);  // dQ += dS K (scaled at the end)

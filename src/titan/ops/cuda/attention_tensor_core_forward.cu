@@ -7,7 +7,8 @@
 // query rows each. A warp keeps its Q rows as A fragments and its [16, D]
 // output accumulator in registers for the whole key loop. Per key tile:
 //   1. S = Q K^T into the warp's f32 score rows in shared memory;
-//   2. scalar: mask, row max, P = exp2(S * scale * log2 e - m), row sums, P
+//   2. scalar: mask, row max, P = exp2(S * scale * log2 e - m) (with a logit
+//      soft cap, S * scale is capped first: ScoreMap), row sums, P
 //      rounded once to bf16 (as FlashAttention does: the PV product takes bf16
 //      operands; the row sums l keep the f32 P, so lse is f32-accurate);
 //   3. O += P V.
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(kBlockThreads, forward_blocks<D>())
   const int64_t q_offset = ((b * p.q_len + q0) * p.heads + h) * D;
   const int warp_row0 = me.warp * kWarpRows, row = warp_row0 + me.row;  // this lane's row in the tile
   const bool documents = has_documents(p);
-  const float scale_log2 = p.scale * kLog2e;
+  const ScoreMap score_map(p);
 
   // The warp's Q rows (one group), then the first K tile (the next group).
   const TileRange range = key_tiles(p, q0, q_rows);
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(kBlockThreads, forward_blocks<D>())
       const float fs[4] = {f.x, f.y, f.z, f.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        x[i][j] = (bits >> (4 * i + j)) & 1u ? fs[j] * scale_log2 : -INFINITY;
+        x[i][j] = (bits >> (4 * i + j)) & 1u ? score_map(fs[j]) : -INFINITY;
         tile_max = fmaxf(tile_max, x[i][j]);
       }
     }

@@ -107,6 +107,16 @@ __device__ __forceinline__ uint32_t visible_bits(const AttentionProblem& p, int 
 
 __device__ __forceinline__ bool bit(uint32_t bits, int i, int j) { return ((bits >> (kMicro * i + j)) & 1u) != 0; }
 
+// The logit soft cap (AttentionProblem::softcap > 0) of a scaled score s:
+// z = cap * tanh(s / cap), with the accurate tanhf. Its slope dz/ds, which
+// the backward multiplies into dS, is 1 - (z / cap)^2; clamped, so rounding
+// that puts |z| a hair above cap cannot make it negative.
+__device__ __forceinline__ float soft_capped(float score, float cap) { return cap * tanhf(score / cap); }
+__device__ __forceinline__ float soft_cap_slope(float capped, float cap) {
+  const float t = fminf(fabsf(capped / cap), 1.0f);
+  return 1.0f - t * t;
+}
+
 // Tiles a block may need, [first, end): the mask's causal and window bounds on
 // whole tiles (the same bounds as the CPU kernel's, at 64-row tiles). Tiles
 // inside the range can still be wholly hidden (documents); the kernels find

@@ -66,6 +66,31 @@ void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, cons
                                           current_stream()));
 }
 
+void geglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  require_float("geglu", out);
+  TITAN_CUDA_CHECK(
+      launch_geglu(out.dtype(), out.data_ptr(), gate.data_ptr(), up.data_ptr(), out.numel(), current_stream()));
+}
+
+void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
+                           const Tensor& up) {
+  require_float("geglu_backward", grad_gate);
+  TITAN_CUDA_CHECK(launch_geglu_backward(grad_gate.dtype(), grad_gate.data_ptr(), grad_up.data_ptr(),
+                                         grad_out.data_ptr(), gate.data_ptr(), up.data_ptr(), grad_gate.numel(),
+                                         current_stream()));
+}
+
+void soft_cap_kernel(const Tensor& out, const Tensor& x, float cap) {
+  require_float("soft_cap", out);
+  TITAN_CUDA_CHECK(launch_soft_cap(out.dtype(), out.data_ptr(), x.data_ptr(), cap, out.numel(), current_stream()));
+}
+
+void soft_cap_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Tensor& y, float cap) {
+  require_float("soft_cap_backward", grad_x);
+  TITAN_CUDA_CHECK(launch_soft_cap_backward(grad_x.dtype(), grad_x.data_ptr(), grad_out.data_ptr(), y.data_ptr(), cap,
+                                            grad_x.numel(), current_stream()));
+}
+
 }  // namespace
 
 void register_elementwise() {
@@ -77,6 +102,10 @@ void register_elementwise() {
   silu_backward_kernels.set_kernel(DeviceType::cuda, silu_backward_kernel);
   swiglu_kernels.set_kernel(DeviceType::cuda, swiglu_kernel);
   swiglu_backward_kernels.set_kernel(DeviceType::cuda, swiglu_backward_kernel);
+  geglu_kernels.set_kernel(DeviceType::cuda, geglu_kernel);
+  geglu_backward_kernels.set_kernel(DeviceType::cuda, geglu_backward_kernel);
+  soft_cap_kernels.set_kernel(DeviceType::cuda, soft_cap_kernel);
+  soft_cap_backward_kernels.set_kernel(DeviceType::cuda, soft_cap_backward_kernel);
 }
 
 }  // namespace titan::ops::cuda

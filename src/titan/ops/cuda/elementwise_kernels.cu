@@ -88,6 +88,57 @@ __global__ void swiglu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_
   }
 }
 
+// gelu_tanh(x) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), as in the
+// CPU kernel (the sigmoid form has no 1 + tanh(u) cancellation for negative x).
+constexpr float kGeluTwoSqrt2OverPi = 1.5957691216057308f;  // 2 sqrt(2/pi)
+constexpr float kGeluCubic = 0.044715f;
+
+__device__ __forceinline__ float gelu_tanh_gate(float x) {
+  return sigmoid(kGeluTwoSqrt2OverPi * (x + kGeluCubic * x * x * x));
+}
+
+template <typename T>
+__global__ void geglu(T* __restrict__ out, const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = load_f32(gate, i);
+    store_f32(out, i, v * gelu_tanh_gate(v) * load_f32(up, i));
+  }
+}
+
+// gelu_tanh'(x) = s + x s (1 - s) 2u'(x), s = sigmoid(2u), 2u'(x) = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+template <typename T>
+__global__ void geglu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_up, const T* __restrict__ grad_out,
+                               const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = load_f32(gate, i);
+    const float s = gelu_tanh_gate(v);
+    const float inner_slope = kGeluTwoSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    const float d = load_f32(grad_out, i);
+    store_f32(grad_up, i, d * v * s);
+    store_f32(grad_gate, i, d * load_f32(up, i) * (s + v * s * (1.0f - s) * inner_slope));
+  }
+}
+
+// cap * tanh(x / cap) with the accurate tanhf; the CPU's exp-based tanh
+// agrees with it to about cap * 1e-7.
+template <typename T>
+__global__ void soft_cap(T* __restrict__ out, const T* __restrict__ x, float cap, int64_t n) {
+  const float inverse_cap = 1.0f / cap;
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    store_f32(out, i, cap * tanhf(load_f32(x, i) * inverse_cap));
+}
+
+// d/dx cap tanh(x / cap) = 1 - (y / cap)^2, from the output y.
+template <typename T>
+__global__ void soft_cap_backward(T* __restrict__ grad_x, const T* __restrict__ grad_out, const T* __restrict__ y,
+                                  float cap, int64_t n) {
+  const float inverse_cap = 1.0f / cap;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float t = load_f32(y, i) * inverse_cap;
+    store_f32(grad_x, i, load_f32(grad_out, i) * (1.0f - t * t));
+  }
+}
+
 // Calls launch(T{}) with T the element type of `dtype` (f32 or bf16).
 template <typename Launch>
 cudaError_t with_float_type(DType dtype, int64_t n, Launch&& launch) {
@@ -181,6 +232,40 @@ cudaError_t launch_swiglu_backward(DType dtype, void* grad_gate, void* grad_up, 
     swiglu_backward<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<T*>(grad_gate), static_cast<T*>(grad_up), static_cast<const T*>(grad_out),
         static_cast<const T*>(gate), static_cast<const T*>(up), n);
+  });
+}
+
+cudaError_t launch_geglu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream) {
+  return with_float_type(dtype, n, [&](auto tag) {
+    using T = decltype(tag);
+    geglu<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(gate),
+                                                          static_cast<const T*>(up), n);
+  });
+}
+
+cudaError_t launch_geglu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
+                                  const void* up, int64_t n, cudaStream_t stream) {
+  return with_float_type(dtype, n, [&](auto tag) {
+    using T = decltype(tag);
+    geglu_backward<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(grad_gate), static_cast<T*>(grad_up), static_cast<const T*>(grad_out),
+        static_cast<const T*>(gate), static_cast<const T*>(up), n);
+  });
+}
+
+cudaError_t launch_soft_cap(DType dtype, void* out, const void* x, float cap, int64_t n, cudaStream_t stream) {
+  return with_float_type(dtype, n, [&](auto tag) {
+    using T = decltype(tag);
+    soft_cap<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(x), cap, n);
+  });
+}
+
+cudaError_t launch_soft_cap_backward(DType dtype, void* grad_x, const void* grad_out, const void* y, float cap,
+                                     int64_t n, cudaStream_t stream) {
+  return with_float_type(dtype, n, [&](auto tag) {
+    using T = decltype(tag);
+    soft_cap_backward<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(grad_x), static_cast<const T*>(grad_out), static_cast<const T*>(y), cap, n);
   });
 }
 

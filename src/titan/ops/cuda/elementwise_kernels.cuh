@@ -29,5 +29,13 @@ cudaError_t launch_silu_backward(DType dtype, void* grad_x, const void* grad_out
 cudaError_t launch_swiglu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream);
 cudaError_t launch_swiglu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
                                    const void* up, int64_t n, cudaStream_t stream);
+// geglu(gate, up) = gelu_tanh(gate) * up and its two input gradients.
+cudaError_t launch_geglu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream);
+cudaError_t launch_geglu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
+                                  const void* up, int64_t n, cudaStream_t stream);
+// out = cap * tanh(x / cap) (cap > 0); its gradient from the output y: dy * (1 - (y / cap)^2).
+cudaError_t launch_soft_cap(DType dtype, void* out, const void* x, float cap, int64_t n, cudaStream_t stream);
+cudaError_t launch_soft_cap_backward(DType dtype, void* grad_x, const void* grad_out, const void* y, float cap,
+                                     int64_t n, cudaStream_t stream);
 
 }  // namespace titan::ops::cuda

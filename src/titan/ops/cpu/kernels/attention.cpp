@@ -49,6 +49,13 @@
 // elements. Packed documents have non-decreasing ids, which keeps the ranges
 // tight; other ids stay correct, as a tile that cannot be skipped is masked
 // element by element. A tile the mask shows entirely is not masked at all.
+//
+// Soft-capping (mask.logit_softcap = c > 0, Gemma 2) replaces each scaled
+// score s of a tile by z = c tanh(s / c) right after its GEMM, before the mask
+// and the softmax, so lse is that of the capped scores. The backward caps its
+// recomputed scores the same way and multiplies dZ = P (dP - D) by
+// dz/ds = 1 - (z / c)^2 to get dS. Both are extra passes taken per tile only
+// when c > 0: the uncapped loops are the ones above, unchanged.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -321,6 +328,24 @@ void store_tile(const float* tile, int64_t rows, int64_t dim, T* dst, int64_t ro
   }
 }
 
+// cap * tanh(s / cap) through fast_exp, so the loop vectorises: tanh(y) =
+// sign(y) (1 - e) / (1 + e) with e = exp(-2|y|) <= 1 never overflows. Its
+// absolute error, about cap * 1e-7, is below the rounding of the f32 scores.
+inline float soft_capped(float score, float cap, float inverse_cap) {
+  const float e = fast_exp(-2.0f * std::fabs(score * inverse_cap));
+  return std::copysign(cap * (1.0f - e) / (1.0f + e), score);
+}
+
+// Caps the `rows` x `cols` scores of a tile (row stride kBlockK) in place.
+void soft_cap_tile(float* scores, int64_t rows, int64_t cols, float cap) {
+  const float inverse_cap = 1.0f / cap;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = scores + r * kBlockK;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) s[c] = soft_capped(s[c], cap, inverse_cap);
+  }
+}
+
 // ---- forward ----
 
 // Folds a tile of scores into the running row max and sum, rescales the O rows
@@ -361,6 +386,7 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
              const AttentionMask& mask, float scale) {
   const Geometry g(q, k, mask);
   const BlockMask blocks(mask, g);
+  const float cap = mask.logit_softcap;
   const T* q_data = q.data<T>();
   const T* k_data = k.data<T>();
   const T* v_data = v.data<T>();
@@ -402,6 +428,7 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
       load_tile(k_data + kv_offset, k_rows, g.kv_row, D, k_tile);
       load_tile(v_data + kv_offset, k_rows, g.kv_row, D, v_tile);
       gemm('N', 'T', q_rows, k_rows, D, scale, q_tile, D, k_tile, D, 0.0f, scores, kBlockK);
+      if (cap > 0.0f) soft_cap_tile(scores, q_rows, k_rows, cap);
       if (visibility == Visibility::partial) blocks.hide(b, qb, kb, scores);
       online_softmax(scores, q_rows, k_rows, row_max, row_sum, o_tile, D);
       gemm('N', 'N', q_rows, D, k_rows, 1.0f, scores, kBlockK, v_tile, D, 1.0f, o_tile, D);
@@ -425,12 +452,14 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
 
 // Recomputes one tile's P = exp(S - lse) into `probs` and dS = P * (dP - D)
 // into `grad_scores` (both [kBlockQ, kBlockK]). Rows with lse = -inf saw no key
-// and get P = dS = 0.
+// and get P = dS = 0. With a soft cap, S is the capped score z and dS also
+// takes the factor dz/ds = 1 - (z / cap)^2.
 void probability_tile(Gemm& gemm, const BlockMask& blocks, Visibility visibility, int64_t b, int64_t qb, int64_t kb,
-                      int64_t q_rows, int64_t k_rows, int64_t dim, float scale, const float* q_tile,
+                      int64_t q_rows, int64_t k_rows, int64_t dim, float scale, float cap, const float* q_tile,
                       const float* grad_out_tile, const float* k_tile, const float* v_tile, const float* lse,
                       const float* delta, float* probs, float* grad_scores) {
   gemm('N', 'T', q_rows, k_rows, dim, scale, q_tile, dim, k_tile, dim, 0.0f, probs, kBlockK);
+  if (cap > 0.0f) soft_cap_tile(probs, q_rows, k_rows, cap);
   if (visibility == Visibility::partial) blocks.hide(b, qb, kb, probs);
   gemm('N', 'T', q_rows, k_rows, dim, 1.0f, grad_out_tile, dim, v_tile, dim, 0.0f, grad_scores, kBlockK);
   for (int64_t r = 0; r < q_rows; ++r) {
@@ -440,6 +469,20 @@ void probability_tile(Gemm& gemm, const BlockMask& blocks, Visibility visibility
     if (row_lse == kNegInf) {
       std::fill(p, p + k_rows, 0.0f);
       std::fill(ds, ds + k_rows, 0.0f);
+      continue;
+    }
+    if (cap > 0.0f) {
+      const float inverse_cap = 1.0f / cap;
+#pragma omp simd
+      for (int64_t c = 0; c < k_rows; ++c) {
+        const float z = p[c];
+        const float prob = fast_exp(z - row_lse);
+        // Clamped: a hidden score (z = -inf) gets t = -1, a factor of 0 and no
+        // NaN; |z| <= cap otherwise, up to rounding.
+        const float t = std::min(std::max(z * inverse_cap, -1.0f), 1.0f);
+        p[c] = prob;
+        ds[c] = prob * (ds[c] - row_delta) * (1.0f - t * t);
+      }
       continue;
     }
 #pragma omp simd
@@ -457,6 +500,7 @@ struct BackwardProblem {
   const Geometry& g;
   const BlockMask& blocks;
   float scale;
+  float cap;  // the mask's logit_softcap (0: none)
   const T *q, *k, *v, *grad_out;
   const float *lse, *delta;  // [B, Hq, Sq]
   T *grad_q, *grad_k, *grad_v;
@@ -509,8 +553,8 @@ void key_block_gradients(const BackwardProblem<T>& p, const BackwardTiles& t, in
       const int64_t row_offset = (b * g.heads + h) * g.q_len + q0;
       load_tile(p.q + q_offset, q_rows, g.q_row, D, t.q);
       load_tile(p.grad_out + q_offset, q_rows, g.q_row, D, t.grad_out);
-      probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, t.q, t.grad_out, t.k, t.v,
-                       p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
+      probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, p.cap, t.q, t.grad_out, t.k,
+                       t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
       p.gemm('T', 'N', k_rows, D, q_rows, 1.0f, t.probs, kBlockK, t.grad_out, D, 1.0f, grad_v_tile, D);
       p.gemm('T', 'N', k_rows, D, q_rows, p.scale, t.grad_scores, kBlockK, t.q, D, 1.0f, grad_k_tile, D);
       if (grad_q_acc != nullptr) {
@@ -542,8 +586,8 @@ void query_block_gradient(const BackwardProblem<T>& p, const BackwardTiles& t, i
     const int64_t kv_offset = (b * g.k_len + k0) * g.kv_row + kvh * D;
     load_tile(p.k + kv_offset, k_rows, g.kv_row, D, t.k);
     load_tile(p.v + kv_offset, k_rows, g.kv_row, D, t.v);
-    probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, t.q, t.grad_out, t.k, t.v,
-                     p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
+    probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, p.cap, t.q, t.grad_out, t.k,
+                     t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
     p.gemm('N', 'N', q_rows, D, k_rows, p.scale, t.grad_scores, kBlockK, t.k, D, 1.0f, grad_q_tile, D);
   }
   store_tile(grad_q_tile, q_rows, D, p.grad_q + q_offset, g.q_row);
@@ -587,6 +631,7 @@ void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor&
   const BackwardProblem<T> p{g,
                              blocks,
                              scale,
+                             mask.logit_softcap,
                              q.data<T>(),
                              k.data<T>(),
                              v.data<T>(),

@@ -139,6 +139,92 @@ void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, cons
   });
 }
 
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+// the sigmoid form goes through fast_exp, so the loops vectorise, and it has
+// no 1 + tanh(u) cancellation for negative x. gelu_tanh'(x) = s + x s (1 - s)
+// 2u'(x) with s = sigmoid(2u) and 2u'(x) = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+constexpr float kGeluTwoSqrt2OverPi = 1.5957691216057308f;  // 2 sqrt(2/pi)
+constexpr float kGeluCubic = 0.044715f;
+
+inline float gelu_tanh_gate(float x) { return sigmoid(kGeluTwoSqrt2OverPi * (x + kGeluCubic * x * x * x)); }
+
+void geglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  dispatch_float("geglu", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* g = gate.data<T>();
+    const T* u = up.data<T>();
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(g[i]);
+        o[i] = from_f32<T>(v * gelu_tanh_gate(v) * to_f32(u[i]));
+      }
+    });
+  });
+}
+
+// d/dgate = dy * up * gelu_tanh'(gate), d/dup = dy * gelu_tanh(gate), in one pass.
+void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
+                           const Tensor& up) {
+  dispatch_float("geglu_backward", grad_gate.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* gg = grad_gate.data<T>();
+    T* gu = grad_up.data<T>();
+    const T* dy = grad_out.data<T>();
+    const T* g = gate.data<T>();
+    const T* u = up.data<T>();
+    parallel_for(grad_gate.numel(), kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(g[i]);
+        const float s = gelu_tanh_gate(v);
+        const float inner_slope = kGeluTwoSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+        const float d = to_f32(dy[i]);
+        gu[i] = from_f32<T>(d * v * s);
+        gg[i] = from_f32<T>(d * to_f32(u[i]) * (s + v * s * (1.0f - s) * inner_slope));
+      }
+    });
+  });
+}
+
+// cap * tanh(x / cap) through fast_exp, so the loop vectorises: tanh(u) =
+// sign(u) (1 - e) / (1 + e) with e = exp(-2|u|) <= 1 never overflows.
+void soft_cap_kernel(const Tensor& out, const Tensor& x, float cap) {
+  dispatch_float("soft_cap", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* in = x.data<T>();
+    const float inverse_cap = 1.0f / cap;
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = to_f32(in[i]);
+        const float e = fast_exp(-2.0f * std::fabs(v * inverse_cap));
+        o[i] = from_f32<T>(std::copysign(cap * (1.0f - e) / (1.0f + e), v));
+      }
+    });
+  });
+}
+
+// d/dx cap tanh(x / cap) = 1 - tanh^2 = 1 - (y / cap)^2, from the output y.
+void soft_cap_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Tensor& y, float cap) {
+  dispatch_float("soft_cap_backward", grad_x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* gx = grad_x.data<T>();
+    const T* gy = grad_out.data<T>();
+    const T* out = y.data<T>();
+    const float inverse_cap = 1.0f / cap;
+    parallel_for(grad_x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const float t = to_f32(out[i]) * inverse_cap;
+        gx[i] = from_f32<T>(to_f32(gy[i]) * (1.0f - t * t));
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void register_elementwise() {
@@ -150,6 +236,10 @@ void register_elementwise() {
   silu_backward_kernels.set_kernel(DeviceType::cpu, silu_backward_kernel);
   swiglu_kernels.set_kernel(DeviceType::cpu, swiglu_kernel);
   swiglu_backward_kernels.set_kernel(DeviceType::cpu, swiglu_backward_kernel);
+  geglu_kernels.set_kernel(DeviceType::cpu, geglu_kernel);
+  geglu_backward_kernels.set_kernel(DeviceType::cpu, geglu_backward_kernel);
+  soft_cap_kernels.set_kernel(DeviceType::cpu, soft_cap_kernel);
+  soft_cap_backward_kernels.set_kernel(DeviceType::cpu, soft_cap_backward_kernel);
 }
 
 }  // namespace titan::ops::cpu::TITAN_ISA

@@ -1,0 +1,130 @@
+#include "bench/families_bench.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "bench/json_report.h"
+#include "bench/peer_process.h"
+#include "bench/train_bench.h"
+#include "titan/core/error.h"
+#include "titan/models/model_spec.h"
+#include "titan/ops/cpu/isa.h"
+
+namespace titan::bench {
+namespace {
+
+const char* qk_norm_kind(const nn::AttentionConfig& a) {
+  if (!a.qk_norm) return "none";
+  return a.qk_norm_whole_projection ? "whole" : "head";
+}
+
+// The peer's architecture switches, read from titan's config of the flavor, so
+// both sides train what the family's config.json defines. What may differ per
+// layer (the window, the local RoPE table) goes per layer; the rest is the
+// first layer's, and the layers are checked to agree on it.
+std::string peer_architecture(const std::string& model, const models::DecoderConfig& c) {
+  const nn::TransformerBlockConfig& b = c.layers.front();
+  const nn::AttentionConfig& a = b.attention;
+  TITAN_CHECK(c.rope_scaling.factor == 0.0, "families bench: {} has RoPE scaling, which the peer lacks", model);
+  std::string windows, local_rope;
+  for (const nn::TransformerBlockConfig& layer : c.layers) {
+    const nn::AttentionConfig& l = layer.attention;
+    TITAN_CHECK(!layer.moe && l.rope && l.qk_norm == a.qk_norm && l.qkv_bias == a.qkv_bias &&
+                    l.logit_softcap == a.logit_softcap && l.scale_dim == a.scale_dim && l.n_heads == a.n_heads &&
+                    l.kv_heads() == a.kv_heads() && layer.pre_norms == b.pre_norms &&
+                    layer.post_norms == b.post_norms && layer.feed_forward.hidden_dim == b.feed_forward.hidden_dim,
+                "families bench: {}'s layers differ in more than window and RoPE table (the peer's model)", model);
+    windows += fmt::format("{}{}", windows.empty() ? "" : ",", l.sliding_window);
+    local_rope += fmt::format("{}{}", local_rope.empty() ? "" : ",", l.local_rope ? 1 : 0);
+  }
+  return fmt::format(
+      "--dim {} --layers {} --heads {} --kv-heads {} --head-dim {} --hidden {} --vocab {} --eps {} --norm-offset {} "
+      "--pre-norms {:d} --post-norms {:d} --qk-norm {} --qk-norm-eps {} --qk-norm-offset {} --qkv-bias {:d} "
+      "--fused-projections {:d} --activation {} --scale-dim {} --attn-softcap {} --final-softcap {} "
+      "--embedding-scale {} --rope-style {} --rope-theta {} --local-rope-theta {} --windows {} --local-rope {} "
+      "--tie {:d}",
+      a.dim, c.n_layers(), a.n_heads, a.kv_heads(), a.head_size(), b.feed_forward.hidden_dim, c.vocab_size, b.norm_eps,
+      b.norm_weight_offset, b.pre_norms, b.post_norms, qk_norm_kind(a), a.norm_eps, a.qk_norm_weight_offset, a.qkv_bias,
+      // Hugging Face's Phi-3 stores q/k/v and gate/up fused, and its PyTorch model runs them as one Linear each.
+      model == "phi3", b.feed_forward.activation == nn::FeedForwardActivation::gelu_tanh ? "gelu_tanh" : "silu",
+      a.scale_dim > 0 ? a.scale_dim : static_cast<double>(a.head_size()), a.logit_softcap, c.loss.softcap,
+      c.embedding_scale, a.rope_style == ops::RopeStyle::half ? "half" : "interleaved", c.rope_theta,
+      c.local_rope_theta, windows, local_rope, c.tie_embeddings);
+}
+
+// Runs the PyTorch peer; its report (median_step_seconds, parameters), or nullopt if it could not run.
+std::optional<nlohmann::json> run_families_peer(const std::string& model, const models::DecoderConfig& config,
+                                                const FamiliesBenchOptions& o, const std::string& dtype) {
+  const std::string environment = peer_isa_environment();
+  const std::string command = fmt::format(
+      "{}/usr/bin/python3 {}{} {} --seq {} --batch {} --steps {} --warmup {} --dtype {} --threads {}", environment,
+      shared_file("bench/families_peer.py"), environment.empty() ? "" : " --no-mkldnn",
+      peer_architecture(model, config), o.seq_len, o.batch, o.steps, o.warmup, dtype, omp_get_max_threads());
+  std::optional<nlohmann::json> result = run_peer(command, "families bench");
+  if (result && !result->contains("median_step_seconds")) return std::nullopt;
+  return result;
+}
+
+}  // namespace
+
+int run_families_bench(const FamiliesBenchOptions& o) {
+  const double tokens = static_cast<double>(o.batch * o.seq_len);
+  std::printf(
+      "titan bench families: debugmodel of each family, seq %lld x batch %lld, %d threads, CPU kernels %s, median "
+      "of %d steps after %d warm-up\n",
+      static_cast<long long>(o.seq_len), static_cast<long long>(o.batch), omp_get_max_threads(),
+      ops::cpu::selected_isa(), o.steps, o.warmup);
+  const std::string environment = peer_isa_environment();
+  if (!environment.empty())
+    std::printf("the PyTorch peer is held to the same ISA: %s--no-mkldnn\n", environment.c_str());
+  std::printf("\n%-8s %-6s %10s %14s %14s %8s %12s\n", "model", "dtype", "params", "titan tok/s", "torch tok/s",
+              "ratio", "titan TF/s");
+  std::fflush(stdout);
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string& model : o.models) {
+    const models::DecoderConfig config = models::model_config(model, "debugmodel");
+    const models::ModelSpec& spec = models::model_spec(model);
+    TrainBenchOptions train;
+    train.steps = o.steps;
+    train.warmup = o.warmup;
+    train.seq_len = o.seq_len;
+    train.batch = o.batch;
+    train.vocab = config.vocab_size;
+    const double flops = spec.flops_per_token(config, o.seq_len) * tokens;
+    const int64_t parameters = models::parameter_count(config);
+    for (const std::string& dtype : o.dtypes) {
+      const double titan_step = titan_median_train_step(model, train, dtype);
+      const std::optional<nlohmann::json> peer =
+          o.peer ? run_families_peer(model, config, o, dtype) : std::optional<nlohmann::json>();
+      const double peer_step = peer ? (*peer)["median_step_seconds"].get<double>() : -1.0;
+      // The same parameter count on both sides is a cheap check that the peer built the same architecture.
+      const int64_t peer_parameters = peer ? peer->value("parameters", int64_t{0}) : 0;
+      if (peer && peer_parameters != parameters)
+        std::fprintf(stderr, "families bench: %s: the peer has %lld parameters, titan %lld\n", model.c_str(),
+                     static_cast<long long>(peer_parameters), static_cast<long long>(parameters));
+      const double titan_tps = tokens / titan_step, peer_tps = peer_step > 0 ? tokens / peer_step : 0.0;
+      const double ratio = peer_tps > 0 ? titan_tps / peer_tps : 0.0;
+      std::printf("%-8s %-6s %9.2fM %14.0f %14.0f %7.2fx %12.3f\n", model.c_str(), dtype.c_str(),
+                  static_cast<double>(parameters) / 1e6, titan_tps, peer_tps, ratio, flops / titan_step / 1e12);
+      std::fflush(stdout);
+      results.push_back({{"model", model},
+                         {"flavor", "debugmodel"},
+                         {"dtype", dtype},
+                         {"seq_len", o.seq_len},
+                         {"batch", o.batch},
+                         {"parameters", parameters},
+                         {"torch_parameters", peer_parameters},
+                         {"titan_tokens_per_second", titan_tps},
+                         {"torch_tokens_per_second", peer_tps},
+                         {"ratio", ratio},
+                         {"titan_tflops", flops / titan_step / 1e12}});
+    }
+  }
+  write_json_report(o.json_path, results);
+  return 0;
+}
+
+}  // namespace titan::bench

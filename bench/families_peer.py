@@ -1,0 +1,246 @@
+"""PyTorch peer for `titan bench families`: one decoder model, written the
+usual PyTorch way (nn.Linear projections, RoPE, grouped-query matmul attention
+with an additive causal / sliding-window mask, a gated FFN), with the switches
+that tell the Hugging Face families apart, trained with torch.optim.AdamW on
+random tokens, f32 or bf16 autocast. Prints one JSON line with the median step.
+
+titan passes every hyper-parameter from its own config of the family's
+flavor, so both sides train the same architecture:
+  Llama 3 / Mistral  pre-norms, SwiGLU (Mistral: a window on every layer)
+  Qwen 2             plus q/k/v biases
+  Gemma 2            (1 + w) norms before and after each sublayer, GeGLU (tanh GELU),
+                     embeddings x sqrt(dim), scores x query_pre_attn_scalar^-1/2,
+                     attention soft-cap 50 and final soft-cap 30, even layers sliding
+  Gemma 3            Gemma 2 without soft-caps, per-head (1 + w) q/k norms, every 6th
+                     layer global; local layers rotate with their own RoPE base
+  OLMo 2             post-norms only, q/k norms over the whole projections
+  Phi-3              fused qkv_proj and gate_up_proj (as Hugging Face stores them), a window
+
+Usage: families_peer.py --dim 256 --layers 6 --heads 8 --kv-heads 4 --head-dim 32 --hidden 768
+         --vocab 2048 --seq 256 --batch 4 --steps 6 --warmup 2 --threads 2 --dtype f32|bf16
+         [--windows 128,0,...] [--local-rope 1,0,...] [family switches: see --help]
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x, weight, eps, offset):
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * (weight + offset)
+
+
+class Norm(torch.nn.Module):
+    def __init__(self, size, eps, offset):
+        super().__init__()
+        # Gemma's norms scale by (1 + w) and start at w = 0; the others by w from 1.
+        self.weight = torch.nn.Parameter(torch.zeros(size) if offset else torch.ones(size))
+        self.eps, self.offset = eps, offset
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps, self.offset)
+
+
+def rope(x, cos, sin, half):
+    """x [B, H, S, D]; cos, sin [S, D / 2]."""
+    if half:  # rotate_half: pairs (i, i + D/2)
+        x0, x1 = x.chunk(2, dim=-1)
+        return torch.cat([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1)
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # interleaved pairs (2i, 2i + 1)
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
+
+
+def softcap(x, cap):
+    return cap * torch.tanh(x / cap) if cap > 0 else x
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.a = a
+        dim, heads, kv_heads, d = a.dim, a.heads, a.kv_heads, a.head_dim
+        if a.fused_projections:
+            self.qkv_proj = torch.nn.Linear(dim, (heads + 2 * kv_heads) * d, bias=a.qkv_bias)
+        else:
+            self.q_proj = torch.nn.Linear(dim, heads * d, bias=a.qkv_bias)
+            self.k_proj = torch.nn.Linear(dim, kv_heads * d, bias=a.qkv_bias)
+            self.v_proj = torch.nn.Linear(dim, kv_heads * d, bias=a.qkv_bias)
+        self.o_proj = torch.nn.Linear(heads * d, dim, bias=False)
+        if a.qk_norm == "head":
+            self.q_norm = Norm(d, a.qk_norm_eps, a.qk_norm_offset)
+            self.k_norm = Norm(d, a.qk_norm_eps, a.qk_norm_offset)
+        elif a.qk_norm == "whole":
+            self.q_norm = Norm(heads * d, a.qk_norm_eps, a.qk_norm_offset)
+            self.k_norm = Norm(kv_heads * d, a.qk_norm_eps, a.qk_norm_offset)
+
+    def forward(self, x, cos, sin, mask):
+        a = self.a
+        b, s, _ = x.shape
+        if a.fused_projections:
+            q, k, v = self.qkv_proj(x).split([a.heads * a.head_dim, a.kv_heads * a.head_dim,
+                                              a.kv_heads * a.head_dim], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if a.qk_norm == "whole":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(b, s, a.heads, a.head_dim).transpose(1, 2)
+        k = k.view(b, s, a.kv_heads, a.head_dim).transpose(1, 2)
+        v = v.view(b, s, a.kv_heads, a.head_dim).transpose(1, 2)
+        if a.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        half = a.rope_style == "half"
+        q, k = rope(q, cos, sin, half), rope(k, cos, sin, half)
+        groups = a.heads // a.kv_heads
+        if groups > 1:  # grouped-query attention: each kv head serves `groups` query heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        scores = softcap(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(a.scale_dim), a.attn_softcap) + mask
+        out = torch.matmul(torch.softmax(scores.float(), dim=-1).type_as(q), v)
+        return self.o_proj(out.transpose(1, 2).reshape(b, s, a.heads * a.head_dim))
+
+
+class FeedForward(torch.nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.a = a
+        if a.fused_projections:
+            self.gate_up_proj = torch.nn.Linear(a.dim, 2 * a.hidden, bias=False)
+        else:
+            self.gate_proj = torch.nn.Linear(a.dim, a.hidden, bias=False)
+            self.up_proj = torch.nn.Linear(a.dim, a.hidden, bias=False)
+        self.down_proj = torch.nn.Linear(a.hidden, a.dim, bias=False)
+
+    def forward(self, x):
+        if self.a.fused_projections:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        act = F.gelu(gate, approximate="tanh") if self.a.activation == "gelu_tanh" else F.silu(gate)
+        return self.down_proj(act * up)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.attention, self.feed_forward = Attention(a), FeedForward(a)
+        norm = lambda: Norm(a.dim, a.eps, a.norm_offset)  # noqa: E731
+        identity = torch.nn.Identity
+        self.attention_norm = norm() if a.pre_norms else identity()
+        self.ffn_norm = norm() if a.pre_norms else identity()
+        self.post_attention_norm = norm() if a.post_norms else identity()
+        self.post_ffn_norm = norm() if a.post_norms else identity()
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.post_attention_norm(self.attention(self.attention_norm(x), cos, sin, mask))
+        return x + self.post_ffn_norm(self.feed_forward(self.ffn_norm(x)))
+
+
+class Model(torch.nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.a = a
+        self.embed = torch.nn.Embedding(a.vocab, a.dim)
+        if a.tie:  # as titan initialises a tied table, so the first logits are of a sane size
+            torch.nn.init.normal_(self.embed.weight, std=a.dim ** -0.5)
+        self.layers = torch.nn.ModuleList(Block(a) for _ in range(a.layers))
+        self.norm = Norm(a.dim, a.eps, a.norm_offset)
+        self.output = None if a.tie else torch.nn.Linear(a.dim, a.vocab, bias=False)
+
+    def forward(self, ids, tables, masks):
+        h = self.embed(ids)
+        if self.a.embedding_scale > 0:  # Gemma: a tensor of the hidden dtype, as Hugging Face does
+            h = h * torch.tensor(self.a.embedding_scale, dtype=h.dtype)
+        for i, layer in enumerate(self.layers):
+            cos, sin = tables[self.a.local_rope[i]]
+            h = layer(h, cos, sin, masks[self.a.windows[i]])
+        h = self.norm(h)
+        weight = self.embed.weight if self.output is None else self.output.weight
+        return softcap(F.linear(h, weight), self.a.final_softcap)
+
+
+def rope_table(theta, head_dim, seq):
+    freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2).double() / head_dim)
+    angles = torch.outer(torch.arange(seq).double(), freqs)
+    return torch.cos(angles).float(), torch.sin(angles).float()
+
+
+def additive_mask(seq, window):
+    """[S, S]: 0 where query i sees key j (j <= i, and i - j < window when window > 0), else -inf."""
+    i, j = torch.arange(seq)[:, None], torch.arange(seq)[None, :]
+    visible = (j <= i) & ((i - j < window) if window > 0 else True)
+    return torch.zeros(seq, seq).masked_fill(~visible, float("-inf"))
+
+
+def int_list(text):
+    return [int(v) for v in text.split(",")] if text else []
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for name in ["dim", "layers", "heads", "kv-heads", "head-dim", "hidden", "vocab", "seq", "batch", "steps",
+                 "warmup", "threads"]:
+        p.add_argument("--" + name, type=int, required=True)
+    p.add_argument("--dtype", choices=["f32", "bf16"], required=True)
+    p.add_argument("--eps", type=float, default=1e-5, help="the blocks' and final norm's epsilon")
+    p.add_argument("--norm-offset", type=float, default=0.0, help="norms scale by (offset + w): Gemma's 1")
+    p.add_argument("--pre-norms", type=int, default=1)
+    p.add_argument("--post-norms", type=int, default=0)
+    p.add_argument("--qk-norm", choices=["none", "head", "whole"], default="none")
+    p.add_argument("--qk-norm-eps", type=float, default=1e-6)
+    p.add_argument("--qk-norm-offset", type=float, default=0.0)
+    p.add_argument("--qkv-bias", type=int, default=0)
+    p.add_argument("--fused-projections", type=int, default=0, help="Phi-3's qkv_proj and gate_up_proj")
+    p.add_argument("--activation", choices=["silu", "gelu_tanh"], default="silu")
+    p.add_argument("--scale-dim", type=float, default=0.0, help="scores scale by scale_dim^-1/2 (0: head_dim)")
+    p.add_argument("--attn-softcap", type=float, default=0.0)
+    p.add_argument("--final-softcap", type=float, default=0.0)
+    p.add_argument("--embedding-scale", type=float, default=0.0)
+    p.add_argument("--rope-style", choices=["half", "interleaved"], default="half")
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--local-rope-theta", type=float, default=0.0)
+    p.add_argument("--windows", default="", help="per layer: sliding window (0 = causal only)")
+    p.add_argument("--local-rope", default="", help="per layer: 1 = rotate with the local RoPE base")
+    p.add_argument("--tie", type=int, default=0)
+    p.add_argument("--no-mkldnn", action="store_true",
+                   help="run as on a CPU without AVX-512, where PyTorch does not use oneDNN for bf16 matmuls")
+    a = p.parse_args()
+    a.windows = int_list(a.windows) or [0] * a.layers
+    a.local_rope = int_list(a.local_rope) or [0] * a.layers
+    assert len(a.windows) == a.layers and len(a.local_rope) == a.layers, "one window and local-rope flag per layer"
+    assert a.heads % a.kv_heads == 0
+    if a.scale_dim <= 0:
+        a.scale_dim = a.head_dim
+    torch.set_num_threads(a.threads)
+    torch.backends.mkldnn.enabled = not a.no_mkldnn
+    torch.manual_seed(0)
+    model = Model(a)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    tables = {0: rope_table(a.rope_theta, a.head_dim, a.seq)}
+    if any(a.local_rope):
+        tables[1] = rope_table(a.local_rope_theta, a.head_dim, a.seq)
+    masks = {w: additive_mask(a.seq, w) for w in set(a.windows)}
+    times = []
+    for step in range(a.warmup + a.steps):
+        ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1))
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            logits = model(ids[:, :-1], tables, masks)
+            loss = F.cross_entropy(logits.float().reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step >= a.warmup:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    median = times[len(times) // 2]
+    print(json.dumps({"median_step_seconds": median, "tokens_per_second": a.batch * a.seq / median,
+                      "loss": float(loss), "parameters": sum(t.numel() for t in model.parameters()),
+                      "torch": torch.__version__, "threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -79,6 +79,10 @@ TEST(ContextParallelParity, ComposesWithFsdpTensorExpertAndPipelineParallelism) 
 // ignored, so slices hold different numbers of counted labels: the loss weighs
 // every label alike across the cp ranks. With full activation checkpointing
 // (the ring runs again in the recompute) and validation through the cp ranks.
+// Losses and step 1 hold to 1e-5; on an AMD Zen 4 CPU one tensor's final
+// weights (layers.1 w3) drift 3.0e-5 from one process after 10 AdamW steps,
+// with this code and with the code before the Gemma families alike (the
+// oneDNN kernels differ by CPU), so the drift allowance is 1e-4.
 TEST(ContextParallelParity, PackedDocumentsCheckpointingAndValidation) {
   const std::string extra =
       "--model.document_masking true --activation_checkpoint.mode full --validation.enable true "
@@ -87,7 +91,7 @@ TEST(ContextParallelParity, PackedDocumentsCheckpointingAndValidation) {
   expect_matches(single,
                  jobs().distributed("cp2_documents", 2, 1,
                                     context(2, extra + "--parallelism.context_parallel_rotate_method alltoall")),
-                 "CP 2, packed documents", true);
+                 "CP 2, packed documents", true, /*drift=*/1e-4);
   const std::vector<double> expected = jobs().validation_losses("single_documents"),
                             actual = jobs().validation_losses("cp2_documents");
   ASSERT_EQ(expected.size(), 2u);

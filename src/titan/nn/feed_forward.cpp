@@ -17,7 +17,10 @@ FeedForward::FeedForward(const FeedForwardConfig& config, Device device) : confi
 Tensor FeedForward::forward(const Tensor& input) const {
   const ForwardScope scope(*this);
   const Tensor x = pre_forward(input);
-  const Tensor gate = w1->forward(x), up = w3->forward(x);
+  // Up before gate: the order the projections have always run in (it fixes
+  // the order of the backward's accumulations, and of LoRA dropout draws).
+  const Tensor up = w3->forward(x);
+  const Tensor gate = w1->forward(x);
   const Tensor hidden =
       config.activation == FeedForwardActivation::gelu_tanh ? F::geglu(gate, up) : F::swiglu(gate, up);
   return post_forward(w2->forward(hidden));

@@ -267,6 +267,21 @@ TEST(ChatTemplate, RaiseExceptionNamesOriginAndLine) {
             "user/assistant/user/assistant/...");
 }
 
+TEST(ChatTemplate, AttributeOfAMissingAttributeNamesTheLine) {
+  // jinja2 raises here; printing nothing instead made end_of_turn() report a
+  // missing end-of-turn token, far from the cause.
+  const ChatTemplate chat(
+      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{{ messages[0].nonexistent.deeper }}<|end|>"
+      "{% endfor %}",
+      "deep.jinja");
+  EXPECT_EQ(error_of([&] { (void)chat.end_of_turn(); }),
+            "deep.jinja: chat_template line 2: 'dict object' has no attribute 'nonexistent'");
+  // One level down is jinja2's plain Undefined: it prints nothing.
+  const ChatTemplate shallow(
+      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ m.nonexistent }}<|end|>{% endfor %}", "shallow.jinja");
+  EXPECT_EQ(shallow.end_of_turn(), "<|end|>");
+}
+
 TEST(ChatTemplate, UnknownRoleIsAnError) {
   const ChatTemplate chat = ChatTemplate::load("qwen3");
   const std::vector<ChatMessage> messages = {{"user", "a"}, {"tool", "{}"}};

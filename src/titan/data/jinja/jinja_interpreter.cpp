@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <ctime>
-#include <deque>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <unordered_map>
 
 #include "titan/core/error.h"
+#include "titan/data/jinja/jinja_heap.h"
 #include "titan/data/jinja/jinja_lexer.h"
 #include "titan/data/jinja/jinja_parser.h"
 #include "titan/data/jinja/jinja_value.h"
@@ -20,6 +23,18 @@ namespace titan::data::jinja {
 namespace {
 
 using Kind = Value::Kind;
+using Missing = Value::Missing;
+
+// The work a statement, an expression or a loop iteration counts, next to 1
+// for each byte or item made or read: one takes as long as copying some 16 to
+// 100 bytes, and Limits::max_work should bound time whatever a template does.
+constexpr size_t kStepWork = 16;
+
+// jinja2's hints for the undefined values it makes itself.
+const std::string kNoPreviousItem = "there is no previous item";
+const std::string kNoNextItem = "there is no next item";
+const std::string kNoFirstItem = "No first item, sequence was empty.";
+const std::string kNoLastItem = "No last item, sequence was empty.";
 
 // A call's arguments: positional, then keyword.
 struct Args {
@@ -34,6 +49,12 @@ struct Args {
     return index < positional.size() ? &positional[index] : nullptr;
   }
 };
+
+[[noreturn]] void fail_undefined(const Value& value) { throw ValueError(undefined_message(value)); }
+
+[[noreturn]] void fail_string_size(size_t max) {
+  throw ValueError(fmt::format("a string exceeds the output limit of {} bytes", max));
+}
 
 // Python's str.upper()/lower() restricted to ASCII: chat templates apply them
 // to roles and keywords; other letters pass through unchanged.
@@ -60,6 +81,7 @@ std::string capitalize(const std::string& s) {
 // starts upper case, the rest lower case.
 std::string title(const std::string& s) {
   std::string out;
+  out.reserve(s.size());
   bool word_start = true;
   for (const char c : s) {
     const bool separator = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '-' ||
@@ -68,44 +90,86 @@ std::string title(const std::string& s) {
       out += c;
       word_start = true;
     } else {
-      out += word_start ? ascii_upper(std::string(1, c)) : ascii_lower(std::string(1, c));
+      const bool lower = c >= 'a' && c <= 'z';
+      const bool upper = c >= 'A' && c <= 'Z';
+      if (word_start && lower) {
+        out += static_cast<char>(c - 'a' + 'A');
+      } else if (!word_start && upper) {
+        out += static_cast<char>(c - 'A' + 'a');
+      } else {
+        out += c;
+      }
       word_start = false;
     }
   }
   return out;
 }
 
-// Python's str.replace, including the empty `old` (insert between code points).
-std::string replace(const std::string& s, const std::string& old, const std::string& replacement, int64_t count) {
-  std::string out;
+// Python's str.replace, including the empty `old` (insert between code
+// points). The result's size is known before it is built, so a replacement
+// that would exceed `max_size` bytes fails before allocating; `out` is charged.
+void replace(const std::string& s, const std::string& old, const std::string& replacement, int64_t count,
+             size_t max_size, TextBuffer& out) {
+  size_t hits = 0;
   if (old.empty()) {
-    int64_t done = 0;
-    for (const std::string_view cp : code_points(s)) {
-      if (count < 0 || done < count) {
-        out += replacement;
+    hits = code_point_count(s) + 1;
+  } else {
+    for (size_t pos = s.find(old); pos != std::string::npos; pos = s.find(old, pos + old.size())) ++hits;
+  }
+  if (count >= 0) hits = std::min(hits, static_cast<size_t>(count));
+  const size_t kept = s.size() - (old.empty() ? 0 : hits * old.size());
+  if (!replacement.empty() && hits > (max_size - std::min(kept, max_size)) / replacement.size()) {
+    fail_string_size(max_size);
+  }
+  if (kept > max_size) fail_string_size(max_size);
+  out.reserve(kept + hits * replacement.size());
+  const std::string_view text(s);
+  size_t done = 0;
+  if (old.empty()) {
+    for (size_t i = 0; i < text.size();) {
+      if (done < hits) {
+        out.append(replacement);
         ++done;
       }
-      out += cp;
+      const size_t n = code_point_length(text, i);
+      out.append(text.substr(i, n));
+      i += n;
     }
-    if (count < 0 || done < count) out += replacement;
-    return out;
+    if (done < hits) out.append(replacement);
+    return;
   }
   size_t pos = 0;
-  int64_t done = 0;
-  while (count < 0 || done < count) {
-    const size_t hit = s.find(old, pos);
-    if (hit == std::string::npos) break;
-    out.append(s, pos, hit - pos);
-    out += replacement;
+  while (done < hits) {
+    const size_t hit = text.find(old, pos);
+    out.append(text.substr(pos, hit - pos));
+    out.append(replacement);
     pos = hit + old.size();
     ++done;
   }
-  out.append(s, pos, std::string::npos);
-  return out;
+  out.append(text.substr(pos));
 }
 
-// Python's slice.indices for a sequence of `length` items, as explicit positions.
-std::vector<int64_t> slice_positions(int64_t length, const Value& start_v, const Value& stop_v, const Value& step_v) {
+// a < b for strings, ignoring ASCII case, without lowering copies.
+bool ascii_less_ignoring_case(const std::string& a, const std::string& b) {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [&](char x, char y) {
+    return static_cast<unsigned char>(lower(x)) < static_cast<unsigned char>(lower(y));
+  });
+}
+
+bool has_ascii_in_range(const std::string& s, char first, char last) {
+  return std::any_of(s.begin(), s.end(), [&](char c) { return c >= first && c <= last; });
+}
+
+// Python's slice.indices for a sequence of `length` items: the first
+// position, the step and how many positions the slice takes.
+struct SliceRange {
+  int64_t start = 0;
+  int64_t step = 1;
+  size_t count = 0;
+};
+
+SliceRange slice_range(int64_t length, const Value& start_v, const Value& stop_v, const Value& step_v) {
   const auto as_index = [](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.kind == Kind::None || v.kind == Kind::Undefined) return std::nullopt;
     if (!v.is_integral()) throw ValueError(fmt::format("slice {} must be an integer or none", what));
@@ -123,21 +187,53 @@ std::vector<int64_t> slice_positions(int64_t length, const Value& start_v, const
     }
     return i;
   };
-  const int64_t start = clamp(as_index(start_v, "start"), 0, length - 1);
+  SliceRange range;
+  range.start = clamp(as_index(start_v, "start"), 0, length - 1);
+  range.step = step;
   const int64_t stop = clamp(as_index(stop_v, "stop"), length, -1);
-  std::vector<int64_t> positions;
-  if (step > 0) {
-    for (int64_t i = start; i < stop; i += step) {
-      positions.push_back(i);
-      if (step > length) break;
-    }
-  } else {
-    for (int64_t i = start; i > stop; i += step) {
-      positions.push_back(i);
-      if (step < -length) break;
-    }
+  // start and stop lie in [-1, length]: their difference cannot overflow; |step| can (INT64_MIN).
+  if (step > 0 && range.start < stop) {
+    range.count = static_cast<size_t>(static_cast<uint64_t>(stop - range.start - 1) / static_cast<uint64_t>(step) + 1);
+  } else if (step < 0 && range.start > stop) {
+    range.count =
+        static_cast<size_t>(static_cast<uint64_t>(range.start - stop - 1) / (0 - static_cast<uint64_t>(step)) + 1);
   }
-  return positions;
+  return range;
+}
+
+// range()'s numbers, counted rather than listed: a for loop over range(n) needs no list.
+struct Range {
+  int64_t start = 0;
+  int64_t step = 1;
+  uint64_t length = 0;
+
+  int64_t at(uint64_t i) const {
+    // Wraps in unsigned arithmetic; the result lies between start and stop, so it fits.
+    return static_cast<int64_t>(static_cast<uint64_t>(start) + i * static_cast<uint64_t>(step));
+  }
+};
+
+Range range_of(const Args& args) {
+  std::vector<int64_t> bounds;
+  for (const Value& arg : args.positional) {
+    if (!arg.is_integral()) throw ValueError("range() arguments must be integers");
+    bounds.push_back(arg.as_int());
+  }
+  if (bounds.empty() || bounds.size() > 3 || !args.keyword.empty()) throw ValueError("range() takes 1 to 3 arguments");
+  Range range;
+  range.start = bounds.size() == 1 ? 0 : bounds[0];
+  const int64_t stop = bounds.size() == 1 ? bounds[0] : bounds[1];
+  range.step = bounds.size() == 3 ? bounds[2] : 1;
+  if (range.step == 0) throw ValueError("range() step must not be zero");
+  const auto distance = [](int64_t from, int64_t to) {
+    return static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  };
+  if (range.step > 0 && range.start < stop) {
+    range.length = (distance(range.start, stop) - 1) / static_cast<uint64_t>(range.step) + 1;
+  } else if (range.step < 0 && range.start > stop) {
+    range.length = (distance(stop, range.start) - 1) / (0 - static_cast<uint64_t>(range.step)) + 1;
+  }
+  return range;
 }
 
 int64_t checked_add(int64_t a, int64_t b) {
@@ -172,15 +268,28 @@ int64_t floor_mod(int64_t a, int64_t b) {
   return r;
 }
 
+// What a for loop walks: a list's items (shared, never copied), or range()'s numbers.
+struct Sequence {
+  Value list;  // a List; Undefined for a range
+  Range range;
+  size_t length = 0;
+
+  Value at(size_t i) const {
+    if (list.kind == Kind::List) return list.list()->items[i];
+    return Value::of_int(range.at(i));
+  }
+};
+
 class Renderer {
  public:
-  Renderer(const std::string& where, const Limits& limits) : where_(where), limits_(limits) {}
+  Renderer(const std::string& where, const Limits& limits, Heap& heap) : where_(where), limits_(limits), heap_(heap) {}
 
   std::string run(const Body& body, const nlohmann::ordered_json& variables) {
+    static const std::string kBuiltins[] = {"range", "namespace", "raise_exception", "strftime_now", "dict"};
     scopes_.emplace_back();  // 0: built-in functions
-    for (const char* name : {"range", "namespace", "raise_exception", "strftime_now", "dict"}) {
+    for (const std::string& name : kBuiltins) {
       Value function = Value::make(Kind::Function);
-      function.string = name;
+      function.text = &name;
       scopes_[0][name] = function;
     }
     scopes_.emplace_back();  // 1: the template's variables and top-level sets
@@ -188,10 +297,11 @@ class Renderer {
       for (const auto& [key, item] : variables.items()) scopes_[1][key] = from_json(item, 0);
     }
     floor_ = 1;
-    std::string out;
+    TextBuffer out(heap_, limits_.max_output);
     out_ = &out;
     exec_body(body);
-    return out;
+    out_ = nullptr;
+    return out.take();
   }
 
  private:
@@ -199,36 +309,39 @@ class Renderer {
 
   [[noreturn]] void fail(int line, const std::string& message) const { fail_at(where_, line, message); }
 
-  void charge(size_t amount) {
-    work_ += amount;
-    if (work_ > limits_.max_work) {
-      throw ValueError(fmt::format("the template does too much work (over {} steps)", limits_.max_work));
-    }
+  void charge(size_t amount) { heap_.work(amount); }
+
+  void check_string_size(size_t size) const {
+    if (size > limits_.max_output) fail_string_size(limits_.max_output);
   }
 
-  Value new_list(std::vector<Value> items = {}) {
-    charge(items.size() + 1);
-    lists_.emplace_back();
-    lists_.back().items = std::move(items);
-    Value v = Value::make(Kind::List);
-    v.list = &lists_.back();
-    return v;
-  }
-  Value new_dict(Kind kind = Kind::Dict) {
-    charge(1);
-    dicts_.emplace_back();
-    Value v = Value::make(kind);
-    v.dict = &dicts_.back();
-    return v;
-  }
   Value new_string(std::string s) {
+    check_string_size(s.size());
     charge(s.size() + 1);
-    if (s.size() > limits_.max_output) {
-      throw ValueError(fmt::format("a string exceeds the output limit of {} bytes", limits_.max_output));
-    }
-    return Value::of_string(std::move(s));
+    return heap_.string(std::move(s));
+  }
+  // The string a TextBuffer built (each append was checked against the size limit).
+  Value new_string(TextBuffer& text) {
+    charge(text.size() + 1);
+    return text.into_value();
   }
 
+  // Python's str(value) as a string value (a string is itself), no longer than a string may be.
+  Value str_of(const Value& value) {
+    if (value.kind == Kind::String) return value;
+    Value text = to_str(value, heap_, limits_.max_output);
+    charge(text.str().size());
+    return text;
+  }
+
+  // s.strip(chars) and its kin; the set of code points in `chars` is charged while it lives.
+  Value stripped(const std::string& s, bool left, bool right, const Value* chars) {
+    const std::string* set = chars != nullptr && chars->kind == Kind::String ? &chars->str() : nullptr;
+    const Scratch scratch(heap_, set != nullptr ? set->size() * sizeof(std::string_view) : 0);
+    return new_string(strip(s, left, right, set));
+  }
+
+  // The variables' strings are borrowed, not copied: the JSON outlives the render.
   Value from_json(const nlohmann::ordered_json& json, int depth) {
     if (depth > 64) throw ValueError("a template variable nests too deeply");
     switch (json.type()) {
@@ -246,15 +359,18 @@ class Renderer {
       case nlohmann::ordered_json::value_t::number_float:
         return Value::of_float(json.get<double>());
       case nlohmann::ordered_json::value_t::string:
-        return Value::of_string(json.get<std::string>());
+        return Value::borrowed(json.get_ref<const std::string&>());
       case nlohmann::ordered_json::value_t::array: {
-        std::vector<Value> items;
-        for (const auto& item : json) items.push_back(from_json(item, depth + 1));
-        return new_list(std::move(items));
+        ListBuilder items(heap_);
+        items.reserve(json.size());
+        for (const auto& item : json) items.push(from_json(item, depth + 1));
+        return items.finish();
       }
       case nlohmann::ordered_json::value_t::object: {
-        Value dict = new_dict();
-        for (const auto& [key, item] : json.items()) dict.dict->set(key, from_json(item, depth + 1));
+        Value dict = heap_.dict(Kind::Dict);
+        dict.dict()->reserve(json.size());
+        // An ordered_json object's keys are already unique.
+        for (const auto& [key, item] : json.items()) dict.dict()->append(key, from_json(item, depth + 1));
         return dict;
       }
       default:
@@ -262,12 +378,19 @@ class Renderer {
     }
   }
 
-  void emit(const std::string& text) {
+  void emit(std::string_view text) {
     if (out_->size() + text.size() > limits_.max_output) {
       throw ValueError(fmt::format("the output exceeds the limit of {} bytes", limits_.max_output));
     }
     charge(text.size());
     out_->append(text);
+  }
+  void emit_value(const Value& value) {
+    if (value.kind == Kind::String) {
+      emit(value.str());
+    } else {
+      emit(str_of(value).str());
+    }
   }
 
   // ----- variables -----
@@ -305,16 +428,14 @@ class Renderer {
   }
 
   Flow exec_node(const Node& node) {
-    charge(1);
+    charge(kStepWork);
     switch (node.kind) {
       case Node::Kind::Text:
         emit(node.text);
         return Flow::Normal;
-      case Node::Kind::Output: {
-        const Value value = eval(*node.exprs[0]);
-        emit(to_str(value));
+      case Node::Kind::Output:
+        emit_value(eval(*node.exprs[0]));
         return Flow::Normal;
-      }
       case Node::Kind::If:
         for (size_t i = 0; i < node.exprs.size(); ++i) {
           if (truthy(eval(*node.exprs[i]))) return exec_body(node.bodies[i]);
@@ -332,7 +453,7 @@ class Renderer {
             fail(node.line, fmt::format("cannot assign attribute '{}' on '{}': it is not a namespace", node.attr,
                                         node.targets[0]));
           }
-          target->dict->set(node.attr, std::move(value));
+          target->dict()->set(node.attr, std::move(value));
         } else if (node.targets.size() == 1) {
           assign(node.targets[0], std::move(value));
         } else {
@@ -342,8 +463,8 @@ class Renderer {
         return Flow::Normal;
       }
       case Node::Kind::SetBlock: {
-        std::string captured;
-        std::string* saved = out_;
+        TextBuffer captured(heap_, limits_.max_output);
+        TextBuffer* saved = out_;
         out_ = &captured;
         try {
           exec_body(node.bodies[0]);
@@ -352,13 +473,13 @@ class Renderer {
           throw;
         }
         out_ = saved;
-        assign(node.targets[0], new_string(std::move(captured)));
+        assign(node.targets[0], captured.into_value());
         return Flow::Normal;
       }
       case Node::Kind::Macro: {
         Value macro = Value::make(Kind::Macro);
         macro.macro = &node;
-        macro.string = node.text;
+        macro.text = &node.text;
         assign(node.text, macro);
         return Flow::Normal;
       }
@@ -374,29 +495,37 @@ class Renderer {
     if (value.kind != Kind::List) {
       throw ValueError(fmt::format("cannot unpack a {} into {} names", type_name(value), count));
     }
-    if (value.list->items.size() != count) {
-      throw ValueError(fmt::format("expected {} values to unpack, got {}", count, value.list->items.size()));
+    if (value.list()->items.size() != count) {
+      throw ValueError(fmt::format("expected {} values to unpack, got {}", count, value.list()->items.size()));
     }
-    return value.list->items;
+    return value.list()->items;
   }
 
-  // The items a for loop or a filter walks: a list's items, a dict's keys, a string's code points.
-  std::vector<Value> iterate(const Value& value) {
+  // The items a for loop or a filter walks, as a list: a list itself (shared),
+  // a dict's keys, a string's code points.
+  Value iterate(const Value& value) {
     switch (value.kind) {
       case Kind::Undefined:
-        return {};
+        return ListBuilder(heap_).finish();
       case Kind::List:
-        return value.list->items;
+        return value;
       case Kind::Dict: {
-        std::vector<Value> keys;
-        for (const auto& entry : value.dict->items) keys.push_back(Value::of_string(entry.first));
-        return keys;
+        ListBuilder keys(heap_);
+        keys.reserve(value.dict()->items.size());
+        // The keys stay in the dict, which lives as long as any of them.
+        for (const auto& entry : value.dict()->items) keys.push(Value::borrowed(entry.first, value.object));
+        return keys.finish();
       }
       case Kind::String: {
-        std::vector<Value> chars;
-        for (const std::string_view cp : code_points(value.string)) chars.push_back(Value::of_string(std::string(cp)));
-        charge(chars.size());
-        return chars;
+        const std::string& s = value.str();
+        charge(s.size());
+        ListBuilder chars(heap_);
+        for (size_t i = 0; i < s.size();) {
+          const size_t n = code_point_length(s, i);
+          chars.push(heap_.code_point(std::string_view(s).substr(i, n)));
+          i += n;
+        }
+        return chars.finish();
       }
       default:
         throw ValueError(fmt::format("'{}' object is not iterable", type_name(value)));
@@ -412,56 +541,94 @@ class Renderer {
     }
   }
 
+  // `expr` calls the built-in range(): a for loop then counts instead of listing.
+  bool is_range_call(const Expr& expr) const {
+    if (expr.kind != Expr::Kind::Call || expr.args[0]->kind != Expr::Kind::Name || expr.args[0]->name != "range") {
+      return false;
+    }
+    const Value* function = lookup("range");
+    return function != nullptr && function->kind == Kind::Function && function->str() == "range";
+  }
+
+  Sequence sequence_of(const Expr& expr) {
+    Sequence sequence;
+    if (is_range_call(expr)) {
+      charge(kStepWork);
+      sequence.range = range_of(eval_args(expr, 1));
+      sequence.length = sequence.range.length;
+      return sequence;
+    }
+    sequence.list = iterate(eval(expr));
+    sequence.length = sequence.list.list()->items.size();
+    return sequence;
+  }
+
   void exec_for(const Node& node) {
-    const std::vector<Value> all = iterate(eval(*node.exprs[0]));
+    Sequence sequence = sequence_of(*node.exprs[0]);
     scopes_.emplace_back();
     struct PopScope {
       ~PopScope() { scopes.pop_back(); }
       std::vector<std::unordered_map<std::string, Value>>& scopes;
     } pop{scopes_};
     // `for x in xs if cond` filters first: loop.length and loop.last count the kept items.
-    std::vector<Value> items;
     if (node.exprs.size() > 1) {
-      for (const Value& item : all) {
-        charge(1);
+      ListBuilder kept(heap_);
+      for (size_t i = 0; i < sequence.length; ++i) {
+        charge(kStepWork);
+        Value item = sequence.at(i);
         bind_targets(node, item);
-        if (truthy(eval(*node.exprs[1]))) items.push_back(item);
+        if (truthy(eval(*node.exprs[1]))) kept.push(std::move(item));
       }
-    } else {
-      items = all;
+      sequence = Sequence();
+      sequence.length = kept.size();
+      sequence.list = kept.finish();
     }
-    if (items.empty()) {
+    if (sequence.length == 0) {
       exec_body(node.bodies[1]);
       return;
     }
-    const auto length = static_cast<int64_t>(items.size());
-    for (int64_t i = 0; i < length; ++i) {
-      charge(1);
-      Value loop = new_dict();
-      Dict& d = *loop.dict;
-      d.items.reserve(10);
-      d.items.emplace_back("index", Value::of_int(i + 1));
-      d.items.emplace_back("index0", Value::of_int(i));
-      d.items.emplace_back("revindex", Value::of_int(length - i));
-      d.items.emplace_back("revindex0", Value::of_int(length - i - 1));
-      d.items.emplace_back("first", Value::of_bool(i == 0));
-      d.items.emplace_back("last", Value::of_bool(i == length - 1));
-      d.items.emplace_back("length", Value::of_int(length));
-      d.items.emplace_back("depth", Value::of_int(1));
-      d.items.emplace_back("depth0", Value::of_int(0));
-      if (i > 0) d.items.emplace_back("previtem", items[static_cast<size_t>(i - 1)]);
-      if (i + 1 < length) d.items.emplace_back("nextitem", items[static_cast<size_t>(i + 1)]);
-      assign("loop", loop);
-      bind_targets(node, items[static_cast<size_t>(i)]);
+    Value loop;
+    for (size_t i = 0; i < sequence.length; ++i) {
+      charge(kStepWork);
+      update_loop(loop, sequence, i);
+      bind_targets(node, sequence.at(i));
       if (exec_body(node.bodies[0]) == Flow::Break) break;
     }
+  }
+
+  // Points `loop` at iteration i. The dict is updated in place while only
+  // this loop holds it (here and in the scope), instead of made anew each time.
+  void update_loop(Value& loop, const Sequence& sequence, size_t i) {
+    static const char* const kKeys[] = {"index",  "index0", "revindex", "revindex0", "first",   "last",
+                                        "length", "depth",  "depth0",   "previtem",  "nextitem"};
+    Value& slot = scopes_.back()["loop"];
+    if (loop.kind != Kind::Dict || slot.object != loop.object || loop.object->refs != 2) {
+      loop = heap_.dict(Kind::Dict);
+      loop.dict()->reserve(std::size(kKeys));
+      for (const char* key : kKeys) loop.dict()->append(key, Value());
+      slot = loop;
+    }
+    auto& items = loop.dict()->items;
+    const auto length = static_cast<int64_t>(sequence.length);
+    const auto index = static_cast<int64_t>(i);
+    items[0].second = Value::of_int(index + 1);
+    items[1].second = Value::of_int(index);
+    items[2].second = Value::of_int(length - index);
+    items[3].second = Value::of_int(length - index - 1);
+    items[4].second = Value::of_bool(i == 0);
+    items[5].second = Value::of_bool(i + 1 == sequence.length);
+    items[6].second = Value::of_int(length);
+    items[7].second = Value::of_int(1);
+    items[8].second = Value::of_int(0);
+    items[9].second = i > 0 ? sequence.at(i - 1) : Value::undefined(Missing::Hint, kNoPreviousItem);
+    items[10].second = i + 1 < sequence.length ? sequence.at(i + 1) : Value::undefined(Missing::Hint, kNoNextItem);
   }
 
   // ----- expressions -----
 
   Value eval(const Expr& expr) {
     try {
-      charge(1);
+      charge(kStepWork);
       return eval_expr(expr);
     } catch (const ValueError& error) {
       fail(expr.line, error.what());
@@ -479,30 +646,33 @@ class Renderer {
       case Expr::Kind::Float:
         return Value::of_float(expr.number);
       case Expr::Kind::String:
-        return Value::of_string(expr.name);
+        return Value::borrowed(expr.name);  // the template outlives the render
       case Expr::Kind::Name: {
         const Value* value = lookup(expr.name);
-        return value == nullptr ? Value() : *value;
+        return value == nullptr ? Value::undefined(Missing::Variable, expr.name) : *value;
       }
       case Expr::Kind::List:
       case Expr::Kind::Tuple: {
-        std::vector<Value> items;
-        for (const auto& arg : expr.args) items.push_back(eval(*arg));
-        return new_list(std::move(items));
+        ListBuilder items(heap_);
+        items.reserve(expr.args.size());
+        for (const auto& arg : expr.args) items.push(eval(*arg));
+        return items.finish();
       }
       case Expr::Kind::Dict: {
-        Value dict = new_dict();
+        Value dict = heap_.dict(Kind::Dict);
         for (size_t i = 0; i + 1 < expr.args.size(); i += 2) {
           const Value key = eval(*expr.args[i]);
           if (key.kind != Kind::String) throw ValueError("dict keys must be strings");
-          dict.dict->set(key.string, eval(*expr.args[i + 1]));
+          dict.dict()->set(key.str(), eval(*expr.args[i + 1]));
         }
         return dict;
       }
       case Expr::Kind::Attr:
         return get_attr(eval(*expr.args[0]), expr.name);
-      case Expr::Kind::Item:
-        return get_item(eval(*expr.args[0]), eval(*expr.args[1]));
+      case Expr::Kind::Item: {
+        const Value target = eval(*expr.args[0]);
+        return get_item(target, eval(*expr.args[1]));
+      }
       case Expr::Kind::Slice: {
         const Value target = eval(*expr.args[0]);
         Value parts[3];
@@ -536,7 +706,9 @@ class Renderer {
       }
       case Expr::Kind::Ternary:
         if (truthy(eval(*expr.args[0]))) return eval(*expr.args[1]);
-        return expr.args[2] ? eval(*expr.args[2]) : Value();
+        if (expr.args[2]) return eval(*expr.args[2]);
+        return hint(fmt::format(
+            "the inline if-expression on line {} evaluated to false and no else section was defined.", expr.line));
     }
     return Value();
   }
@@ -554,67 +726,145 @@ class Renderer {
     return args;
   }
 
-  Value get_attr(const Value& target, const std::string& name) {
+  // An undefined value whose error is `text`.
+  Value hint(std::string text) {
+    const Value owner = new_string(std::move(text));
+    return Value::undefined(Missing::Hint, owner.str(), owner.object);
+  }
+
+  // target.name. As in jinja2, a missing attribute is undefined, but looking
+  // inside an undefined value is an error that says how it came about.
+  // `name` lives in the template or in `name_owner`.
+  Value get_attr(const Value& target, const std::string& name, Object* name_owner = nullptr) {
+    if (target.is_undefined()) fail_undefined(target);
     if (target.kind == Kind::Dict || target.kind == Kind::Namespace) {
-      const Value* found = target.dict->find(name);
-      return found == nullptr ? Value() : *found;
+      const Value* found = target.dict()->find(name);
+      if (found != nullptr) return *found;
     }
-    return Value();
+    Value missing = Value::undefined(Missing::Attribute, name, name_owner);
+    missing.missing_on = target.kind;
+    return missing;
   }
 
   Value get_item(const Value& target, const Value& key) {
+    if (target.is_undefined()) fail_undefined(target);
     switch (target.kind) {
       case Kind::Dict:
-      case Kind::Namespace: {
-        if (key.kind != Kind::String) return Value();
-        const Value* found = target.dict->find(key.string);
-        return found == nullptr ? Value() : *found;
-      }
-      case Kind::List: {
-        if (!key.is_integral()) return Value();
-        const auto size = static_cast<int64_t>(target.list->items.size());
-        int64_t index = key.as_int();
-        if (index < 0) index += size;
-        if (index < 0 || index >= size) return Value();
-        return target.list->items[static_cast<size_t>(index)];
-      }
-      case Kind::String: {
-        if (!key.is_integral()) return Value();
-        const std::vector<std::string_view> cps = code_points(target.string);
-        const auto size = static_cast<int64_t>(cps.size());
-        int64_t index = key.as_int();
-        if (index < 0) index += size;
-        if (index < 0 || index >= size) return Value();
-        return Value::of_string(std::string(cps[static_cast<size_t>(index)]));
-      }
+      case Kind::Namespace:
+        if (key.kind == Kind::String) {
+          const Value* found = target.dict()->find(key.str());
+          if (found != nullptr) return *found;
+        }
+        break;
+      case Kind::List:
+        if (key.is_integral()) {
+          const auto size = static_cast<int64_t>(target.list()->items.size());
+          int64_t index = key.as_int();
+          if (index < 0) index += size;
+          if (index >= 0 && index < size) return target.list()->items[static_cast<size_t>(index)];
+        }
+        break;
+      case Kind::String:
+        if (key.is_integral()) {
+          // Walk to the code point in place: indexing never splits the string into a vector.
+          const std::string& s = target.str();
+          charge(s.size());
+          int64_t index = key.as_int();
+          if (index < 0) index += static_cast<int64_t>(code_point_count(s));
+          int64_t at = 0;
+          for (size_t i = 0; index >= 0 && i < s.size(); ++at) {
+            const size_t n = code_point_length(s, i);
+            if (at == index) return heap_.code_point(std::string_view(s).substr(i, n));
+            i += n;
+          }
+        }
+        break;
       default:
-        return Value();
+        break;
     }
+    return missing_item(target, key);
+  }
+
+  // The undefined value of target[key] when there is none: jinja2 reports a
+  // string key as an attribute, anything else as an element.
+  Value missing_item(const Value& target, const Value& key) {
+    Value missing;
+    if (key.kind == Kind::String) {
+      missing = Value::undefined(Missing::Attribute, key.str(), key.object);
+    } else if (key.kind == Kind::Int) {
+      missing.missing = Missing::Index;
+      missing.integer = key.integer;
+    } else {
+      const Value text = repr(key, heap_, limits_.max_output);
+      missing = Value::undefined(Missing::Element, text.str(), text.object);
+    }
+    missing.missing_on = target.kind;
+    return missing;
   }
 
   Value slice(const Value& target, const Value& start, const Value& stop, const Value& step) {
     if (target.kind == Kind::List) {
-      const auto& items = target.list->items;
-      std::vector<Value> out;
-      for (const int64_t i : slice_positions(static_cast<int64_t>(items.size()), start, stop, step)) {
-        out.push_back(items[static_cast<size_t>(i)]);
+      const auto& items = target.list()->items;
+      const SliceRange range = slice_range(static_cast<int64_t>(items.size()), start, stop, step);
+      ListBuilder out(heap_);
+      out.reserve(range.count);
+      for (size_t k = 0; k < range.count; ++k) {
+        out.push(items[static_cast<size_t>(range.start + static_cast<int64_t>(k) * range.step)]);
       }
-      return new_list(std::move(out));
+      charge(range.count);
+      return out.finish();
     }
-    if (target.kind == Kind::String) {
-      const std::vector<std::string_view> cps = code_points(target.string);
-      std::string out;
-      for (const int64_t i : slice_positions(static_cast<int64_t>(cps.size()), start, stop, step)) {
-        out += cps[static_cast<size_t>(i)];
-      }
-      return new_string(std::move(out));
-    }
-    if (target.kind == Kind::Undefined) return Value();
+    if (target.kind == Kind::String) return slice_string(target.str(), start, stop, step);
+    if (target.kind == Kind::Undefined) fail_undefined(target);
     throw ValueError(fmt::format("'{}' object is not subscriptable", type_name(target)));
+  }
+
+  // A string slice by walking its code points in place; a negative step fills
+  // the result from its end.
+  Value slice_string(const std::string& s, const Value& start, const Value& stop, const Value& step) {
+    charge(s.size());
+    const SliceRange range = slice_range(static_cast<int64_t>(code_point_count(s)), start, stop, step);
+    if (range.count == 0) return Value::borrowed(kNoText);
+    const int64_t last = range.start + static_cast<int64_t>(range.count - 1) * range.step;
+    const int64_t low = std::min(range.start, last);
+    const int64_t high = std::max(range.start, last);
+    const uint64_t stride = range.step > 0 ? static_cast<uint64_t>(range.step) : 0 - static_cast<uint64_t>(range.step);
+    const std::string_view text(s);
+    // Calls visit(byte offset, length) for each picked code point, in order.
+    const auto walk = [&](auto&& visit) {
+      int64_t at = 0;
+      for (size_t i = 0; i < text.size() && at <= high; ++at) {
+        const size_t n = code_point_length(text, i);
+        if (at >= low && static_cast<uint64_t>(at - low) % stride == 0) visit(i, n);
+        i += n;
+      }
+    };
+    TextBuffer out(heap_, limits_.max_output);
+    if (range.step == 1) {
+      size_t begin = std::string::npos;
+      size_t end = 0;
+      walk([&](size_t i, size_t n) {
+        if (begin == std::string::npos) begin = i;
+        end = i + n;
+      });
+      out.append(text.substr(begin, end - begin));
+    } else if (range.step > 0) {
+      walk([&](size_t i, size_t n) { out.append(text.substr(i, n)); });
+    } else {
+      size_t total = 0;
+      walk([&](size_t, size_t n) { total += n; });
+      out.append(total, '\0');
+      walk([&](size_t i, size_t n) {
+        total -= n;
+        std::memcpy(out.text().data() + total, text.data() + i, n);
+      });
+    }
+    return new_string(out);
   }
 
   Value eval_unary(const std::string& op, const Value& operand) {
     if (op == "not") return Value::of_bool(!truthy(operand));
+    if (operand.is_undefined()) fail_undefined(operand);
     if (!operand.is_number())
       throw ValueError(fmt::format("bad operand type for unary {}: '{}'", op, type_name(operand)));
     if (op == "+") return operand.kind == Kind::Bool ? Value::of_int(operand.as_int()) : operand;
@@ -625,31 +875,48 @@ class Renderer {
   Value repeat(const Value& sequence, int64_t times) {
     const size_t n = times < 0 ? 0 : static_cast<size_t>(times);
     if (sequence.kind == Kind::String) {
-      if (n != 0 && sequence.string.size() > limits_.max_output / n) {
-        throw ValueError(fmt::format("a string exceeds the output limit of {} bytes", limits_.max_output));
-      }
-      std::string out;
-      for (size_t i = 0; i < n; ++i) out += sequence.string;
-      return new_string(std::move(out));
+      const std::string& s = sequence.str();
+      if (n != 0 && s.size() > limits_.max_output / n) fail_string_size(limits_.max_output);
+      TextBuffer out(heap_, limits_.max_output);
+      out.reserve(s.size() * n);
+      for (size_t i = 0; i < n; ++i) out.append(s);
+      return new_string(out);
     }
-    const auto& items = sequence.list->items;
-    if (n != 0 && items.size() > limits_.max_work / n) throw ValueError("the list is too large");
-    charge(items.size() * n);
-    std::vector<Value> out;
-    for (size_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
-    return new_list(std::move(out));
+    const auto& items = sequence.list()->items;
+    charge(n != 0 && items.size() > SIZE_MAX / n ? SIZE_MAX : items.size() * n);
+    ListBuilder out(heap_);
+    out.reserve(items.size() * n);
+    for (size_t i = 0; i < n; ++i) {
+      for (const Value& item : items) out.push(item);
+    }
+    return out.finish();
+  }
+
+  // a ~ b, sized before it is built.
+  Value concat(const Value& a, const Value& b) {
+    const Value x = str_of(a);
+    const Value y = str_of(b);
+    check_string_size(x.str().size() + y.str().size());
+    TextBuffer out(heap_, limits_.max_output);
+    out.reserve(x.str().size() + y.str().size());
+    out.append(x.str());
+    out.append(y.str());
+    return new_string(out);
   }
 
   Value binary(const std::string& op, const Value& a, const Value& b) {
     if (op == "==") return Value::of_bool(equals(a, b));
     if (op == "!=") return Value::of_bool(!equals(a, b));
+    if (op == "in") return Value::of_bool(contains(b, a));
+    if (op == "not in") return Value::of_bool(!contains(b, a));
+    if (op == "~") return concat(a, b);
+    // jinja2's Undefined refuses arithmetic and ordering.
+    if (a.is_undefined()) fail_undefined(a);
+    if (b.is_undefined()) fail_undefined(b);
     if (op == "<") return Value::of_bool(compare(a, b) < 0);
     if (op == ">") return Value::of_bool(compare(a, b) > 0);
     if (op == "<=") return Value::of_bool(compare(a, b) <= 0);
     if (op == ">=") return Value::of_bool(compare(a, b) >= 0);
-    if (op == "in") return Value::of_bool(contains(b, a));
-    if (op == "not in") return Value::of_bool(!contains(b, a));
-    if (op == "~") return new_string(to_str(a) + to_str(b));
     const auto unsupported = [&]() -> Value {
       throw ValueError(
           fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)));
@@ -700,11 +967,16 @@ class Renderer {
       return unsupported();
     }
     if (op == "+") {
-      if (a.kind == Kind::String && b.kind == Kind::String) return new_string(a.string + b.string);
+      if (a.kind == Kind::String && b.kind == Kind::String) return concat(a, b);
       if (a.kind == Kind::List && b.kind == Kind::List) {
-        std::vector<Value> items = a.list->items;
-        items.insert(items.end(), b.list->items.begin(), b.list->items.end());
-        return new_list(std::move(items));
+        const auto& x = a.list()->items;
+        const auto& y = b.list()->items;
+        charge(x.size() + y.size());
+        ListBuilder out(heap_);
+        out.reserve(x.size() + y.size());
+        for (const Value& item : x) out.push(item);
+        for (const Value& item : y) out.push(item);
+        return out.finish();
       }
     }
     if (op == "*") {
@@ -722,15 +994,16 @@ class Renderer {
         if (item.kind != Kind::String) {
           throw ValueError(fmt::format("'in <string>' requires string as left operand, not {}", type_name(item)));
         }
-        return container.string.find(item.string) != std::string::npos;
+        charge(container.str().size());
+        return container.str().find(item.str()) != std::string::npos;
       case Kind::List:
-        for (const Value& candidate : container.list->items) {
+        for (const Value& candidate : container.list()->items) {
           charge(1);
           if (equals(candidate, item)) return true;
         }
         return false;
       case Kind::Dict:
-        return item.kind == Kind::String && container.dict->find(item.string) != nullptr;
+        return item.kind == Kind::String && container.dict()->find(item.str()) != nullptr;
       default:
         throw ValueError(fmt::format("argument of type '{}' is not iterable", type_name(container)));
     }
@@ -742,23 +1015,22 @@ class Renderer {
     const Expr& callee = *expr.args[0];
     if (callee.kind == Expr::Kind::Attr) {
       const Value target = eval(*callee.args[0]);
+      if (target.is_undefined()) fail_undefined(target);
       Value result;
       if (call_method(target, callee.name, expr, result)) return result;
       const Value function = get_attr(target, callee.name);
-      if (function.kind == Kind::Undefined) {
-        throw ValueError(fmt::format("'{}' has no method or callable attribute '{}'", type_name(target), callee.name));
-      }
+      if (function.is_undefined()) fail_undefined(function);
       return call_value(function, eval_args(expr, 1), callee.name);
     }
     const Value function = eval(callee);
+    if (function.is_undefined()) fail_undefined(function);
     const std::string name = callee.kind == Expr::Kind::Name ? callee.name : "the value";
-    if (function.kind == Kind::Undefined) throw ValueError(fmt::format("'{}' is undefined", name));
     return call_value(function, eval_args(expr, 1), name);
   }
 
   Value call_value(const Value& function, const Args& args, const std::string& name) {
     if (function.kind == Kind::Macro) return call_macro(*function.macro, args);
-    if (function.kind == Kind::Function) return call_builtin(function.string, args);
+    if (function.kind == Kind::Function) return call_builtin(function.str(), args);
     throw ValueError(fmt::format("'{}' ({}) is not callable", name, type_name(function)));
   }
 
@@ -774,8 +1046,8 @@ class Renderer {
     scopes_.emplace_back();
     floor_ = scopes_.size() - 1;
     ++call_depth_;
-    std::string captured;
-    std::string* saved_out = out_;
+    TextBuffer captured(heap_, limits_.max_output);
+    TextBuffer* saved_out = out_;
     out_ = &captured;
     const auto restore = [&] {
       out_ = saved_out;
@@ -791,7 +1063,7 @@ class Renderer {
         } else if (macro.exprs[i]) {
           assign(macro.targets[i], eval(*macro.exprs[i]));
         } else {
-          assign(macro.targets[i], Value());
+          assign(macro.targets[i], Value::undefined(Missing::Parameter, macro.targets[i]));
         }
       }
       for (const auto& [key, value] : args.keyword) {
@@ -805,43 +1077,35 @@ class Renderer {
       throw;
     }
     restore();
-    return new_string(std::move(captured));
+    charge(kStepWork);
+    return captured.into_value();
   }
 
   Value call_builtin(const std::string& name, const Args& args) {
     if (name == "raise_exception") {
       const Value* message = args.get(0, "message");
-      throw ValueError(message == nullptr ? std::string("raise_exception() called") : to_str(*message));
+      throw ValueError(message == nullptr ? std::string("raise_exception() called") : str_of(*message).str());
     }
     if (name == "range") {
-      std::vector<int64_t> bounds;
-      for (const Value& arg : args.positional) {
-        if (!arg.is_integral()) throw ValueError("range() arguments must be integers");
-        bounds.push_back(arg.as_int());
-      }
-      if (bounds.empty() || bounds.size() > 3) throw ValueError("range() takes 1 to 3 arguments");
-      const int64_t start = bounds.size() == 1 ? 0 : bounds[0];
-      const int64_t stop = bounds.size() == 1 ? bounds[0] : bounds[1];
-      const int64_t step = bounds.size() == 3 ? bounds[2] : 1;
-      if (step == 0) throw ValueError("range() step must not be zero");
-      std::vector<Value> items;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      const Range range = range_of(args);
+      ListBuilder items(heap_);
+      items.reserve(static_cast<size_t>(std::min<uint64_t>(range.length, std::numeric_limits<size_t>::max())));
+      for (uint64_t i = 0; i < range.length; ++i) {
         charge(1);
-        items.push_back(Value::of_int(i));
-        if (__builtin_add_overflow(i, step, &i)) break;
+        items.push(Value::of_int(range.at(i)));
       }
-      return new_list(std::move(items));
+      return items.finish();
     }
     if (name == "namespace" || name == "dict") {
-      Value result = new_dict(name == "namespace" ? Kind::Namespace : Kind::Dict);
+      Value result = heap_.dict(name == "namespace" ? Kind::Namespace : Kind::Dict);
       if (!args.positional.empty()) {
         const Value& source = args.positional[0];
         if (args.positional.size() > 1 || source.kind != Kind::Dict) {
           throw ValueError(name + "() takes at most one dict and keyword arguments");
         }
-        for (const auto& [key, value] : source.dict->items) result.dict->set(key, value);
+        for (const auto& [key, value] : source.dict()->items) result.dict()->set(key, value);
       }
-      for (const auto& [key, value] : args.keyword) result.dict->set(key, value);
+      for (const auto& [key, value] : args.keyword) result.dict()->set(key, value);
       return result;
     }
     if (name == "strftime_now") {
@@ -851,18 +1115,18 @@ class Renderer {
       std::tm local{};
       localtime_r(&now, &local);
       char buffer[256];
-      const size_t n = std::strftime(buffer, sizeof(buffer), format->string.c_str(), &local);
-      return Value::of_string(std::string(buffer, n));
+      const size_t n = std::strftime(buffer, sizeof(buffer), format->str().c_str(), &local);
+      return new_string(std::string(buffer, n));
     }
     throw ValueError(fmt::format("'{}' is not callable", name));
   }
 
-  std::string string_arg(const Args& args, size_t index, std::string_view name, const char* function) {
+  const std::string& string_arg(const Args& args, size_t index, std::string_view name, const char* function) {
     const Value* value = args.get(index, name);
     if (value == nullptr || value->kind != Kind::String) {
       throw ValueError(fmt::format("{}() argument '{}' must be a string", function, name));
     }
-    return value->string;
+    return value->str();
   }
 
   // Python's str and dict methods; true when `name` is one.
@@ -876,7 +1140,7 @@ class Renderer {
         return false;
       }
       const Args args = eval_args(expr, 1);
-      result = string_method(target.string, name, args);
+      result = string_method(target.str(), name, args);
       return true;
     }
     if (target.kind == Kind::Dict) {
@@ -885,21 +1149,22 @@ class Renderer {
       if (name == "get") {
         const Value* key = args.get(0, "key");
         if (key == nullptr) throw ValueError("get() needs a key");
-        const Value* found = key->kind == Kind::String ? target.dict->find(key->string) : nullptr;
+        const Value* found = key->kind == Kind::String ? target.dict()->find(key->str()) : nullptr;
         const Value* fallback = args.get(1, "default");
         result = found != nullptr ? *found : fallback != nullptr ? *fallback : Value::none();
       } else {
-        std::vector<Value> items;
-        for (const auto& [key, value] : target.dict->items) {
+        ListBuilder items(heap_);
+        items.reserve(target.dict()->items.size());
+        for (const auto& [key, value] : target.dict()->items) {
           if (name == "keys") {
-            items.push_back(Value::of_string(key));
+            items.push(Value::borrowed(key, target.object));
           } else if (name == "values") {
-            items.push_back(value);
+            items.push(value);
           } else {
-            items.push_back(new_list({Value::of_string(key), value}));
+            items.push(heap_.list({Value::borrowed(key, target.object), value}));
           }
         }
-        result = new_list(std::move(items));
+        result = items.finish();
       }
       return true;
     }
@@ -907,10 +1172,9 @@ class Renderer {
   }
 
   Value string_method(const std::string& s, const std::string& name, const Args& args) {
+    charge(s.size());  // every method below reads the whole string at worst
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
-      const Value* chars = args.get(0, "chars");
-      const std::string* set = chars != nullptr && chars->kind == Kind::String ? &chars->string : nullptr;
-      return new_string(strip(s, name != "rstrip", name != "lstrip", set));
+      return stripped(s, name != "rstrip", name != "lstrip", args.get(0, "chars"));
     }
     if (name == "upper") return new_string(ascii_upper(s));
     if (name == "lower") return new_string(ascii_lower(s));
@@ -919,89 +1183,100 @@ class Renderer {
     if (name == "startswith" || name == "endswith") {
       const Value* pattern = args.get(0, "prefix");
       if (pattern == nullptr) throw ValueError(name + "() needs an argument");
-      std::vector<Value> candidates;
-      if (pattern->kind == Kind::List) {
-        candidates = pattern->list->items;
-      } else {
-        candidates.push_back(*pattern);
-      }
-      for (const Value& candidate : candidates) {
+      const auto hit = [&](const Value& candidate) {
         if (candidate.kind != Kind::String) throw ValueError(name + "() arguments must be strings");
-        const std::string& p = candidate.string;
-        const bool hit =
-            p.size() <= s.size() &&
-            (name == "startswith" ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
-        if (hit) return Value::of_bool(true);
+        const std::string& p = candidate.str();
+        return p.size() <= s.size() && (name == "startswith" ? s.compare(0, p.size(), p) == 0
+                                                             : s.compare(s.size() - p.size(), p.size(), p) == 0);
+      };
+      if (pattern->kind != Kind::List) return Value::of_bool(hit(*pattern));
+      for (const Value& candidate : pattern->list()->items) {
+        charge(1);
+        if (hit(candidate)) return Value::of_bool(true);
       }
       return Value::of_bool(false);
     }
-    if (name == "split") {
-      const Value* sep = args.get(0, "sep");
-      const Value* max_value = args.get(1, "maxsplit");
-      const int64_t max_split = max_value != nullptr && max_value->is_integral() ? max_value->as_int() : -1;
-      std::vector<Value> parts;
-      if (sep == nullptr || sep->kind == Kind::None) {
-        const std::vector<std::string_view> cps = code_points(s);
-        size_t i = 0;
-        while (i < cps.size()) {
-          while (i < cps.size() && is_python_space(cps[i])) ++i;
-          if (i >= cps.size()) break;
-          if (max_split >= 0 && static_cast<int64_t>(parts.size()) >= max_split) {
-            std::string rest;
-            for (size_t k = i; k < cps.size(); ++k) rest += cps[k];
-            parts.push_back(Value::of_string(strip(rest, false, true)));
-            break;
-          }
-          std::string word;
-          while (i < cps.size() && !is_python_space(cps[i])) word += cps[i++];
-          parts.push_back(Value::of_string(std::move(word)));
-        }
-      } else {
-        if (sep->kind != Kind::String) throw ValueError("split() separator must be a string or none");
-        if (sep->string.empty()) throw ValueError("empty separator");
-        size_t pos = 0;
-        while (true) {
-          const size_t hit = s.find(sep->string, pos);
-          if (hit == std::string::npos || (max_split >= 0 && static_cast<int64_t>(parts.size()) >= max_split)) {
-            parts.push_back(Value::of_string(s.substr(pos)));
-            break;
-          }
-          parts.push_back(Value::of_string(s.substr(pos, hit - pos)));
-          pos = hit + sep->string.size();
-        }
-      }
-      charge(s.size());
-      return new_list(std::move(parts));
-    }
+    if (name == "split") return split(s, args);
     if (name == "replace") {
       const Value* count = args.get(2, "count");
-      return new_string(replace(s, string_arg(args, 0, "old", "replace"), string_arg(args, 1, "new", "replace"),
-                                count != nullptr && count->is_integral() ? count->as_int() : -1));
+      TextBuffer out(heap_, limits_.max_output);
+      replace(s, string_arg(args, 0, "old", "replace"), string_arg(args, 1, "new", "replace"),
+              count != nullptr && count->is_integral() ? count->as_int() : -1, limits_.max_output, out);
+      return new_string(out);
     }
     if (name == "join") {
       const Value* items = args.get(0, "iterable");
       if (items == nullptr) throw ValueError("join() needs an iterable");
-      std::string out;
+      const Value list = iterate(*items);
+      TextBuffer out(heap_, limits_.max_output);
       bool first = true;
-      for (const Value& item : iterate(*items)) {
+      for (const Value& item : list.list()->items) {
         if (item.kind != Kind::String) throw ValueError("join() items must be strings");
-        if (!first) out += s;
+        if (!first) append_checked(out, s);
         first = false;
-        out += item.string;
-        if (out.size() > limits_.max_output) throw ValueError("a joined string exceeds the output limit");
+        append_checked(out, item.str());
       }
-      return new_string(std::move(out));
+      return new_string(out);
     }
     if (name == "find") {
       const size_t hit = s.find(string_arg(args, 0, "sub", "find"));
-      return Value::of_int(hit == std::string::npos ? -1 : static_cast<int64_t>(code_point_count(s.substr(0, hit))));
+      return Value::of_int(
+          hit == std::string::npos ? -1 : static_cast<int64_t>(code_point_count(std::string_view(s).substr(0, hit))));
     }
     // count
-    const std::string sub = string_arg(args, 0, "sub", "count");
+    const std::string& sub = string_arg(args, 0, "sub", "count");
     if (sub.empty()) return Value::of_int(static_cast<int64_t>(code_point_count(s)) + 1);
     int64_t count = 0;
     for (size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) ++count;
     return Value::of_int(count);
+  }
+
+  Value split(const std::string& s, const Args& args) {
+    const Value* sep = args.get(0, "sep");
+    const Value* max_value = args.get(1, "maxsplit");
+    const int64_t max_split = max_value != nullptr && max_value->is_integral() ? max_value->as_int() : -1;
+    const std::string_view text(s);
+    ListBuilder parts(heap_);
+    if (sep == nullptr || sep->kind == Kind::None) {
+      size_t i = 0;
+      const auto space_at = [&](size_t at, size_t& n) {
+        n = code_point_length(text, at);
+        return is_python_space(text.substr(at, n));
+      };
+      size_t n = 0;
+      while (i < text.size()) {
+        while (i < text.size() && space_at(i, n)) i += n;
+        if (i >= text.size()) break;
+        if (max_split >= 0 && static_cast<int64_t>(parts.size()) >= max_split) {
+          parts.push(new_string(strip(text.substr(i), false, true)));
+          break;
+        }
+        const size_t word = i;
+        while (i < text.size() && !space_at(i, n)) i += n;
+        parts.push(new_string(std::string(text.substr(word, i - word))));
+      }
+    } else {
+      if (sep->kind != Kind::String) throw ValueError("split() separator must be a string or none");
+      const std::string& separator = sep->str();
+      if (separator.empty()) throw ValueError("empty separator");
+      size_t pos = 0;
+      while (true) {
+        const size_t hit = text.find(separator, pos);
+        if (hit == std::string::npos || (max_split >= 0 && static_cast<int64_t>(parts.size()) >= max_split)) {
+          parts.push(new_string(std::string(text.substr(pos))));
+          break;
+        }
+        parts.push(new_string(std::string(text.substr(pos, hit - pos))));
+        pos = hit + separator.size();
+      }
+    }
+    return parts.finish();
+  }
+
+  // out += piece, refused before it would make `out` longer than a string may be.
+  void append_checked(TextBuffer& out, std::string_view piece) {
+    check_string_size(out.size() + piece.size());
+    out.append(piece);
   }
 
   // ----- filters -----
@@ -1012,69 +1287,83 @@ class Renderer {
       const Value* boolean = args.get(1, "boolean");
       const bool use = x.kind == Kind::Undefined || (boolean != nullptr && truthy(*boolean) && !truthy(x));
       if (!use) return x;
-      return fallback != nullptr ? *fallback : Value::of_string("");
+      return fallback != nullptr ? *fallback : Value::borrowed(kNoText);
     }
     if (name == "safe") return x;
-    if (name == "string") return new_string(to_str(x));
+    if (name == "string") return str_of(x);
     if (name == "trim") {
-      const Value* chars = args.get(0, "chars");
-      const std::string* set = chars != nullptr && chars->kind == Kind::String ? &chars->string : nullptr;
-      return new_string(strip(to_str(x), true, true, set));
+      const Value text = str_of(x);
+      charge(text.str().size());
+      return stripped(text.str(), true, true, args.get(0, "chars"));
     }
-    if (name == "upper") return new_string(ascii_upper(to_str(x)));
-    if (name == "lower") return new_string(ascii_lower(to_str(x)));
-    if (name == "capitalize") return new_string(capitalize(to_str(x)));
-    if (name == "title") return new_string(title(to_str(x)));
+    if (name == "upper") return new_string(ascii_upper(str_of(x).str()));
+    if (name == "lower") return new_string(ascii_lower(str_of(x).str()));
+    if (name == "capitalize") return new_string(capitalize(str_of(x).str()));
+    if (name == "title") return new_string(title(str_of(x).str()));
     if (name == "replace") {
       const Value* count = args.get(2, "count");
-      return new_string(replace(to_str(x), to_str(args.get(0, "old") ? *args.get(0, "old") : Value()),
-                                to_str(args.get(1, "new") ? *args.get(1, "new") : Value()),
-                                count != nullptr && count->is_integral() ? count->as_int() : -1));
+      const Value* old_value = args.get(0, "old");
+      const Value* new_value = args.get(1, "new");
+      const Value text = str_of(x);
+      const Value old_text = old_value != nullptr ? str_of(*old_value) : Value::borrowed(kNoText);
+      const Value new_text = new_value != nullptr ? str_of(*new_value) : Value::borrowed(kNoText);
+      charge(text.str().size());
+      TextBuffer out(heap_, limits_.max_output);
+      replace(text.str(), old_text.str(), new_text.str(),
+              count != nullptr && count->is_integral() ? count->as_int() : -1, limits_.max_output, out);
+      return new_string(out);
     }
     if (name == "length" || name == "count") {
       switch (x.kind) {
         case Kind::Undefined:
           return Value::of_int(0);
         case Kind::String:
-          return Value::of_int(static_cast<int64_t>(code_point_count(x.string)));
+          charge(x.str().size());
+          return Value::of_int(static_cast<int64_t>(code_point_count(x.str())));
         case Kind::List:
-          return Value::of_int(static_cast<int64_t>(x.list->items.size()));
+          return Value::of_int(static_cast<int64_t>(x.list()->items.size()));
         case Kind::Dict:
-          return Value::of_int(static_cast<int64_t>(x.dict->items.size()));
+          return Value::of_int(static_cast<int64_t>(x.dict()->items.size()));
         default:
           throw ValueError(fmt::format("object of type '{}' has no len()", type_name(x)));
       }
     }
     if (name == "first" || name == "last") {
-      const std::vector<Value> items = iterate(x);
-      if (items.empty()) return Value();
+      const Value list = iterate(x);
+      const auto& items = list.list()->items;
+      if (items.empty()) return Value::undefined(Missing::Hint, name == "first" ? kNoFirstItem : kNoLastItem);
       return name == "first" ? items.front() : items.back();
     }
     if (name == "join") {
       const Value* separator = args.get(0, "d");
       const Value* attribute = args.get(1, "attribute");
-      std::string out;
+      const Value between = separator != nullptr ? str_of(*separator) : Value::borrowed(kNoText);
+      const Value list = iterate(x);
+      TextBuffer out(heap_, limits_.max_output);
       bool first = true;
-      for (const Value& item : iterate(x)) {
-        if (!first) out += separator != nullptr ? to_str(*separator) : "";
+      for (const Value& item : list.list()->items) {
+        charge(1);
+        if (!first) append_checked(out, between.str());
         first = false;
-        out += to_str(attribute != nullptr ? get_path(item, *attribute) : item);
-        if (out.size() > limits_.max_output) throw ValueError("a joined string exceeds the output limit");
+        append_checked(out, str_of(attribute != nullptr ? get_path(item, *attribute) : item).str());
       }
-      return new_string(std::move(out));
+      return new_string(out);
     }
-    if (name == "list") return new_list(iterate(x));
+    if (name == "list") return iterate(x);
     if (name == "items") {
-      if (x.kind == Kind::Undefined) return new_list();
+      if (x.kind == Kind::Undefined) return ListBuilder(heap_).finish();
       if (x.kind != Kind::Dict) throw ValueError(fmt::format("items() needs a dict, got {}", type_name(x)));
-      std::vector<Value> items;
-      for (const auto& [key, value] : x.dict->items) items.push_back(new_list({Value::of_string(key), value}));
-      return new_list(std::move(items));
+      ListBuilder items(heap_);
+      items.reserve(x.dict()->items.size());
+      for (const auto& [key, value] : x.dict()->items) {
+        items.push(heap_.list({Value::borrowed(key, x.object), value}));
+      }
+      return items.finish();
     }
     if (name == "dictsort") {
-      Value items = apply_filter("items", x, {});
-      std::stable_sort(items.list->items.begin(), items.list->items.end(), [](const Value& a, const Value& b) {
-        return ascii_lower(a.list->items[0].string) < ascii_lower(b.list->items[0].string);
+      Value items = apply_filter("items", x, {});  // a new list: sorting it in place changes no one else's
+      std::stable_sort(items.list()->items.begin(), items.list()->items.end(), [](const Value& a, const Value& b) {
+        return ascii_less_ignoring_case(a.list()->items[0].str(), b.list()->items[0].str());
       });
       return items;
     }
@@ -1089,12 +1378,14 @@ class Renderer {
                                    : -1;
       std::string item_separator = indent_width >= 0 ? "," : ", ";
       std::string key_separator = ": ";
-      if (separators != nullptr && separators->kind == Kind::List && separators->list->items.size() == 2) {
-        item_separator = to_str(separators->list->items[0]);
-        key_separator = to_str(separators->list->items[1]);
+      if (separators != nullptr && separators->kind == Kind::List && separators->list()->items.size() == 2) {
+        item_separator = str_of(separators->list()->items[0]).str();
+        key_separator = str_of(separators->list()->items[1]).str();
       }
-      return new_string(
-          to_json(x, indent_width, item_separator, key_separator, sort_keys != nullptr && truthy(*sort_keys)));
+      Value json = to_json(x, indent_width, item_separator, key_separator, sort_keys != nullptr && truthy(*sort_keys),
+                           heap_, limits_.max_output);
+      charge(json.str().size());
+      return json;
     }
     if (name == "int") {
       const Value* fallback = args.get(0, "default");
@@ -1105,7 +1396,8 @@ class Renderer {
         return Value::of_int(static_cast<int64_t>(x.number));
       }
       if (x.kind == Kind::String) {
-        const std::string text = strip(x.string, true, true);
+        const Scratch scratch(heap_, x.str().size());  // the stripped copy strtoll reads
+        const std::string text = strip(x.str(), true, true);
         errno = 0;
         char* end = nullptr;
         const long long parsed = std::strtoll(text.c_str(), &end, 10);
@@ -1121,7 +1413,8 @@ class Renderer {
       const Value* fallback = args.get(0, "default");
       if (x.is_number()) return Value::of_float(x.as_double());
       if (x.kind == Kind::String) {
-        const std::string text = strip(x.string, true, true);
+        const Scratch scratch(heap_, x.str().size());  // the stripped copy strtoll reads
+        const std::string text = strip(x.str(), true, true);
         char* end = nullptr;
         const double number = std::strtod(text.c_str(), &end);
         if (!text.empty() && end == text.c_str() + text.size()) return Value::of_float(number);
@@ -1130,38 +1423,52 @@ class Renderer {
     }
     if (name == "abs") {
       if (x.kind == Kind::Float) return Value::of_float(std::fabs(x.number));
+      if (x.is_undefined()) fail_undefined(x);
       if (!x.is_integral()) throw ValueError(fmt::format("bad operand type for abs(): '{}'", type_name(x)));
       if (x.as_int() == std::numeric_limits<int64_t>::min()) throw ValueError("integer overflow");
       return Value::of_int(x.as_int() < 0 ? -x.as_int() : x.as_int());
     }
     if (name == "reverse") {
       if (x.kind == Kind::String) {
-        std::vector<std::string_view> cps = code_points(x.string);
-        std::string out;
-        for (size_t i = cps.size(); i-- > 0;) out += cps[i];
-        return new_string(std::move(out));
+        // Each code point is copied to its mirrored place: no vector of code points.
+        const std::string& s = x.str();
+        charge(s.size());
+        TextBuffer out(heap_, limits_.max_output);
+        out.append(s.size(), '\0');
+        for (size_t i = 0; i < s.size();) {
+          const size_t n = code_point_length(s, i);
+          std::memcpy(out.text().data() + (s.size() - i - n), s.data() + i, n);
+          i += n;
+        }
+        return new_string(out);
       }
-      std::vector<Value> items = iterate(x);
-      std::reverse(items.begin(), items.end());
-      return new_list(std::move(items));
+      const Value list = iterate(x);
+      const auto& items = list.list()->items;
+      charge(items.size());
+      ListBuilder out(heap_);
+      out.reserve(items.size());
+      for (size_t i = items.size(); i-- > 0;) out.push(items[i]);
+      return out.finish();
     }
     if (name == "map") {
       const Value* attribute = args.get(99, "attribute");
-      std::vector<Value> out;
-      for (const Value& item : iterate(x)) {
-        charge(1);
+      const Value list = iterate(x);
+      ListBuilder out(heap_);
+      out.reserve(list.list()->items.size());
+      for (const Value& item : list.list()->items) {
+        charge(kStepWork);
         if (attribute != nullptr) {
-          out.push_back(get_path(item, *attribute));
+          out.push(get_path(item, *attribute));
         } else {
           if (args.positional.empty() || args.positional[0].kind != Kind::String) {
             throw ValueError("map() needs a filter name or attribute=");
           }
           Args rest;
           rest.positional.assign(args.positional.begin() + 1, args.positional.end());
-          out.push_back(apply_filter(args.positional[0].string, item, rest));
+          out.push(apply_filter(args.positional[0].str(), item, rest));
         }
       }
-      return new_list(std::move(out));
+      return out.finish();
     }
     if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
       const bool by_attribute = name == "selectattr" || name == "rejectattr";
@@ -1175,54 +1482,24 @@ class Renderer {
       std::string test;
       if (next < args.positional.size()) {
         if (args.positional[next].kind != Kind::String) throw ValueError(name + "() test name must be a string");
-        test = args.positional[next++].string;
+        test = args.positional[next++].str();
       }
       Args test_args;
       test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(next), args.positional.end());
-      std::vector<Value> out;
-      for (const Value& item : iterate(x)) {
-        charge(1);
+      const Value list = iterate(x);
+      ListBuilder out(heap_);
+      for (const Value& item : list.list()->items) {
+        charge(kStepWork);
         const Value subject = by_attribute ? get_path(item, attribute) : item;
         const bool passed = test.empty() ? truthy(subject) : apply_test(test, subject, test_args);
-        if (passed == keep) out.push_back(item);
+        if (passed == keep) out.push(item);
       }
-      return new_list(std::move(out));
+      return out.finish();
     }
-    if (name == "indent") {
-      const Value* width = args.get(0, "width");
-      const Value* first = args.get(1, "first");
-      const Value* blank = args.get(2, "blank");
-      std::string pad = "    ";
-      if (width != nullptr && width->kind == Kind::String) {
-        pad = width->string;
-      } else if (width != nullptr && width->is_integral()) {
-        pad.assign(static_cast<size_t>(std::clamp<int64_t>(width->as_int(), 0, 256)), ' ');
-      }
-      std::vector<std::string> lines;
-      const std::string text = to_str(x);
-      size_t pos = 0;
-      while (pos <= text.size()) {
-        const size_t end = text.find('\n', pos);
-        if (end == std::string::npos) {
-          if (pos < text.size()) lines.push_back(text.substr(pos));
-          break;
-        }
-        lines.push_back(text.substr(pos, end - pos));
-        pos = end + 1;
-      }
-      std::string out;
-      for (size_t i = 0; i < lines.size(); ++i) {
-        if (i > 0) out += '\n';
-        const bool pad_line =
-            i == 0 ? (first != nullptr && truthy(*first)) : (!lines[i].empty() || (blank != nullptr && truthy(*blank)));
-        if (pad_line) out += pad;
-        out += lines[i];
-        if (out.size() > limits_.max_output) throw ValueError("an indented string exceeds the output limit");
-      }
-      return new_string(std::move(out));
-    }
+    if (name == "indent") return indent(x, args);
     if (name == "round") {
       const Value* precision = args.get(0, "precision");
+      if (x.is_undefined()) fail_undefined(x);
       if (!x.is_number()) throw ValueError("round() needs a number");
       const double scale = std::pow(10.0, precision != nullptr && precision->is_integral()
                                               ? static_cast<double>(std::clamp<int64_t>(precision->as_int(), -30, 30))
@@ -1232,15 +1509,47 @@ class Renderer {
     throw ValueError(fmt::format("unknown filter '{}'", name));
   }
 
+  // Jinja's indent: every line but the first (and blank ones) gets the pad.
+  // The lines are walked in place, never collected.
+  Value indent(const Value& x, const Args& args) {
+    const Value* width = args.get(0, "width");
+    const Value* first = args.get(1, "first");
+    const Value* blank = args.get(2, "blank");
+    std::string pad = "    ";
+    if (width != nullptr && width->kind == Kind::String) {
+      pad = width->str();
+    } else if (width != nullptr && width->is_integral()) {
+      pad.assign(static_cast<size_t>(std::clamp<int64_t>(width->as_int(), 0, 256)), ' ');
+    }
+    const Value source = str_of(x);
+    const std::string_view text = source.str();
+    charge(text.size());
+    TextBuffer out(heap_, limits_.max_output);
+    size_t pos = 0;
+    for (size_t i = 0; pos < text.size(); ++i) {
+      const size_t end = std::min(text.find('\n', pos), text.size());
+      const std::string_view line = text.substr(pos, end - pos);
+      if (i > 0) append_checked(out, "\n");
+      const bool pad_line =
+          i == 0 ? (first != nullptr && truthy(*first)) : (!line.empty() || (blank != nullptr && truthy(*blank)));
+      if (pad_line) append_checked(out, pad);
+      append_checked(out, line);
+      pos = end + 1;
+    }
+    return new_string(out);
+  }
+
   // item.attr, or item.a.b for "a.b", or item[0] for an integer.
   Value get_path(const Value& item, const Value& path) {
     if (path.is_integral()) return get_item(item, path);
     Value current = item;
-    const std::string text = to_str(path);
+    const Value path_text = str_of(path);
+    const std::string& text = path_text.str();
     size_t pos = 0;
     while (true) {
       const size_t dot = text.find('.', pos);
-      current = get_item(current, Value::of_string(text.substr(pos, dot == std::string::npos ? dot : dot - pos)));
+      const Value key = new_string(text.substr(pos, dot == std::string::npos ? dot : dot - pos));
+      current = get_item(current, key);
       if (dot == std::string::npos) return current;
       pos = dot + 1;
     }
@@ -1288,23 +1597,20 @@ class Renderer {
     if (name == "sameas") {
       const Value& other = argument();
       if (x.kind != other.kind) return false;
-      if (x.kind == Kind::List) return x.list == other.list;
-      if (x.kind == Kind::Dict || x.kind == Kind::Namespace) return x.dict == other.dict;
+      if (x.kind == Kind::List || x.kind == Kind::Dict || x.kind == Kind::Namespace) return x.object == other.object;
       return equals(x, other);
     }
-    if (name == "lower") return x.kind == Kind::String && ascii_lower(x.string) == x.string;
-    if (name == "upper") return x.kind == Kind::String && ascii_upper(x.string) == x.string;
+    if (name == "lower") return x.kind == Kind::String && !has_ascii_in_range(x.str(), 'A', 'Z');
+    if (name == "upper") return x.kind == Kind::String && !has_ascii_in_range(x.str(), 'a', 'z');
     throw ValueError(fmt::format("unknown test '{}'", name));
   }
 
   const std::string& where_;
   const Limits& limits_;
-  std::deque<List> lists_;
-  std::deque<Dict> dicts_;
+  Heap& heap_;
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   size_t floor_ = 1;
-  std::string* out_ = nullptr;
-  size_t work_ = 0;
+  TextBuffer* out_ = nullptr;
   int call_depth_ = 0;
 };
 
@@ -1318,8 +1624,19 @@ Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
-std::string Template::render(const nlohmann::ordered_json& variables, const Limits& limits) const {
-  Renderer renderer(where_, limits);
+std::string Template::render(const nlohmann::ordered_json& variables, const Limits& limits, RenderStats* stats) const {
+  Heap heap(limits);
+  // Runs after the renderer's values are gone, whether the render succeeded
+  // or threw: empties the namespaces (breaking cycles) and reports.
+  struct Report {
+    Heap& heap;
+    RenderStats* stats;
+    ~Report() {
+      heap.collect();
+      if (stats != nullptr) *stats = heap.stats();
+    }
+  } report{heap, stats};
+  Renderer renderer(where_, limits, heap);
   try {
     return renderer.run(body_, variables);
   } catch (const ValueError& error) {

@@ -3,7 +3,8 @@
 // {{ }}, {% if/for/set/macro %}, whitespace control, filters, tests, string and
 // dict methods, namespace(), raise_exception(). Every error, syntax or runtime,
 // is a titan::Error "<where> line N: <message>". Rendering is bounded (output
-// size, work, recursion) so a hostile template fails instead of hanging.
+// size, work, memory held and allocated, recursion: jinja_limits.h) so a
+// hostile template fails quickly instead of hanging or exhausting memory.
 #pragma once
 
 #include <cstddef>
@@ -12,14 +13,9 @@
 #include <string_view>
 
 #include "titan/data/jinja/jinja_ast.h"
+#include "titan/data/jinja/jinja_limits.h"
 
 namespace titan::data::jinja {
-
-struct Limits {
-  size_t max_output = size_t{64} << 20;  // bytes of rendered text
-  size_t max_work = size_t{1} << 28;     // loop iterations, evaluations and bytes or items created
-  int max_call_depth = 64;               // nested macro calls
-};
 
 class Template {
  public:
@@ -30,7 +26,9 @@ class Template {
   Template& operator=(Template&&) noexcept;
 
   // Renders with `variables` (a JSON object) as the template's variables.
-  std::string render(const nlohmann::ordered_json& variables, const Limits& limits = {}) const;
+  // When `stats` is given it receives what the render used, even if it fails.
+  std::string render(const nlohmann::ordered_json& variables, const Limits& limits = {},
+                     RenderStats* stats = nullptr) const;
 
   const std::string& where() const { return where_; }
 

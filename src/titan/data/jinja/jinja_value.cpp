@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/data/jinja/jinja_heap.h"
+
 namespace titan::data::jinja {
 
 namespace {
@@ -12,14 +14,45 @@ namespace {
 // Printing a value that holds itself (a namespace) or a huge shared structure
 // stops here instead of recursing or growing without bound.
 constexpr int kMaxNesting = 64;
-constexpr size_t kMaxText = size_t{64} << 20;
 
 void check_depth(int depth) {
   if (depth > kMaxNesting) throw ValueError("the value nests too deeply to print or compare");
 }
-void check_size(const std::string& out) {
-  if (out.size() > kMaxText) throw ValueError("the value is too large to print");
-}
+
+// Text being printed: charged to the render's heap as it grows, and refused
+// before it passes `max` bytes (a list holding one long string a million
+// times is small; its repr is not).
+class Printer {
+ public:
+  Printer(Heap& heap, size_t max) : heap_(heap), text_(heap, max), max_(max) {}
+  Printer& operator+=(std::string_view text) {
+    room(text.size());
+    text_.append(text);
+    return *this;
+  }
+  Printer& operator+=(char c) {
+    room(1);
+    text_.append(c);
+    return *this;
+  }
+  void append(size_t count, char c) {
+    room(count);
+    text_.append(count, c);
+  }
+  Heap& heap() { return heap_; }
+  Value finish() { return text_.into_value(); }
+
+ private:
+  void room(size_t bytes) const {
+    if (text_.size() + bytes > max_) {
+      throw ValueError(fmt::format("the value prints longer than the output limit of {} bytes", max_));
+    }
+  }
+
+  Heap& heap_;
+  TextBuffer text_;
+  size_t max_;
+};
 
 uint32_t decode(std::string_view cp) {
   const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(cp[i])); };
@@ -29,7 +62,8 @@ uint32_t decode(std::string_view cp) {
   return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
 }
 
-void append_repr_string(std::string& out, const std::string& s) {
+template <typename Out>  // std::string or Printer
+void append_repr_string(Out& out, const std::string& s) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
@@ -54,7 +88,7 @@ void append_repr_string(std::string& out, const std::string& s) {
   out += quote;
 }
 
-void append_json_string(std::string& out, std::string_view s) {
+void append_json_string(Printer& out, std::string_view s) {
   out += '"';
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
@@ -91,9 +125,9 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-void append_repr(std::string& out, const Value& value, int depth);
+void append_repr(Printer& out, const Value& value, int depth);
 
-void append_str(std::string& out, const Value& value, int depth) {
+void append_str(Printer& out, const Value& value, int depth) {
   check_depth(depth);
   switch (value.kind) {
     case Value::Kind::Undefined:
@@ -111,14 +145,13 @@ void append_str(std::string& out, const Value& value, int depth) {
       out += float_repr(value.number);
       break;
     case Value::Kind::String:
-      out += value.string;
+      out += value.str();
       break;
     case Value::Kind::List:
       out += '[';
-      for (size_t i = 0; i < value.list->items.size(); ++i) {
+      for (size_t i = 0; i < value.list()->items.size(); ++i) {
         if (i > 0) out += ", ";
-        append_repr(out, value.list->items[i], depth + 1);
-        check_size(out);
+        append_repr(out, value.list()->items[i], depth + 1);
       }
       out += ']';
       break;
@@ -126,29 +159,28 @@ void append_str(std::string& out, const Value& value, int depth) {
     case Value::Kind::Namespace: {
       out += value.kind == Value::Kind::Namespace ? "<Namespace {" : "{";
       bool first = true;
-      for (const auto& [key, item] : value.dict->items) {
+      for (const auto& [key, item] : value.dict()->items) {
         if (!first) out += ", ";
         first = false;
         append_repr_string(out, key);
         out += ": ";
         append_repr(out, item, depth + 1);
-        check_size(out);
       }
       out += value.kind == Value::Kind::Namespace ? "}>" : "}";
       break;
     }
     case Value::Kind::Function:
-      out += "<built-in function " + value.string + ">";
+      out += "<built-in function " + value.str() + ">";
       break;
     case Value::Kind::Macro:
-      out += "<Macro '" + value.string + "'>";
+      out += "<Macro '" + value.str() + "'>";
       break;
   }
 }
 
-void append_repr(std::string& out, const Value& value, int depth) {
+void append_repr(Printer& out, const Value& value, int depth) {
   if (value.kind == Value::Kind::String) {
-    append_repr_string(out, value.string);
+    append_repr_string(out, value.str());
   } else if (value.kind == Value::Kind::Undefined) {
     out += "Undefined";
   } else {
@@ -169,24 +201,24 @@ bool equals_at(const Value& a, const Value& b, int depth) {
       return true;
     case Value::Kind::String:
     case Value::Kind::Function:
-      return a.string == b.string;
+      return a.str() == b.str();
     case Value::Kind::List: {
-      if (a.list->items.size() != b.list->items.size()) return false;
-      for (size_t i = 0; i < a.list->items.size(); ++i) {
-        if (!equals_at(a.list->items[i], b.list->items[i], depth + 1)) return false;
+      if (a.list()->items.size() != b.list()->items.size()) return false;
+      for (size_t i = 0; i < a.list()->items.size(); ++i) {
+        if (!equals_at(a.list()->items[i], b.list()->items[i], depth + 1)) return false;
       }
       return true;
     }
     case Value::Kind::Dict: {
-      if (a.dict->items.size() != b.dict->items.size()) return false;
-      for (const auto& [key, item] : a.dict->items) {
-        const Value* other = b.dict->find(key);
+      if (a.dict()->items.size() != b.dict()->items.size()) return false;
+      for (const auto& [key, item] : a.dict()->items) {
+        const Value* other = b.dict()->find(key);
         if (other == nullptr || !equals_at(item, *other, depth + 1)) return false;
       }
       return true;
     }
     case Value::Kind::Namespace:
-      return a.dict == b.dict;
+      return a.object == b.object;
     case Value::Kind::Macro:
       return a.macro == b.macro;
     default:
@@ -194,10 +226,9 @@ bool equals_at(const Value& a, const Value& b, int depth) {
   }
 }
 
-void append_json(std::string& out, const Value& value, int indent, const std::string& item_separator,
+void append_json(Printer& out, const Value& value, int indent, const std::string& item_separator,
                  const std::string& key_separator, bool sort_keys, int depth) {
   check_depth(depth);
-  check_size(out);
   const auto newline = [&](int level) {
     if (indent < 0) return;
     out += '\n';
@@ -223,10 +254,10 @@ void append_json(std::string& out, const Value& value, int indent, const std::st
       }
       break;
     case Value::Kind::String:
-      append_json_string(out, value.string);
+      append_json_string(out, value.str());
       break;
     case Value::Kind::List: {
-      const auto& items = value.list->items;
+      const auto& items = value.list()->items;
       if (items.empty()) {
         out += "[]";
         break;
@@ -242,8 +273,10 @@ void append_json(std::string& out, const Value& value, int indent, const std::st
       break;
     }
     case Value::Kind::Dict: {
+      const Scratch scratch(out.heap(), value.dict()->items.size() * sizeof(void*));
       std::vector<const std::pair<std::string, Value>*> entries;
-      for (const auto& entry : value.dict->items) entries.push_back(&entry);
+      entries.reserve(value.dict()->items.size());
+      for (const auto& entry : value.dict()->items) entries.push_back(&entry);
       if (sort_keys) {
         std::stable_sort(entries.begin(), entries.end(), [](auto* x, auto* y) { return x->first < y->first; });
       }
@@ -275,16 +308,6 @@ const Value* Dict::find(std::string_view key) const {
     if (name == key) return &value;
   }
   return nullptr;
-}
-
-void Dict::set(const std::string& key, Value value) {
-  for (auto& [name, existing] : items) {
-    if (name == key) {
-      existing = std::move(value);
-      return;
-    }
-  }
-  items.emplace_back(key, std::move(value));
 }
 
 std::string type_name(const Value& value) {
@@ -327,27 +350,27 @@ bool truthy(const Value& value) {
     case Value::Kind::Float:
       return value.number != 0;
     case Value::Kind::String:
-      return !value.string.empty();
+      return !value.str().empty();
     case Value::Kind::List:
-      return !value.list->items.empty();
+      return !value.list()->items.empty();
     case Value::Kind::Dict:
-      return !value.dict->items.empty();
+      return !value.dict()->items.empty();
     default:
       return true;
   }
 }
 
-std::string to_str(const Value& value) {
-  if (value.kind == Value::Kind::String) return value.string;
-  std::string out;
+Value to_str(const Value& value, Heap& heap, size_t max_size) {
+  if (value.kind == Value::Kind::String) return value;
+  Printer out(heap, max_size);
   append_str(out, value, 0);
-  return out;
+  return out.finish();
 }
 
-std::string repr(const Value& value) {
-  std::string out;
+Value repr(const Value& value, Heap& heap, size_t max_size) {
+  Printer out(heap, max_size);
   append_repr(out, value, 0);
-  return out;
+  return out.finish();
 }
 
 std::string float_repr(double value) {
@@ -383,12 +406,12 @@ int compare(const Value& a, const Value& b) {
     return a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
   }
   if (a.kind == Value::Kind::String && b.kind == Value::Kind::String) {
-    const int c = a.string.compare(b.string);  // UTF-8 byte order is code point order
+    const int c = a.str().compare(b.str());  // UTF-8 byte order is code point order
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
   if (a.kind == Value::Kind::List && b.kind == Value::Kind::List) {
-    const auto& x = a.list->items;
-    const auto& y = b.list->items;
+    const auto& x = a.list()->items;
+    const auto& y = b.list()->items;
     for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
       if (!equals(x[i], y[i])) return compare(x[i], y[i]);
     }
@@ -397,23 +420,70 @@ int compare(const Value& a, const Value& b) {
   throw ValueError("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
-std::string to_json(const Value& value, int indent, const std::string& item_separator, const std::string& key_separator,
-                    bool sort_keys) {
-  std::string out;
+Value to_json(const Value& value, int indent, const std::string& item_separator, const std::string& key_separator,
+              bool sort_keys, Heap& heap, size_t max_size) {
+  Printer out(heap, max_size);
   append_json(out, value, indent, item_separator, key_separator, sort_keys, 0);
-  return out;
+  return out.finish();
+}
+
+namespace {
+
+// jinja2's object_type_repr: "None", else "<Python type> object".
+std::string object_type_repr(Value::Kind kind) {
+  switch (kind) {
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Namespace:
+      return "jinja2.utils.Namespace object";
+    case Value::Kind::Macro:
+      return "jinja2.runtime.Macro object";
+    default:
+      return type_name(Value::make(kind)) + " object";
+  }
+}
+
+}  // namespace
+
+std::string undefined_message(const Value& value) {
+  std::string name;
+  append_repr_string(name, value.str());
+  switch (value.missing) {
+    case Value::Missing::Variable:
+      return name + " is undefined";
+    case Value::Missing::Attribute: {
+      std::string type;
+      append_repr_string(type, object_type_repr(value.missing_on));
+      return type + " has no attribute " + name;
+    }
+    case Value::Missing::Index:
+      return object_type_repr(value.missing_on) + " has no element " + std::to_string(value.integer);
+    case Value::Missing::Element:
+      return object_type_repr(value.missing_on) + " has no element " + value.str();
+    case Value::Missing::Parameter:
+      return "parameter " + name + " was not provided";
+    case Value::Missing::Hint:
+      return value.str();
+    case Value::Missing::Unknown:
+      break;
+  }
+  return "the value is undefined";
+}
+
+size_t code_point_length(std::string_view text, size_t pos) {
+  const auto c = static_cast<unsigned char>(text[pos]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+  if (pos + n > text.size()) return 1;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) return 1;
+  }
+  return n;
 }
 
 std::vector<std::string_view> code_points(std::string_view text) {
   std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-    if (i + n > text.size()) n = 1;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) n = 1;
-    }
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = code_point_length(text, i);
     out.push_back(text.substr(i, n));
     i += n;
   }
@@ -434,25 +504,33 @@ bool is_python_space(std::string_view code_point) {
 }
 
 std::string strip(std::string_view text, bool left, bool right, const std::string* chars) {
-  const std::vector<std::string_view> points = code_points(text);
+  // The code points to strip, sorted for a binary search: `chars` may be long.
   std::vector<std::string_view> strip_set;
-  if (chars != nullptr) strip_set = code_points(*chars);
+  if (chars != nullptr) {
+    strip_set = code_points(*chars);
+    std::sort(strip_set.begin(), strip_set.end());
+    strip_set.erase(std::unique(strip_set.begin(), strip_set.end()), strip_set.end());
+  }
   const auto strippable = [&](std::string_view cp) {
     if (chars == nullptr) return is_python_space(cp);
-    return std::find(strip_set.begin(), strip_set.end(), cp) != strip_set.end();
+    return std::binary_search(strip_set.begin(), strip_set.end(), cp);
   };
-  size_t begin = 0;
-  size_t end = points.size();
-  if (left) {
-    while (begin < end && strippable(points[begin])) ++begin;
+  // One walk in place (a long text is never split into a vector): where the
+  // first code point to keep starts and the last one ends.
+  size_t first_kept = std::string_view::npos;
+  size_t last_kept_end = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = code_point_length(text, i);
+    if (!strippable(text.substr(i, n))) {
+      if (first_kept == std::string_view::npos) first_kept = i;
+      last_kept_end = i + n;
+    }
+    i += n;
   }
-  if (right) {
-    while (end > begin && strippable(points[end - 1])) --end;
-  }
-  if (begin == end) return "";
-  const char* first = points[begin].data();
-  const char* last = points[end - 1].data() + points[end - 1].size();
-  return std::string(first, static_cast<size_t>(last - first));
+  if (first_kept == std::string_view::npos) return left || right ? "" : std::string(text);
+  const size_t begin = left ? first_kept : 0;
+  const size_t end = right ? last_kept_end : text.size();
+  return std::string(text.substr(begin, end - begin));
 }
 
 }  // namespace titan::data::jinja

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -11,7 +12,12 @@
 namespace titan::bench {
 
 std::optional<nlohmann::json> run_peer(const std::string& command, const char* what) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), &pclose);
+  // The peer waits in its OpenMP barriers as it would on its own: not as titan
+  // chose for itself (cli/main.cpp names the variable it set, if it set one).
+  const char* chosen = std::getenv("TITAN_CHOSE_OMP_WAIT");
+  const std::string line =
+      chosen != nullptr ? fmt::format("env -u {} -u TITAN_CHOSE_OMP_WAIT {}", chosen, command) : command;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(line.c_str(), "r"), &pclose);
   if (!pipe) return std::nullopt;
   std::string output;
   std::array<char, 512> buffer{};

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "bench/busy_cores.h"
 #include "bench/json_report.h"
 #include "bench/peer_process.h"
 #include "titan/models/model_spec.h"
@@ -100,6 +103,35 @@ int run_train_bench(const TrainBenchOptions& o) {
                        {"ratio", peer_tps > 0 ? titan_tps / peer_tps : 0.0},
                        {"titan_tflops", tflops},
                        {"gemm_peak_tflops", peak}});
+  }
+  if (o.busy_cores > 0) {
+    // The same measurements with other processes keeping cores busy: a job
+    // should lose no more than the share those cores were of the machine.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const char* spin = std::getenv("GOMP_SPINCOUNT");
+    std::printf(
+        "\nwith %d of %d cores kept busy by other processes (fair share %.0f%%; OMP_WAIT_POLICY=%s, "
+        "GOMP_SPINCOUNT=%s):\n",
+        o.busy_cores, cores, 100.0 * (cores - o.busy_cores) / cores, policy != nullptr ? policy : "(unset)",
+        spin != nullptr ? spin : "(unset)");
+    std::printf("%-6s %14s %8s %14s %8s\n", "dtype", "titan tok/s", "kept", "torch tok/s", "kept");
+    for (size_t i = 0; i < o.dtypes.size(); ++i) {
+      const std::string& dtype = o.dtypes[i];
+      const BusyCores busy(o.busy_cores);
+      const double titan_tps = tokens / titan_median_train_step("llama3", o, dtype);
+      const double peer_step = o.peer ? peer_median_step(o, dtype) : -1.0;
+      const double peer_tps = peer_step > 0 ? tokens / peer_step : 0.0;
+      nlohmann::json& result = results[i];
+      const double titan_kept = titan_tps / result["titan_tokens_per_second"].get<double>();
+      const double unloaded_peer = result["torch_tokens_per_second"].get<double>();
+      const double peer_kept = unloaded_peer > 0 ? peer_tps / unloaded_peer : 0.0;
+      std::printf("%-6s %14.0f %7.1f%% %14.0f %7.1f%%\n", dtype.c_str(), titan_tps, 100.0 * titan_kept, peer_tps,
+                  100.0 * peer_kept);
+      result["busy_cores"] = o.busy_cores;
+      result["titan_busy_tokens_per_second"] = titan_tps;
+      result["torch_busy_tokens_per_second"] = peer_tps;
+    }
   }
   write_json_report(o.json_path, results);
   return 0;

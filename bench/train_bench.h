@@ -15,6 +15,9 @@ struct TrainBenchOptions {
   int64_t vocab = 2048;
   bool peer = true;  // run the PyTorch peer
   std::vector<std::string> dtypes = {"f32", "bf16"};
+  // > 0: also measure both with this many cores kept busy by other processes,
+  // and report how much of their unloaded speed each keeps.
+  int busy_cores = 0;
   std::string json_path;
 };
 

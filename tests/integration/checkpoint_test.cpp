@@ -160,10 +160,19 @@ TEST_F(Checkpoints, CrashDuringWriteKeepsThePreviousCheckpoint) {
   const std::string partial = step_folder("crash", 10) + ".partial";
   EXPECT_TRUE(fs::exists(partial));
   EXPECT_FALSE(fs::exists(step_folder("crash", 10)));
-  // The rerun warns about the partial folder, resumes from step 5 and ends where the straight run did.
+  // The record of step 10 was written before its save started, so the kill lost none.
+  const std::vector<double> steps = metrics_column(workdir() / "crash" / "metrics.jsonl", "step");
+  ASSERT_FALSE(steps.empty()) << output;
+  EXPECT_EQ(steps.back(), 10.0) << output;
+  // The rerun removes the partial folder its predecessor abandoned (once: it is
+  // not warned about at every later resume), resumes from step 5 and ends where
+  // the straight run did.
   const std::string resumed = run(kCli + job("crash", "--checkpoint.interval 5"));
-  EXPECT_NE(resumed.find("warning: ignoring incomplete checkpoint " + partial), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("removed incomplete checkpoint " + partial), std::string::npos) << resumed;
   EXPECT_NE(resumed.find("(step 5,"), std::string::npos) << resumed;
+  EXPECT_FALSE(fs::exists(partial));
+  const std::string again = run(kCli + job("crash", "--checkpoint.interval 5"));
+  EXPECT_EQ(again.find("incomplete checkpoint"), std::string::npos) << again;
   const auto weights = read_all_tensors(fs::path(step_folder("crash", 20)) / "model.safetensors");
   const auto reference = read_all_tensors(fs::path(step_folder("straight", 20)) / "model.safetensors");
   ASSERT_EQ(weights.size(), reference.size());
@@ -187,7 +196,10 @@ TEST_F(Checkpoints, AsyncSaveWritesTheSameFilesAsBlocking) {
   EXPECT_EQ(metrics_column(workdir() / "async" / "metrics.jsonl", "loss"),
             metrics_column(workdir() / "straight" / "metrics.jsonl", "loss"));
   const auto stalls = metrics_column(workdir() / "async" / "metrics.jsonl", "checkpoint_stall_seconds");
-  EXPECT_GT(stalls.at(9), 0.0);  // step 10 reports the time it was held up
+  // Step 11 reports the time the save after step 10 held the run up (step
+  // 10's record was written before that save started).
+  EXPECT_EQ(stalls.at(9), 0.0);
+  EXPECT_GT(stalls.at(10), 0.0);
 }
 
 // A copy of the straight run's step-20 checkpoint, damaged by `damage`, must

@@ -314,6 +314,31 @@ TEST_F(RunTools, CompareWithinAToleranceThatCoversTheDifference) {
   EXPECT_EQ(too_tight.exit_code, 1) << too_tight.output;
 }
 
+// A run that stopped early (here: only its first step is left) differs from
+// one that went on, though every step they share is equal; --common-steps
+// compares the shared steps alone.
+TEST_F(RunTools, ARunThatStoppedEarlyDiffersUnlessOnlyCommonStepsAreAsked) {
+  fs::create_directories(workdir() / "stopped_early");
+  {
+    std::ifstream in(workdir() / "straight_2" / "metrics.jsonl");
+    std::ofstream out(workdir() / "stopped_early" / "metrics.jsonl");
+    std::string first;
+    std::getline(in, first);
+    out << first << "\n";
+  }
+  const std::string runs =
+      fmt::format("{} {}", (workdir() / "straight_1").string(), (workdir() / "stopped_early").string());
+  const Result stopped = run("compare " + runs);
+  EXPECT_EQ(stopped.exit_code, 1) << stopped.output;
+  EXPECT_TRUE(contains(stopped.output, "runs differ: they logged different steps")) << stopped.output;
+  EXPECT_TRUE(contains(stopped.output, "--common-steps")) << stopped.output;
+  EXPECT_FALSE(contains(stopped.output, "runs match")) << stopped.output;
+  const Result common = run("compare " + runs + " --common-steps");
+  EXPECT_EQ(common.exit_code, 0) << common.output;
+  EXPECT_TRUE(contains(common.output, "runs match: ")) << common.output;
+  EXPECT_TRUE(contains(common.output, "over 1 common step(s)")) << common.output;
+}
+
 TEST_F(RunTools, CompareOfBadInputExitsTwoNamingTheFileAndLine) {
   // Line 3 cut short, as a hand edit or a broken copy might leave it.
   fs::create_directories(workdir() / "malformed");

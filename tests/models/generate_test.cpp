@@ -2,10 +2,14 @@
 // follows greedy / top-k / top-p / temperature by definition.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "titan/autograd/grad_mode.h"
+#include "titan/core/allocator.h"
 #include "titan/models/generate.h"
+#include "titan/models/memory_estimate.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/random.h"
 
@@ -67,6 +71,29 @@ TEST(Generate, GreedyMatchesArgmaxOfFullForward) {
     const std::vector<float> last = logits.select(1, logits.size(1) - 1).to_floats();
     EXPECT_EQ(token, std::max_element(last.begin(), last.end()) - last.begin());
     sequence.push_back(token);
+  }
+}
+
+// What generation allocates (the KV cache of prompt + new tokens, the
+// prompt's forward with its logits) stays within the estimate the generate
+// command checks against the host's memory, and the KV cache, the part that
+// grows with --max-new-tokens, is most of it for a long generation.
+TEST(Generate, AllocationsStayWithinTheGenerationEstimate) {
+  auto model = small_model();
+  for (const auto& [prompt_tokens, new_tokens] : {std::pair<int64_t, int64_t>{3, 200}, {40, 2}}) {
+    SCOPED_TRACE(prompt_tokens);
+    std::vector<int64_t> prompt(static_cast<size_t>(prompt_tokens));
+    for (int64_t i = 0; i < prompt_tokens; ++i) prompt[static_cast<size_t>(i)] = 1 + i % 90;
+    Allocator& host = allocator_for(DeviceType::cpu);
+    const int64_t before = memory_stats(DeviceType::cpu).live_bytes;
+    host.reset_peak();
+    models::generate(*model, prompt, sampling(0.0, 0, 1.0, new_tokens));
+    const double used = static_cast<double>(memory_stats(DeviceType::cpu).peak_bytes - before);
+    const models::GenerationMemory estimate = models::estimate_generation_memory(
+        model->config, DType::f32, prompt_tokens, prompt_tokens + new_tokens, omp_get_max_threads());
+    EXPECT_LE(used, estimate.kv_cache_bytes + estimate.forward_bytes)
+        << "kv cache " << estimate.kv_cache_bytes << ", forward " << estimate.forward_bytes;
+    EXPECT_GT(used, estimate.kv_cache_bytes);
   }
 }
 

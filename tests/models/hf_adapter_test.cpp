@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "data/peer_support.h"
@@ -19,6 +20,34 @@
 
 namespace titan {
 namespace {
+
+// The keys that give the weights their shapes are required (a class default
+// such as transformers' hidden_size 4096 would build another model); tests of
+// other keys get small ones added where their JSON has none. Text that is not
+// a JSON object passes through unchanged.
+std::string with_shape_keys(const std::string& json) {
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return json;
+  const bool moe = config.value("model_type", std::string()) == "qwen3_moe";
+  for (const auto& [key, value] : std::vector<std::pair<std::string, int>>{{"hidden_size", 128},
+                                                                           {"intermediate_size", 128},
+                                                                           {"num_hidden_layers", 2},
+                                                                           {"num_attention_heads", 32},
+                                                                           {"vocab_size", 100}}) {
+    if (!config.contains(key)) config[key] = value;
+  }
+  if (moe) {
+    for (const auto& [key, value] : std::vector<std::pair<std::string, int>>{
+             {"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32}}) {
+      if (!config.contains(key)) config[key] = value;
+    }
+  }
+  return config.dump();
+}
+
+models::HfConfig parse_with_shape(const std::string& json, const std::string& source) {
+  return models::parse_hf_config(with_shape_keys(json), source);
+}
 
 // As published on the Hugging Face hub (meta-llama/Llama-3.1-8B, meta-llama/Llama-3.2-1B,
 // Qwen/Qwen3-0.6B, Qwen/Qwen3-8B), keys titan does not use included.
@@ -233,9 +262,7 @@ TEST(HfAdapter, PublishedConfigsHaveTheirFamilysFeatures) {
 // Sliding windows: null means none; layer_types overrides the family's rule;
 // Gemma 3's pattern is a parameter.
 TEST(HfAdapter, SlidingLayersFollowRuleOrLayerTypes) {
-  auto parse = [](const std::string& json) {
-    return models::decoder_config_from_hf(models::parse_hf_config(json, "c"));
-  };
+  auto parse = [](const std::string& json) { return models::decoder_config_from_hf(parse_with_shape(json, "c")); };
   EXPECT_EQ(windows(parse(R"({"model_type": "mistral", "num_hidden_layers": 3, "sliding_window": null})")),
             (std::vector<int64_t>{0, 0, 0}));
   EXPECT_EQ(windows(parse(R"({"model_type": "mistral", "num_hidden_layers": 3})")),
@@ -292,49 +319,67 @@ TEST(HfAdapter, ConfigJsonRoundTripsEveryFlavor) {
   }
 }
 
-TEST(HfAdapter, AbsentKeysTakeTransformersDefaults) {
-  const models::HfConfig llama = models::parse_hf_config(R"({"model_type": "llama"})", "c.json");
+// Keys that do not shape the weights take the config class's default when absent, as in transformers.
+TEST(HfAdapter, AbsentOptionalKeysTakeTransformersDefaults) {
+  const models::HfConfig llama = parse_with_shape(R"({"model_type": "llama"})", "c.json");
   EXPECT_EQ(llama.architecture, "LlamaForCausalLM");
   const models::DecoderConfig config = models::decoder_config_from_hf(llama);
-  EXPECT_EQ(config.dim(), 4096);
-  EXPECT_EQ(config.layers.front().feed_forward.hidden_dim, 11008);
-  EXPECT_EQ(config.layers.front().attention.kv_heads(), 32);
-  EXPECT_EQ(config.vocab_size, 32000);
+  EXPECT_EQ(config.layers.front().attention.kv_heads(), 32);  // num_key_value_heads: num_attention_heads
   EXPECT_EQ(config.max_seq_len, 2048);
   EXPECT_EQ(config.rope_theta, 10000.0);
   EXPECT_FALSE(config.tie_embeddings);
-  const models::HfConfig qwen = models::parse_hf_config(R"({"architectures": ["Qwen3ForCausalLM"]})", "c.json");
+  const models::HfConfig qwen = parse_with_shape(R"({"architectures": ["Qwen3ForCausalLM"]})", "c.json");
   EXPECT_EQ(models::decoder_config_from_hf(qwen).layers.front().attention.head_size(), 128);
   EXPECT_TRUE(models::decoder_config_from_hf(qwen).layers.front().attention.qk_norm);
   // Each new family's config class defaults.
-  const models::HfConfig gemma2 = models::parse_hf_config(R"({"model_type": "gemma2"})", "c.json");
-  EXPECT_EQ(gemma2.hidden_size, 2304);
+  const models::HfConfig gemma2 = parse_with_shape(R"({"model_type": "gemma2"})", "c.json");
   EXPECT_EQ(gemma2.sliding_window, 4096);
   EXPECT_EQ(gemma2.query_pre_attn_scalar, 256.0);
   EXPECT_EQ(gemma2.attn_logit_softcapping, 50.0);
   EXPECT_EQ(gemma2.final_logit_softcapping, 30.0);
   EXPECT_TRUE(gemma2.tie_word_embeddings);
-  const models::HfConfig gemma3 = models::parse_hf_config(R"({"model_type": "gemma3_text"})", "c.json");
+  const models::HfConfig gemma3 = parse_with_shape(R"({"model_type": "gemma3_text"})", "c.json");
   EXPECT_EQ(gemma3.architecture, "Gemma3ForCausalLM");
   EXPECT_EQ(gemma3.sliding_window_pattern, 6);
   EXPECT_EQ(gemma3.rope_theta, 1e6);
   EXPECT_EQ(gemma3.rope_local_base_freq, 10000.0);
   EXPECT_EQ(gemma3.attn_logit_softcapping, 0.0);
-  EXPECT_EQ(gemma3.vocab_size, 262208);
-  const models::HfConfig olmo2 = models::parse_hf_config(R"({"model_type": "olmo2"})", "c.json");
+  const models::HfConfig olmo2 = parse_with_shape(R"({"model_type": "olmo2"})", "c.json");
   EXPECT_EQ(olmo2.rms_norm_eps, 1e-5);
-  EXPECT_EQ(olmo2.vocab_size, 50304);
-  const models::HfConfig phi3 = models::parse_hf_config(R"({"model_type": "phi3"})", "c.json");
+  const models::HfConfig phi3 = parse_with_shape(R"({"model_type": "phi3"})", "c.json");
   EXPECT_EQ(phi3.sliding_window, 0);
-  EXPECT_EQ(phi3.vocab_size, 32064);
-  const models::HfConfig mistral = models::parse_hf_config(R"({"model_type": "mistral"})", "c.json");
+  const models::HfConfig mistral = parse_with_shape(R"({"model_type": "mistral"})", "c.json");
   EXPECT_EQ(mistral.max_position_embeddings, 131072);
   EXPECT_EQ(mistral.num_key_value_heads, 8);
 }
 
+// The keys that shape the weights have no default: each missing (or null) one
+// is an error naming it, never transformers' class default (4096 for
+// hidden_size), which would build another model and fail later on a tensor.
+TEST(HfAdapter, MissingShapeKeysAreErrorsNamingTheKey) {
+  const nlohmann::json full = nlohmann::json::parse(with_shape_keys(R"({"model_type": "qwen3_moe"})"));
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+                          "num_experts", "num_experts_per_tok", "moe_intermediate_size"}) {
+    SCOPED_TRACE(key);
+    nlohmann::json missing = full;
+    missing.erase(key);
+    try {
+      models::parse_hf_config(missing.dump(), "some/dir/config.json");
+      ADD_FAILURE() << "no error without " << key;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(fmt::format("some/dir/config.json: required key '{}' is missing", key)),
+                std::string::npos)
+          << error.what();
+    }
+    missing[key] = nullptr;
+    EXPECT_THROW(models::parse_hf_config(missing.dump(), "some/dir/config.json"), Error);
+  }
+  EXPECT_NO_THROW(models::parse_hf_config(full.dump(), "some/dir/config.json"));
+}
+
 void expect_error(const std::string& json, std::initializer_list<std::string> fragments) {
   try {
-    models::parse_hf_config(json, "some/dir/config.json");
+    parse_with_shape(json, "some/dir/config.json");
     ADD_FAILURE() << "no error for " << json;
   } catch (const Error& error) {
     const std::string message = error.what();
@@ -389,7 +434,7 @@ TEST(HfAdapter, UnsupportedFeaturesOfNewFamiliesNameKeyAndValue) {
     if (std::string(type) != "qwen2") expect_error(with(R"("attention_bias": true)"), {"'attention_bias' = true"});
   }
   // Qwen 2's biases always exist; its window is not supported.
-  EXPECT_NO_THROW(models::parse_hf_config(R"({"model_type": "qwen2", "attention_bias": true})", "c"));
+  EXPECT_NO_THROW(parse_with_shape(R"({"model_type": "qwen2", "attention_bias": true})", "c"));
   expect_error(R"({"model_type": "qwen2", "use_sliding_window": true})", {"'use_sliding_window' = true"});
   // Activations: Gemma's GeGLU under either key, SwiGLU elsewhere.
   expect_error(R"({"model_type": "gemma2", "hidden_activation": "gelu"})", {"hidden_activation 'gelu'"});
@@ -424,16 +469,16 @@ TEST(HfAdapter, UnsupportedFeaturesOfNewFamiliesNameKeyAndValue) {
 
 // transformers 5 writes RoPE as rope_parameters; its numbers win over the legacy keys' defaults.
 TEST(HfAdapter, RopeParametersOfTransformers5AreRead) {
-  const models::HfConfig qwen2 = models::parse_hf_config(
+  const models::HfConfig qwen2 = parse_with_shape(
       R"({"model_type": "qwen2", "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})", "c");
   EXPECT_EQ(qwen2.rope_theta, 1e6);
-  const models::HfConfig llama = models::parse_hf_config(
+  const models::HfConfig llama = parse_with_shape(
       R"({"model_type": "llama", "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
           "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})",
       "c");
   EXPECT_EQ(llama.rope_theta, 5e5);
   EXPECT_EQ(llama.rope_scaling.factor, 8.0);
-  const models::HfConfig gemma3 = models::parse_hf_config(
+  const models::HfConfig gemma3 = parse_with_shape(
       R"({"model_type": "gemma3_text", "rope_parameters": {"full_attention": {"rope_theta": 2000000.0,
           "rope_type": "default"}, "sliding_attention": {"rope_theta": 20000.0, "rope_type": "default"}}})",
       "c");

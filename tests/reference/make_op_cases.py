@@ -14,6 +14,7 @@ import torch
 
 import functional as ref
 import model
+import nonfinite_cases
 from safetensors_io import save
 
 torch.manual_seed(1234)
@@ -311,6 +312,7 @@ def main():
                  rope_cases, attention_cases, cross_entropy_cases, adamw_cases, block_cases, attention_tiled_cases,
                  attention_softcap_cases, block_family_cases]:
         make(outdir)
+    nonfinite_cases.write_all(lambda name, tensors, **meta: write(outdir, name, tensors, **meta), bf16_exact, ref)
     with open(os.path.join(outdir, ".stamp"), "w") as f:
         f.write("ok\n")
 

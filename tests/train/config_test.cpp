@@ -77,6 +77,41 @@ TEST(Config, ErrorsNameFileLineKeyAndSuggest) {
   EXPECT_NE(message.find("/nonexistent/job.toml"), std::string::npos) << message;
 }
 
+// A file written for another tool (TorchTitan's own TOMLs) has several keys
+// titan lacks: every one is listed in one error, each with its line, so one
+// edit fixes the file instead of one rerun per key. Nothing is applied.
+TEST(Config, EveryUnknownSectionAndKeyIsReportedInOneError) {
+  train::JobConfig config;
+  const std::string message = error_of([&] {
+    train::load_toml_string(config, R"([compile]
+enable = true
+[training]
+steps = 9
+stesp = 3
+[optimizer]
+lr = 1e-3
+implementation = "foreach"
+[float8]
+enable_fsdp_float8_all_gather = false
+)",
+                            "torchtitan.toml");
+  });
+  EXPECT_NE(message.find("torchtitan.toml: 4 unknown or misplaced items:"), std::string::npos) << message;
+  EXPECT_NE(message.find("torchtitan.toml:1: unknown section [compile]"), std::string::npos) << message;
+  EXPECT_NE(message.find("torchtitan.toml:5: unknown key [training] stesp (did you mean 'steps'?)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("torchtitan.toml:8: unknown key [optimizer] implementation"), std::string::npos) << message;
+  EXPECT_NE(message.find("torchtitan.toml:9: unknown section [float8]"), std::string::npos) << message;
+  EXPECT_EQ(config.training.steps, train::JobConfig{}.training.steps) << "a refused file changed the config";
+}
+
+TEST(Config, AConfigPathThatIsNotARegularFileIsAnError) {
+  train::JobConfig config;
+  EXPECT_NE(error_of([&] { train::load_toml_file(config, ::testing::TempDir()); }).find("is a folder, not a file"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { train::load_toml_file(config, "/dev/null"); }).find("is a special file"), std::string::npos);
+}
+
 // TorchTitan's pipeline keys; module_fqns_per_model_part is a list of lists in
 // TOML and "modules by spaces, parts by commas" on the command line.
 TEST(Config, PipelineKeysFromTomlAndTheCommandLine) {
@@ -197,6 +232,14 @@ TEST(Config, ValuesThatCannotTrainAreErrorsNamingTheKey) {
       {[&](train::JobConfig& c) { c.optimizer.lr = nan; }, "optimizer.lr"},
       {[&](train::JobConfig& c) { c.optimizer.weight_decay = nan; }, "optimizer.weight_decay"},
       {[](train::JobConfig& c) { c.training.seq_len = int64_t{1} << 40; }, "tokens per micro-batch"},
+      {[](train::JobConfig& c) { c.checkpoint.keep_latest_k = -3; }, "checkpoint.keep_latest_k must be >= 0"},
+      {[](train::JobConfig& c) { c.checkpoint.load_step = -2; }, "checkpoint.load_step"},
+      {[](train::JobConfig& c) { c.model.loss_vocab_chunk = -1; }, "model.loss_vocab_chunk"},
+      {[](train::JobConfig& c) { c.training.global_batch_size = 0; }, "training.global_batch_size"},
+      {[&](train::JobConfig& c) { c.comm.timeout_seconds = nan; }, "comm.timeout_seconds"},
+      {[](train::JobConfig& c) { c.comm.timeout_seconds = 0; }, "comm.timeout_seconds"},
+      {[&](train::JobConfig& c) { c.metrics.peak_tflops = inf; }, "metrics.peak_tflops"},
+      {[&](train::JobConfig& c) { c.lr_scheduler.decay_ratio = nan; }, "lr_scheduler.decay_ratio"},
   };
   for (const auto& [edit, key] : cases) {
     train::JobConfig config;

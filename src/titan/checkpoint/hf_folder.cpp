@@ -9,6 +9,7 @@
 
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_index.h"
+#include "titan/core/staging_folder.h"
 #include "titan/ops/copy.h"
 
 namespace titan::checkpoint {
@@ -23,13 +24,6 @@ std::string read_text_file(const fs::path& path) {
   std::ostringstream text;
   text << file.rdbuf();
   return text.str();
-}
-
-// "out/" and "out" are the same folder; renames need its last component.
-fs::path folder_path(const std::string& folder) {
-  fs::path path = fs::absolute(fs::path(folder)).lexically_normal();
-  if (!path.has_filename()) path = path.parent_path();
-  return path;
 }
 
 }  // namespace
@@ -205,19 +199,6 @@ std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, cons
   return state;
 }
 
-void replace_folder(const std::string& staging, const std::string& target) {
-  const fs::path to = folder_path(target);
-  if (!fs::exists(to)) {
-    fs::rename(staging, to);
-    return;
-  }
-  const fs::path aside = to.parent_path() / (to.filename().string() + ".old");
-  fs::remove_all(aside);
-  fs::rename(to, aside);
-  fs::rename(staging, to);
-  fs::remove_all(aside);
-}
-
 void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
                      const NamedTensors& tensors, const HfWriteOptions& options) {
   const models::HfConfig hf = models::hf_config_from_decoder(model_name, config, options.dtype);
@@ -251,12 +232,9 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
   }
   TITAN_CHECK(!shards.empty(), "no tensors to write to {}", folder);
 
-  const fs::path target = folder_path(folder);
-  const fs::path staging = target.parent_path() / (target.filename().string() + ".partial");
-  fs::create_directories(target.parent_path());
-  fs::remove_all(staging);
-  fs::create_directories(staging);
-  try {
+  StagingFolder staging_folder(folder);
+  const fs::path& staging = staging_folder.path();
+  {
     write_file_durably((staging / "config.json").string(), models::hf_config_json(hf));
     HfIndex index;
     index.total_size = total_bytes;
@@ -274,17 +252,14 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
     }
     if (shards.size() > 1) write_file_durably((staging / kHfIndexFile).string(), hf_index_json(index));
     for (const auto& [name, source] : options.extra_files) fs::copy_file(source, staging / name);
-    replace_folder(staging.string(), target.string());
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    throw;
   }
+  staging_folder.publish();
 }
 
 bool is_hf_model_folder(const std::string& path) {
+  // A titan model export of a job that read an HF config.json carries that file too: its job.toml tells them apart.
   return !path.empty() && fs::is_regular_file(fs::path(path) / "config.json") &&
-         !fs::exists(fs::path(path) / "metadata.json");
+         !fs::exists(fs::path(path) / "metadata.json") && !fs::exists(fs::path(path) / "job.toml");
 }
 
 }  // namespace titan::checkpoint

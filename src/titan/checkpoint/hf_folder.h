@@ -66,8 +66,4 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
 // checkpoint metadata beside it.
 bool is_hf_model_folder(const std::string& path);
 
-// Renames a completely written `staging` folder to `target`; an existing
-// target is moved aside first and removed only once the new one is in place.
-void replace_folder(const std::string& staging, const std::string& target);
-
 }  // namespace titan::checkpoint

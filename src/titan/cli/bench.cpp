@@ -13,6 +13,7 @@
 #include "bench/scaling_bench.h"
 #include "bench/tokenizer_bench.h"
 #include "bench/train_bench.h"
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 
 namespace titan::cli {
@@ -49,40 +50,45 @@ Subcommand make_bench_subcommand() {
         ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
                                "context-parallel", "profiler", "lora", "gpu", "families"}));
     *bench_app = app;
-    app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")
-        ->check(CLI::PositiveNumber);
+    app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
     app->add_option("--json", options->json_path, "also write the results to this JSON file");
     app->add_option("--encoding", tokenizer->encoding, "tokenizer suite: built-in encoding (default cl100k_base)");
     app->add_option("--text", tokenizer->text_path, "tokenizer suite: English text file (default: fortunes)");
-    app->add_option("--megabytes", tokenizer->megabytes, "tokenizer suite: text size (default 4)");
-    app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run");
+    app->add_option("--megabytes", tokenizer->megabytes, "tokenizer suite: text size (default 4)")
+        ->check(greater_than(0));
+    app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run (0: all)")
+        ->check(at_least(0));
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
-    app->add_option("--steps", train->steps, "train and families suites: timed steps")->check(CLI::PositiveNumber);
+    app->add_option("--steps", train->steps, "train and families suites: timed steps")->check(at_least(1));
     app->add_option("--dtypes", train->dtypes,
                     "train and families suites: training dtypes (default f32 bf16; families f32)")
         ->check(CLI::IsMember({"f32", "bf16"}));
     app->add_flag("!--no-peer", train->peer, "train, families, moe and gpu suites: skip the PyTorch peer");
+    app->add_option("--busy-cores", train->busy_cores,
+                    "train suite: measure again with this many cores kept busy by other processes, and show the share "
+                    "of its speed each side keeps")
+        ->check(at_least(0));
     app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
     app->add_option("--seq", gpu->seq_len, "gpu and families suites: sequence length (default 4096; families 256)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--batch", gpu->batch, "gpu and families suites: local batch (default 2; families 4)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--python", gpu->python, "gpu suite: Python with CUDA PyTorch for the peer (default python3)");
-    app->add_option("--pp-ranks", pipeline->ranks, "pipeline suite: pipeline ranks (default 4)")
-        ->check(CLI::PositiveNumber);
+    app->add_option("--pp-ranks", pipeline->ranks, "pipeline suite: pipeline ranks (default 4)")->check(at_least(1));
     app->add_option("--pp-layers", pipeline->layers, "pipeline suite: layers of the model (default 16)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--microbatches", pipeline->microbatches, "pipeline suite: micro-batches per step (default 8)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--cp-ranks", context->ranks, "context-parallel suite: context-parallel ranks (default 4)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--cp-seq-len", context->seq_len, "context-parallel suite: sequence length (default 32768)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--baseline", profiler->baseline,
                     "profiler suite: a titan built with -DTITAN_PROFILER=OFF, the no-profiler case");
-    app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)");
+    app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)")
+        ->check(at_least(0));
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     app->add_option("--models", families->models,
                     "families suite: models whose debugmodel to train (default llama3 and the Hugging Face families)");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
 #include "titan/train/run_comparison.h"
@@ -34,14 +35,17 @@ Subcommand make_compare_subcommand() {
     app->add_option("run_b", args->run_b, "dump folder (or metrics.jsonl) of run B")->required();
     app->add_option("--rtol", args->options.rtol, "relative tolerance: |a - b| <= atol + rtol * max(|a|, |b|)")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0, /*whole=*/false));
     app->add_option("--atol", args->options.atol, "absolute tolerance (0 and rtol 0: bitwise equality)")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0, /*whole=*/false));
     app->add_option("--metrics", args->options.metrics,
                     fmt::format("metrics to compare, comma-separated (default: {})",
                                 fmt::join(train::deterministic_metrics(), ",")))
         ->delimiter(',');
+    app->add_flag("--common-steps", args->options.common_steps_only,
+                  "compare only the steps both runs logged (by default a step only one run has, as when a run "
+                  "stopped early, makes the runs differ)");
     return app;
   };
   subcommand.run = [args] {

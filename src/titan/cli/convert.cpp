@@ -2,7 +2,6 @@
 // weights between titan's model export and Hugging Face folders. OUT is
 // written under a temporary name and renamed into place, so a failed
 // conversion leaves nothing behind and never touches an existing folder.
-#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +9,7 @@
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
+#include "titan/core/path_overlap.h"
 #include "titan/train/hf_convert.h"
 
 namespace titan::cli {
@@ -20,7 +20,7 @@ struct ConvertArguments {
   std::vector<std::string> from, to;
   std::string dtype = "auto";
   std::string max_shard_size = "5GB";
-  bool force = false;
+  bool force = false, allow_nonfinite = false;
   std::string merge_lora;  // a PEFT adapter folder to merge in
 };
 
@@ -72,6 +72,8 @@ Subcommand make_convert_subcommand() {
                     "a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) to merge into the "
                     "weights: W + (lora_alpha / r) B A");
     app->add_flag("--force", args->force, "replace OUT if it exists (only once the new one is complete)");
+    app->add_flag("--allow-nonfinite", args->allow_nonfinite,
+                  "convert weights holding NaN or Inf (named in a warning) instead of refusing them");
     return app;
   };
   subcommand.run = [args] {
@@ -82,22 +84,9 @@ Subcommand make_convert_subcommand() {
                 args->from[0]);
     namespace fs = std::filesystem;
     TITAN_CHECK(fs::is_directory(source), "--from {}: '{}' is not a folder", args->from[0], source);
-    // --force replaces OUT whole: OUT must be neither the source, nor a folder
-    // holding it, nor inside it (a folder of the source it would write into).
-    const auto resolved = [](const std::string& folder) {
-      fs::path path = fs::weakly_canonical(folder);
-      return path.has_filename() ? path : path.parent_path();  // "out/" names the folder "out"
-    };
-    const fs::path source_path = resolved(source), output_path = resolved(output);
-    const auto within = [](const fs::path& inner, const fs::path& outer) {
-      const auto [outer_end, inner_it] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
-      return outer_end == outer.end();
-    };
-    TITAN_CHECK(!within(source_path, output_path),
-                "--to {}: {} the source folder {}; replacing it would delete the source", output,
-                source_path == output_path ? "is" : "contains", source);
-    TITAN_CHECK(!within(output_path, source_path), "--to {} is inside the source folder {}: write it elsewhere", output,
-                source);
+    // --force replaces OUT whole: OUT must be apart from everything convert reads.
+    check_output_apart_from_input(output, "--to", source, "source folder (--from)");
+    check_output_apart_from_input(output, "--to", args->merge_lora, "--merge-lora adapter");
     TITAN_CHECK(args->force || !fs::exists(output), "'{}' exists (pass --force to replace it)", output);
     train::ConvertOptions options;
     if (args->dtype != "auto") {
@@ -108,6 +97,7 @@ Subcommand make_convert_subcommand() {
     }
     options.max_shard_bytes = parse_size(args->max_shard_size);
     options.merge_lora = args->merge_lora;
+    options.allow_nonfinite = args->allow_nonfinite;
     if (args->from[0] == "hf") {
       train::convert_hf_to_titan(source, output, options);
     } else {

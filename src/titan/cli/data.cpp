@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/data/data_prepare.h"
 
@@ -42,15 +43,17 @@ Subcommand make_data_subcommand() {
     prepare->add_option("--jsonl-field", o->corpus.jsonl_field, "jsonl format: the field holding the text");
     auto* tokenizer =
         prepare->add_option("--tokenizer", o->tokenizer, "a tokenizer.json, a tiktoken rank file or a built-in name");
-    auto* train = prepare->add_option("--train-tokenizer", o->train_vocab_size,
-                                      "train a byte-level BPE of this vocabulary size on the corpus (default 8192 "
-                                      "when no --tokenizer)");
+    auto* train = prepare
+                      ->add_option("--train-tokenizer", o->train_vocab_size,
+                                   "train a byte-level BPE of this vocabulary size on the corpus (default 8192 "
+                                   "when no --tokenizer)")
+                      ->check(at_least(1));
     tokenizer->excludes(train);
     prepare->add_option("--output", o->output, "output folder (default: data/fortunes)");
-    prepare->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->check(CLI::PositiveNumber);
+    prepare->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->check(at_least(1));
     prepare->add_option("--bos-token", o->bos_token, "special token that starts each document (\"none\": no BOS)");
     prepare->add_option("--eos-token", o->eos_token, "special token that ends each document (\"none\": no EOS)");
-    prepare->add_option("--threads", o->threads, "tokenizer threads (default: all)");
+    prepare->add_option("--threads", o->threads, "tokenizer threads (0: all)")->check(at_least(0));
     auto* chat_flag = prepare->add_flag(
         "--chat", chat->chat,
         "the inputs are chat conversations (JSONL, optionally .jsonl.zst: {\"messages\": [...]} or {\"prompt\", "
@@ -67,7 +70,7 @@ Subcommand make_data_subcommand() {
         ->needs(chat_flag);
     auto* seq_len = prepare->add_option("--seq-len", chat->seq_len,
                                         "--chat: apply the overlong policy now, to conversations longer than this");
-    seq_len->needs(chat_flag)->check(CLI::PositiveNumber);
+    seq_len->needs(chat_flag)->check(at_least(1));
     prepare
         ->add_option("--overlong", chat->overlong,
                      "--chat with --seq-len: truncate (keep the first tokens, default) or drop")

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
@@ -29,26 +30,23 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--model", args->model, fmt::format("model family ({})", fmt::join(models::model_names(), ", ")))
         ->capture_default_str();
     app->add_option("--flavor", args->flavor, "flavor (debugmodel, 1B, 8B, 70B, ...)")->capture_default_str();
-    app->add_option("--vocab-size", args->vocab, "vocabulary size (0 = the flavor's)");
-    app->add_option("--batch", args->batch, "local batch size")->capture_default_str()->check(CLI::PositiveNumber);
-    app->add_option("--seq-len", args->seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
+    app->add_option("--vocab-size", args->vocab, "vocabulary size (0 = the flavor's)")->check(at_least(0));
+    app->add_option("--batch", args->batch, "local batch size")->capture_default_str()->check(at_least(1));
+    app->add_option("--seq-len", args->seq, "sequence length")->capture_default_str()->check(at_least(1));
     app->add_option("--dtype", args->compute_dtype, "compute dtype (f32, bf16)")->capture_default_str();
     app->add_option("--optimizer-state-dtype", args->state_dtype, "AdamW moment dtype")->capture_default_str();
     app->add_option("--activation-checkpoint", args->ac, "none, full, selective or offload")->capture_default_str();
-    app->add_option("--selective-every", args->selective_every, "selective: every N-th block");
-    app->add_option("--pp", args->pp, "pipeline parallel degree (an estimate per pipeline rank)")
-        ->check(CLI::PositiveNumber);
+    app->add_option("--selective-every", args->selective_every, "selective: every N-th block")->check(at_least(1));
+    app->add_option("--pp", args->pp, "pipeline parallel degree (an estimate per pipeline rank)")->check(at_least(1));
     app->add_option("--pipeline-schedule", args->schedule, "pipeline schedule (GPipe, 1F1B, Interleaved1F1B, ...)")
         ->capture_default_str();
     app->add_option("--microbatch-size", args->microbatch_size,
                     "pipeline micro-batch size (--batch / it = micro-batches)")
-        ->check(CLI::PositiveNumber);
-    app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
+    app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")->capture_default_str()->check(at_least(1));
     app->add_option("--cp", args->cp, "context parallel degree (each rank holds seq-len / cp of every sequence)")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--cp-rotate-method", args->cp_rotate_method, "context parallelism: allgather or alltoall")
         ->capture_default_str()
         ->check(CLI::IsMember({"allgather", "alltoall"}));

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "titan/checkpoint/nonfinite_weights.h"
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
 #include "titan/data/chat_jsonl.h"
@@ -18,6 +21,7 @@
 #include "titan/data/jsonl_lines.h"
 #include "titan/data/tokenizer_loader.h"
 #include "titan/models/generate.h"
+#include "titan/train/memory_check.h"
 #include "titan/train/model_export.h"
 
 namespace titan::cli {
@@ -29,7 +33,7 @@ namespace fs = std::filesystem;
 struct GenerateArguments {
   std::string checkpoint, prompt;
   models::SamplingOptions sampling;
-  bool ids = false, prompt_ids = false;
+  bool ids = false, prompt_ids = false, allow_nonfinite = false;
   // --chat
   bool chat = false;
   std::string message, system, messages_file, chat_template;
@@ -116,6 +120,8 @@ int run_generate(GenerateArguments& args) {
               "generate: --system, --messages and --chat-template need --chat");
   TITAN_CHECK(args.chat || !args.prompt.empty(), "generate: pass --prompt (or --chat with --message)");
   train::ExportedModel exported = train::load_exported_model(args.checkpoint);
+  checkpoint::check_finite_weights(exported.model->named_state(), args.checkpoint + "/model.safetensors",
+                                   args.allow_nonfinite, "--allow-nonfinite");
   const auto tokenizer = data::load_tokenizer(exported.tokenizer);
   std::vector<int64_t> prompt;
   std::optional<uint32_t> end_of_turn;
@@ -141,6 +147,11 @@ int run_generate(GenerateArguments& args) {
     prompt.assign(ids.begin(), ids.end());
   }
   if (tokenizer->eos_id()) args.sampling.stop_tokens.push_back(*tokenizer->eos_id());
+  const auto prompt_tokens = static_cast<int64_t>(prompt.size());
+  TITAN_CHECK(args.sampling.max_new_tokens <= std::numeric_limits<int64_t>::max() / 2 - prompt_tokens,
+              "generate: --max-new-tokens {} is too large", args.sampling.max_new_tokens);
+  train::check_generation_fits_memory(exported.model->config, exported.model->output_weight().dtype(), prompt_tokens,
+                                      prompt_tokens + args.sampling.max_new_tokens);
   const std::vector<int64_t> generated = models::generate(*exported.model, prompt, args.sampling);
   std::vector<uint32_t> ids(generated.begin(), generated.end());
   // The stop token is not part of the text.
@@ -181,13 +192,23 @@ Subcommand make_generate_subcommand() {
     app->add_option("--chat-template", args->chat_template,
                     "with --chat: llama3, qwen3, a tokenizer_config.json or a .jinja file (default: the job's "
                     "chat.template, else tokenizer_config.json beside the tokenizer)");
-    app->add_option("--max-new-tokens", args->sampling.max_new_tokens, "tokens to generate")->capture_default_str();
-    app->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
-    app->add_option("--top-k", args->sampling.top_k, "sample among the k most likely (0 = all)")->capture_default_str();
-    app->add_option("--top-p", args->sampling.top_p, "nucleus sampling threshold")->capture_default_str();
-    app->add_option("--seed", args->sampling.seed, "sampling seed")->capture_default_str();
+    app->add_option("--max-new-tokens", args->sampling.max_new_tokens, "tokens to generate")
+        ->capture_default_str()
+        ->check(at_least(0));
+    app->add_option("--temperature", args->sampling.temperature, "0 = greedy")
+        ->capture_default_str()
+        ->check(at_least(0, /*whole=*/false));
+    app->add_option("--top-k", args->sampling.top_k, "sample among the k most likely (0 = all)")
+        ->capture_default_str()
+        ->check(at_least(0));
+    app->add_option("--top-p", args->sampling.top_p, "nucleus sampling threshold")
+        ->capture_default_str()
+        ->check(within(0, 1, /*low_open=*/true));
+    app->add_option("--seed", args->sampling.seed, "sampling seed")->capture_default_str()->check(at_least(0));
     app->add_flag("--ids", args->ids, "also print the generated token ids (the stop token included)");
     app->add_flag("--prompt-ids", args->prompt_ids, "also print the prompt's token ids (\"prompt ids: ...\")");
+    app->add_flag("--allow-nonfinite", args->allow_nonfinite,
+                  "load weights holding NaN or Inf (named in a warning) instead of refusing them");
     return app;
   };
   subcommand.run = [args] { return run_generate(*args); };

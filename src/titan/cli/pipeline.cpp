@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
 #include "titan/distributed/pipeline_schedule.h"
@@ -60,15 +61,15 @@ Subcommand make_pipeline_subcommand() {
     show->add_option("--ranks", args->ranks,
                      "pipeline ranks (parallelism.pipeline_parallel_degree); default: --stages divided by the "
                      "schedule's stages per rank, or 4 when --stages is not given either")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     show->add_option("--stages", args->stages,
                      "total pipeline stages (model chunks) over all ranks; default: ranks x the schedule's stages per "
                      "rank (1 for GPipe and 1F1B, 2 for the others). So `--schedule ZBVZeroBubble --stages 4` is 2 "
                      "ranks holding a V of 2 stages each")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     show->add_option("--microbatches", args->microbatches,
                      "micro-batches per step (default 8; with --csv: the largest in the file + 1)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     auto* csv = show->add_option("--csv", args->csv,
                                  "read the schedule from this CSV instead (PyTorch pipelining layout: one line per "
                                  "rank, actions like 0F3, 1I0, 2SEND_F5)");
@@ -76,13 +77,13 @@ Subcommand make_pipeline_subcommand() {
     show->add_option("--export-csv", args->export_csv, "also write the schedule to this CSV file");
     show->add_option("--forward-cost", args->forward_cost, "time of one stage's forward (F)")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(greater_than(0));
     show->add_option("--backward-input-cost", args->input_cost, "time of a backward input (I); B costs I + W")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(greater_than(0));
     show->add_option("--backward-weight-cost", args->weight_cost, "time of a backward weight (W)")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(greater_than(0));
     return app;
   };
   subcommand.run = [args] {

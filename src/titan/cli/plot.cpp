@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
 #include "titan/train/run_history.h"
@@ -100,8 +101,8 @@ Subcommand make_plot_subcommand() {
     CLI::App* app = parent.add_subcommand("plot", "plot the training curves of one or more runs into an SVG");
     app->add_option("runs", args->runs, "dump folders (or their metrics.jsonl)")->required();
     app->add_option("--output,-o", args->output, "the SVG file to write")->required();
-    app->add_option("--width", args->width, "image width in pixels")->capture_default_str();
-    app->add_option("--height", args->height, "image height in pixels")->capture_default_str();
+    app->add_option("--width", args->width, "image width in pixels")->capture_default_str()->check(at_least(1));
+    app->add_option("--height", args->height, "image height in pixels")->capture_default_str()->check(at_least(1));
     return app;
   };
   subcommand.run = [args] {

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
+#include "titan/core/path_overlap.h"
 #include "titan/data/bpe_trainer.h"
 #include "titan/data/corpus_reader.h"
 #include "titan/data/file_io.h"
@@ -92,6 +94,8 @@ int run_info(const TokenizerCommandOptions& o) {
 
 int run_train(const TokenizerCommandOptions& o) {
   data::CorpusOptions corpus{o.format, o.separator, "text"};
+  // The tokenizer file must not replace a corpus file, nor sit in a corpus folder (the next run would read it as text).
+  for (const std::string& input : o.inputs) check_output_apart_from_input(o.output, "--output", input, "--input");
   std::vector<std::string> documents;
   for (const auto& file : data::list_corpus_files(o.inputs)) {
     for (auto& document : data::read_corpus_file(file, corpus)) documents.push_back(std::move(document));
@@ -139,7 +143,7 @@ Subcommand make_tokenizer_subcommand() {
     encode->add_flag("--allow-special", o->allow_special, "turn special token text (<|endoftext|>) into special ids");
     encode->add_flag("--bos", o->bos, "start with the BOS token");
     encode->add_flag("--eos", o->eos, "end with the EOS token");
-    encode->add_option("--threads", o->threads, "encoder threads (same ids)")->check(CLI::PositiveNumber);
+    encode->add_option("--threads", o->threads, "encoder threads (same ids)")->check(at_least(1));
     encode->callback([action] { *action = "encode"; });
 
     CLI::App* decode = app->add_subcommand("decode", "print the text (bytes) of token ids");
@@ -156,13 +160,14 @@ Subcommand make_tokenizer_subcommand() {
     train->add_option("--format", o->format, "auto, text, fortune or jsonl (auto: jsonl for *.jsonl, else text)");
     train->add_option("--separator", o->separator, "text format: a line equal to this separates documents");
     train->add_option("--vocab-size", o->vocab_size, "total vocabulary: 256 bytes + merges + special tokens")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     train->add_option("--output", o->output, "tokenizer.json to write")->required();
     train->add_option("--special", o->specials,
                       "special tokens (default: Llama 3's <|begin_of_text|> <|end_of_text|> <|start_header_id|> "
                       "<|end_header_id|> <|eot_id|>)");
-    train->add_option("--min-frequency", o->min_frequency, "stop when the best pair is rarer than this");
-    train->add_option("--threads", o->threads, "pre-tokenization threads (default: all)");
+    train->add_option("--min-frequency", o->min_frequency, "stop when the best pair is rarer than this")
+        ->check(at_least(1));
+    train->add_option("--threads", o->threads, "pre-tokenization threads (0: all)")->check(at_least(0));
     train->callback([action] { *action = "train"; });
     return app;
   };

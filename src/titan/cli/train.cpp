@@ -3,10 +3,20 @@
 #include <memory>
 
 #include "titan/cli/subcommands.h"
+#include "titan/core/error.h"
+#include "titan/distributed/world.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
+
+namespace {
+
+// Ranks failing alike in start-up reach it within moments of each other: they
+// run the same checks on the same files.
+constexpr double kStartupAgreementSeconds = 15.0;
+
+}  // namespace
 
 Subcommand make_train_subcommand() {
   auto app_ptr = std::make_shared<CLI::App*>(nullptr);
@@ -21,17 +31,30 @@ Subcommand make_train_subcommand() {
     return app;
   };
   subcommand.run = [app_ptr] {
-    train::TrainArguments args = train::parse_train_arguments((*app_ptr)->remaining());
-    if (args.help) {
-      std::printf("%s", train::config_help().c_str());
-      return 0;
+    std::unique_ptr<train::Trainer> trainer;
+    try {
+      train::TrainArguments args = train::parse_train_arguments((*app_ptr)->remaining());
+      if (args.help) {
+        std::printf("%s", train::config_help().c_str());
+        return 0;
+      }
+      if (args.print_config) {
+        std::printf("%s", train::config_to_toml(args.config).c_str());
+        return 0;
+      }
+      trainer = std::make_unique<train::Trainer>(args.config);
+    } catch (const Error& error) {
+      // A start-up error (a config key, a missing file) is met alike by every
+      // rank of a launched job: when all of them agree they failed here, rank
+      // 0 says why and every rank ends normally, with no abort and no flight
+      // recorder dump. Otherwise one rank's problem ends the job now (main).
+      if (!distributed::World::started_by_launcher() ||
+          !distributed::World::instance().every_rank_failed_startup(kStartupAgreementSeconds))
+        throw;
+      if (distributed::World::instance().rank() == 0) std::fprintf(stderr, "titan: error: %s\n", error.what());
+      return 1;
     }
-    if (args.print_config) {
-      std::printf("%s", train::config_to_toml(args.config).c_str());
-      return 0;
-    }
-    train::Trainer trainer(args.config);
-    trainer.train();
+    trainer->train();
     return 0;
   };
   return subcommand;

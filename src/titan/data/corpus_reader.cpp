@@ -3,11 +3,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
 #include <set>
 
 #include "titan/core/error.h"
 #include "titan/data/file_io.h"
 #include "titan/data/jsonl_lines.h"
+#include "titan/data/token_corpus.h"
+#include "titan/data/token_shard.h"
 
 namespace titan::data {
 namespace {
@@ -37,6 +41,22 @@ std::vector<std::string> split_at_lines(std::string_view content, std::string_vi
   }
   if (!blank(current)) documents.push_back(std::move(current));
   return documents;
+}
+
+// Token shards and prepared folders are titan's own output: read as text they
+// would become a "dataset" of their bytes (and, written over themselves, destroy it).
+bool starts_like_token_shard(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  char head[sizeof(ShardHeader::kMagic)] = {};
+  return in.read(head, sizeof(head)) && std::memcmp(head, ShardHeader::kMagic, sizeof(head)) == 0;
+}
+
+void refuse_prepared_input(const std::filesystem::path& path, const std::string& input) {
+  std::error_code error;
+  TITAN_CHECK(!std::filesystem::exists(path / ShardManifest::kFileName, error),
+              "corpus input {}: {} is a prepared dataset (token shards and {} from `titan data prepare`), not text; "
+              "train on it directly (training.dataset_path) or give the raw text it was made from",
+              input, path.string(), ShardManifest::kFileName);
 }
 
 }  // namespace
@@ -79,9 +99,11 @@ std::vector<std::filesystem::path> list_corpus_files(const std::vector<std::stri
       add(input);
       continue;
     }
+    refuse_prepared_input(input, input);
     std::vector<fs::path> found;
     for (const auto& entry : fs::recursive_directory_iterator(input, fs::directory_options::skip_permission_denied)) {
       const std::string name = entry.path().filename().string();
+      if (entry.is_directory()) refuse_prepared_input(entry.path(), input);
       if (name.empty() || name[0] == '.' || !entry.is_regular_file()) continue;
       if (entry.path().extension() == ".dat") continue;  // strfile's binary index next to each fortune file
       found.push_back(entry.path());
@@ -92,12 +114,24 @@ std::vector<std::filesystem::path> list_corpus_files(const std::vector<std::stri
     });
     for (const auto& file : found) add(file);
   }
+  for (const fs::path& file : files) {
+    TITAN_CHECK(!starts_like_token_shard(file),
+                "corpus input {} is a token shard (`titan data prepare` output), not text: train on its prepared "
+                "folder directly (training.dataset_path) or give the raw text it was made from",
+                file.string());
+  }
   return files;
 }
 
 std::vector<std::string> read_corpus_file(const std::filesystem::path& file, const CorpusOptions& options) {
   const std::string content = read_file(file, "corpus");
   const CorpusFormat format = parse_corpus_format(options.format, file);
+  // Text has no NUL bytes; a file with one is binary (a model, an archive, an index) read by mistake.
+  const size_t nul = content.find('\0');
+  TITAN_CHECK(nul == std::string::npos,
+              "corpus file {}: byte {} is NUL: this is a binary file, not {} text (compressed or binary inputs are "
+              "not read as text)",
+              file.string(), nul, corpus_format_name(format));
   if (format == CorpusFormat::fortune) return split_at_lines(content, "%");
   if (format == CorpusFormat::text) {
     if (!options.separator.empty()) return split_at_lines(content, options.separator);

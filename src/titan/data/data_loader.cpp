@@ -205,8 +205,15 @@ void DataLoader::load_state_dict(const nlohmann::json& state) {
   };
   TITAN_CHECK(number("version") == 1, "data loader state: unsupported version {}", field("version").dump());
   same("seed", config_.seed);
-  same("train_documents", train_documents_.size());
-  same("validation_documents", validation_documents_.size());
+  // The split of documents into training and validation ones follows validation_fraction.
+  if (field("train_documents") != train_documents_.size() ||
+      field("validation_documents") != validation_documents_.size()) {
+    fail(
+        "data loader state: it was saved with {} training and {} validation documents, but this loader has {} and {} "
+        "(validation fraction {}): a different dataset, or another validation split",
+        field("train_documents").dump(), field("validation_documents").dump(), train_documents_.size(),
+        validation_documents_.size(), config_.validation_fraction);
+  }
   same("add_bos", config_.add_bos);
   same("add_eos", config_.add_eos);
   // Absent from states saved before whole-document packing existed: those packed across documents.

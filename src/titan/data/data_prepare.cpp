@@ -1,12 +1,12 @@
 #include "titan/data/data_prepare.h"
 
-#include <fcntl.h>
 #include <omp.h>
-#include <stdio.h>
 
 #include <chrono>
 
 #include "titan/core/error.h"
+#include "titan/core/path_overlap.h"
+#include "titan/core/staging_folder.h"
 #include "titan/data/file_io.h"
 #include "titan/data/hf_tokenizer_json.h"
 #include "titan/data/token_corpus.h"
@@ -53,27 +53,22 @@ void check_replaceable(const fs::path& output) {
   }
 }
 
-// The finished staging folder takes the output's name in one step: a rename,
-// or, over an existing dataset, an atomic exchange of the two folders (the old
-// one then goes), so a reader never sees a half-written dataset and a prepare
-// killed at any moment leaves the old one whole.
-void publish(const fs::path& staging, const fs::path& output) {
-  std::error_code error;
-  if (!fs::exists(output, error)) {
-    fs::rename(staging, output);
-    return;
+// Prepare replaces its output whole: the output (and its staging folder) must
+// be apart from everything it reads, or the dataset would be written over
+// its own corpus, tokenizer or template.
+void check_apart_from_inputs(const fs::path& output, const PrepareOptions& options) {
+  const fs::path staging = output.string() + ".partial";
+  for (const fs::path& written : {output, staging}) {
+    for (const std::string& input : options.inputs)
+      check_output_apart_from_input(written, "--output", input, "--input");
+    std::error_code error;
+    if (fs::exists(options.tokenizer, error)) {
+      check_output_apart_from_input(written, "--output", options.tokenizer, "--tokenizer");
+    }
+    if (options.chat && fs::exists(options.chat->chat_template, error)) {
+      check_output_apart_from_input(written, "--output", options.chat->chat_template, "--chat-template");
+    }
   }
-  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, output.c_str(), RENAME_EXCHANGE) == 0) {
-    fs::remove_all(staging);  // now the old dataset
-    return;
-  }
-  // A file system without RENAME_EXCHANGE: move the old one aside first (a
-  // kill between the two renames leaves it under ".replaced").
-  const fs::path replaced = output.string() + ".replaced";
-  fs::remove_all(replaced);
-  fs::rename(output, replaced);
-  fs::rename(staging, output);
-  fs::remove_all(replaced);
 }
 
 }  // namespace
@@ -105,6 +100,11 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
   TITAN_CHECK(options.shard_tokens > 0, "data prepare: shard size must be positive");
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 
+  fs::path output = fs::path(options.output).lexically_normal();
+  if (!output.has_filename()) output = output.parent_path();  // "data/fortunes/"
+  TITAN_CHECK(!output.empty() && output.filename() != "." && output.filename() != "..",
+              "data prepare: output '{}' must name a folder", options.output);
+  check_apart_from_inputs(output, options);
   const std::vector<fs::path> files = list_corpus_files(options.inputs);
   std::vector<std::string> documents;
   if (!options.chat) {
@@ -117,15 +117,10 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
     log(fmt::format("read {} documents ({:.1f} MB) from {} files", documents.size(), corpus_bytes / 1e6, files.size()));
   }
 
-  fs::path output = fs::path(options.output).lexically_normal();
-  if (!output.has_filename()) output = output.parent_path();  // "data/fortunes/"
-  TITAN_CHECK(!output.empty() && output.filename() != "." && output.filename() != "..",
-              "data prepare: output '{}' must name a folder", options.output);
   check_replaceable(output);
   // Everything is written into a sibling staging folder and published at the end.
-  const fs::path staging = output.string() + ".partial";
-  fs::remove_all(staging);  // left by an interrupted prepare
-  fs::create_directories(staging);
+  StagingFolder staging_folder(output);
+  const fs::path& staging = staging_folder.path();
 
   PrepareResult result;
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -202,7 +197,7 @@ PrepareResult prepare_dataset(const PrepareOptions& options_in) {
   }
   if (writer.num_documents() > 0) flush();
   write_shard_manifest(staging / ShardManifest::kFileName, result.manifest);
-  publish(staging, output);
+  staging_folder.publish();
   result.manifest_path = output / ShardManifest::kFileName;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log(fmt::format("wrote {} tokens in {} documents to {} shard(s) in {} ({:.2f} s)", result.manifest.tokens,

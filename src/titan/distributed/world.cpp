@@ -2,8 +2,10 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "titan/distributed/local_process_group.h"
 #include "titan/distributed/mpi_process_group.h"
@@ -43,6 +45,9 @@ World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);
+  auto* startup = new MPI_Comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, startup);
+  startup_comm_ = startup;
   census_ = std::make_unique<StallCensus>();
   group_ = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, "world", timeout_seconds);
 }
@@ -50,7 +55,22 @@ World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
 World::~World() {
   group_.reset();
   census_.reset();  // its thread talks MPI: it stops before MPI ends
+  delete static_cast<MPI_Comm*>(startup_comm_);
   if (launched_) MPI_Finalize();
+}
+
+bool World::every_rank_failed_startup(double timeout_seconds) {
+  if (!launched_) return true;
+  int failed = 1, failed_ranks = 0;
+  MPI_Request request;
+  MPI_Iallreduce(&failed, &failed_ranks, 1, MPI_INT, MPI_SUM, *static_cast<MPI_Comm*>(startup_comm_), &request);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return done && failed_ranks == size_;  // undone: the request stays pending, and the job is aborted
 }
 
 std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, int device) {

@@ -31,11 +31,19 @@ class World {
   // True when this process was started by an MPI launcher.
   static bool started_by_launcher();
 
+  // Called by a rank whose start-up failed (a config key, a missing file:
+  // errors every rank meets alike): whether every rank of the job failed in
+  // start-up too, agreed within `timeout_seconds` over a communicator kept for
+  // this alone. Ranks still working, or waiting in a collective, never join,
+  // so false means "only some ranks failed": the job must be aborted.
+  bool every_rank_failed_startup(double timeout_seconds);
+
  private:
   explicit World(double timeout_seconds);
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool launched_ = false;
   double timeout_seconds_;
+  void* startup_comm_ = nullptr;         // MPI_Comm (mpi.h stays out of this header): the start-up agreement's
   std::unique_ptr<StallCensus> census_;  // under a launcher: names stalled ranks after a timeout
   std::shared_ptr<ProcessGroup> group_;
 };

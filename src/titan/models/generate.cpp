@@ -63,6 +63,13 @@ std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& 
     const Tensor logits = model.forward_cached(input, cache);
     const Tensor last = logits.select(1, logits.size(1) - 1).select(0, 0);
     const std::vector<float> row = last.to_floats();
+    // A NaN or Inf logit has no meaningful next token: argmax would pick an
+    // arbitrary id (or the stop token) and the text would look plausible.
+    const auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); });
+    TITAN_CHECK(bad == row.end(),
+                "generate: the logits of new token {} (position {}) are not finite (logit {} of token id {}): the "
+                "model's weights or activations hold NaN or Inf",
+                i + 1, static_cast<int64_t>(prompt.size()) + i, *bad, bad - row.begin());
     const double uniform = philox_uniform(philox4x32_10(static_cast<uint64_t>(i), 0, options.seed).x[0]);
     const int64_t token = sample_token(row, options, uniform);
     generated.push_back(token);

@@ -57,6 +57,13 @@ class ConfigReader {
     value = v.get<int64_t>();
   }
   void get_positive(const char* key, int64_t& value, int64_t max) const { get(key, value, 1, max); }
+  // The keys that give the weights their shapes: a class default (transformers' 4096 for
+  // hidden_size) would build some other model and fail later on a tensor shape.
+  void get_required(const char* key, int64_t& value, int64_t max) const {
+    TITAN_CHECK(has(key), "{}: required key '{}' is missing{}", source_, key,
+                json_.contains(key) ? " (it is null)" : "");
+    get_positive(key, value, max);
+  }
 
   void get(const char* key, double& value) const {
     if (!has(key)) return;
@@ -191,9 +198,9 @@ void read_rope_parameters(const Json& json, const std::string& source, const HfF
 
 void read_mixture_of_experts(const ConfigReader& reader, const std::string& source, const HfFamily& family,
                              HfConfig& config) {
-  reader.get_positive("num_experts", config.num_experts, kMaxDimension);
-  reader.get_positive("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
-  reader.get_positive("moe_intermediate_size", config.moe_intermediate_size, kMaxDimension);
+  reader.get_required("num_experts", config.num_experts, kMaxDimension);
+  reader.get_required("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
+  reader.get_required("moe_intermediate_size", config.moe_intermediate_size, kMaxDimension);
   reader.get("norm_topk_prob", config.norm_topk_prob);
   reader.get_positive("decoder_sparse_step", config.decoder_sparse_step, kMaxLayers);
   reader.get_layers("mlp_only_layers", config.mlp_only_layers, config.num_hidden_layers);
@@ -363,13 +370,13 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   HfConfig config = family->defaults;
   config.architecture = family->architecture;
   config.model_type = family->model_type;
-  reader.get_positive("hidden_size", config.hidden_size, kMaxDimension);
-  reader.get_positive("intermediate_size", config.intermediate_size, kMaxDimension);
-  reader.get_positive("num_hidden_layers", config.num_hidden_layers, kMaxLayers);
-  reader.get_positive("num_attention_heads", config.num_attention_heads, kMaxDimension);
+  reader.get_required("hidden_size", config.hidden_size, kMaxDimension);
+  reader.get_required("intermediate_size", config.intermediate_size, kMaxDimension);
+  reader.get_required("num_hidden_layers", config.num_hidden_layers, kMaxLayers);
+  reader.get_required("num_attention_heads", config.num_attention_heads, kMaxDimension);
   reader.get_positive("num_key_value_heads", config.num_key_value_heads, kMaxDimension);
   reader.get_positive("head_dim", config.head_dim, kMaxDimension);
-  reader.get_positive("vocab_size", config.vocab_size, kMaxDimension);
+  reader.get_required("vocab_size", config.vocab_size, kMaxDimension);
   reader.get_positive("max_position_embeddings", config.max_position_embeddings, kMaxPositions);
   reader.get("rms_norm_eps", config.rms_norm_eps);
   reader.get("rope_theta", config.rope_theta);

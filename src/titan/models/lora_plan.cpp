@@ -198,28 +198,46 @@ PeftAdapter read_peft_adapter(const std::string& folder, const DecoderConfig& co
   } catch (const nlohmann::json::exception& e) {
     fail("{}: not valid JSON: {}", config_path, e.what());
   }
-  PeftAdapter adapter;
-  try {
-    TITAN_CHECK(json.value("peft_type", std::string("LORA")) == "LORA", "{}: peft_type '{}' is not LORA", config_path,
-                json.value("peft_type", std::string()));
-    adapter.options.rank = json.at("r").get<int64_t>();
-    adapter.options.alpha = json.at("lora_alpha").get<double>();
-    adapter.options.dropout = json.value("lora_dropout", 0.0);
-    TITAN_CHECK(!json.value("use_rslora", false), "{}: use_rslora: rank-stabilised scaling is not supported",
-                config_path);
-    TITAN_CHECK(!json.value("use_dora", false), "{}: use_dora: DoRA adapters are not supported", config_path);
-    TITAN_CHECK(!json.value("fan_in_fan_out", false), "{}: fan_in_fan_out: only [out, in] weights are supported",
-                config_path);
-    const auto& patterns = json.value("rank_pattern", nlohmann::json::object());
-    TITAN_CHECK(patterns.empty() && json.value("alpha_pattern", nlohmann::json::object()).empty(),
-                "{}: rank_pattern / alpha_pattern (per-module ranks) are not supported", config_path);
-    adapter.options.target_modules.clear();
-    if (json.at("target_modules").is_array()) {
-      for (const auto& name : json.at("target_modules"))
-        adapter.options.target_modules.push_back(name.get<std::string>());
+  TITAN_CHECK(json.is_object(), "{}: expected a JSON object, found {}", config_path, json.type_name());
+  // Each key read with its expected type; a wrong one is named with what it holds.
+  const auto value = [&](const char* key, bool (nlohmann::json::*is)() const noexcept, const char* what,
+                         const nlohmann::json& fallback) -> nlohmann::json {
+    if (!json.contains(key) || json[key].is_null()) {
+      TITAN_CHECK(!fallback.is_discarded(), "{}: required key '{}' is missing", config_path, key);
+      return fallback;
     }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: {}", config_path, e.what());
+    TITAN_CHECK((json[key].*is)(), "{}: '{}' must be {}, got {}", config_path, key, what, json[key].dump());
+    return json[key];
+  };
+  const nlohmann::json required = nlohmann::json::value_t::discarded;
+  PeftAdapter adapter;
+  const std::string peft_type = value("peft_type", &nlohmann::json::is_string, "a string", "LORA").get<std::string>();
+  TITAN_CHECK(peft_type == "LORA", "{}: peft_type '{}' is not LORA", config_path, peft_type);
+  adapter.options.rank = value("r", &nlohmann::json::is_number_integer, "an integer", required).get<int64_t>();
+  adapter.options.alpha = value("lora_alpha", &nlohmann::json::is_number, "a number", required).get<double>();
+  adapter.options.dropout = value("lora_dropout", &nlohmann::json::is_number, "a number", 0.0).get<double>();
+  const auto flag = [&](const char* key) {
+    return value(key, &nlohmann::json::is_boolean, "true or false", false).get<bool>();
+  };
+  TITAN_CHECK(!flag("use_rslora"), "{}: use_rslora: rank-stabilised scaling is not supported", config_path);
+  TITAN_CHECK(!flag("use_dora"), "{}: use_dora: DoRA adapters are not supported", config_path);
+  TITAN_CHECK(!flag("fan_in_fan_out"), "{}: fan_in_fan_out: only [out, in] weights are supported", config_path);
+  const auto object = [&](const char* key) {
+    return value(key, &nlohmann::json::is_object, "an object", nlohmann::json::object());
+  };
+  TITAN_CHECK(object("rank_pattern").empty() && object("alpha_pattern").empty(),
+              "{}: rank_pattern / alpha_pattern (per-module ranks) are not supported", config_path);
+  adapter.options.target_modules.clear();
+  const nlohmann::json targets = json.contains("target_modules") ? json["target_modules"] : nlohmann::json();
+  if (targets.is_array()) {
+    for (const auto& name : targets) {
+      TITAN_CHECK(name.is_string(), "{}: target_modules holds {}, not a module name", config_path, name.dump());
+      adapter.options.target_modules.push_back(name.get<std::string>());
+    }
+  } else {
+    TITAN_CHECK(targets.is_null() || targets.is_string(),
+                "{}: 'target_modules' must be a list of module names (or a string), got {}", config_path,
+                targets.dump());
   }
   TITAN_CHECK(adapter.options.rank > 0, "{}: r must be > 0, got {}", config_path, adapter.options.rank);
   const std::string weights_path = (root / "adapter_model.safetensors").string();

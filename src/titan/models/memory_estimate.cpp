@@ -1,6 +1,7 @@
 #include "titan/models/memory_estimate.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 namespace titan::models {
@@ -36,12 +37,20 @@ double block_activation_elements(const nn::TransformerBlockConfig& block, int64_
 namespace {
 
 // Bytes one micro-batch leaves saved for backward in `layers` under the
-// activation checkpointing mode.
+// activation checkpointing mode; `extra_per_token[i]` elements per token more
+// in layer i (LoRA's adapters).
 double saved_activation_bytes(const DecoderConfig& config, const MemoryEstimateOptions& o,
-                              const std::vector<int64_t>& layers) {
+                              const std::vector<int64_t>& layers, const std::vector<double>& extra_per_token) {
   const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
   const auto block_bytes = [&](int64_t i) {
-    return block_activation_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len) * compute_size;
+    double extra = extra_per_token[static_cast<size_t>(i)] * static_cast<double>(o.batch * o.seq_len);
+    if (o.naive_attention) {
+      const auto& a = config.layers[static_cast<size_t>(i)].attention;
+      extra +=
+          static_cast<double>(o.batch * a.n_heads) * static_cast<double>(o.seq_len) * static_cast<double>(o.seq_len);
+    }
+    return (block_activation_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len) + extra) *
+           compute_size;
   };
   double all_blocks = 0.0, largest_block = 0.0;
   for (int64_t i : layers) {
@@ -64,6 +73,33 @@ double saved_activation_bytes(const DecoderConfig& config, const MemoryEstimateO
     any_checkpointed = any_checkpointed || recomputed;
   }
   return kept + (any_checkpointed ? largest_block : 0.0);
+}
+
+// LoRA's adapters: r (in + out) parameters per adapted [out, in] weight of
+// each layer, and per token the r-wide projection each keeps for backward
+// (with dropout also its dropped input, `in` wide).
+struct LoraShape {
+  std::vector<int64_t> parameters;         // per layer
+  std::vector<double> elements_per_token;  // per layer
+};
+
+LoraShape lora_shape(Decoder& model, const DecoderConfig& config, const MemoryEstimateOptions& o) {
+  LoraShape lora{std::vector<int64_t>(static_cast<size_t>(config.n_layers()), 0),
+                 std::vector<double>(static_cast<size_t>(config.n_layers()), 0.0)};
+  if (o.lora_rank <= 0) return lora;
+  std::map<std::string, Shape> shapes;
+  for (auto& [name, parameter] : model.named_parameters()) shapes[name] = parameter->data.shape();
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    for (const std::string& module : o.lora_modules) {
+      const auto found = shapes.find(fmt::format("layers.{}.{}.weight", i, module));
+      if (found == shapes.end() || found->second.size() != 2) continue;  // e.g. feed_forward.w1 of a MoE layer
+      const int64_t out = found->second[0], in = found->second[1];
+      lora.parameters[static_cast<size_t>(i)] += o.lora_rank * (in + out);
+      lora.elements_per_token[static_cast<size_t>(i)] +=
+          static_cast<double>(o.lora_rank) + (o.lora_dropout ? static_cast<double>(in) : 0.0);
+    }
+  }
+  return lora;
 }
 
 std::vector<int64_t> layer_indices(const std::vector<std::string>& modules) {
@@ -120,6 +156,7 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   MemoryEstimate e;
   const std::shared_ptr<Decoder> model = config.build(Device::meta());
   e.model_parameters = model->num_parameters();
+  const LoraShape lora = lora_shape(*model, config, o);
   std::vector<int64_t> held_layers;
   bool holds_loss = true;
   double activation_bytes = 0.0;
@@ -127,8 +164,8 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     const PipelinePlacement& p = *o.pipeline;
     std::vector<double> stage_bytes(p.parts.size(), 0.0);
     for (int stage : p.schedule.stages_of(p.rank)) {
-      stage_bytes[static_cast<size_t>(stage)] =
-          saved_activation_bytes(config, o, layer_indices(p.parts[static_cast<size_t>(stage)]));
+      stage_bytes[static_cast<size_t>(stage)] = saved_activation_bytes(
+          config, o, layer_indices(p.parts[static_cast<size_t>(stage)]), lora.elements_per_token);
     }
     const std::vector<std::string> held = p.held_modules();
     model->retain_modules(held);
@@ -151,26 +188,67 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     }
   } else {
     for (int64_t i = 0; i < config.n_layers(); ++i) held_layers.push_back(i);
-    activation_bytes = saved_activation_bytes(config, o, held_layers);
+    activation_bytes = saved_activation_bytes(config, o, held_layers, lora.elements_per_token);
   }
-  e.parameters = model->num_parameters();
+  for (int64_t i : held_layers) e.adapter_parameters += lora.parameters[static_cast<size_t>(i)];
+  e.parameters = model->num_parameters() + e.adapter_parameters;
   const double shard = static_cast<double>(e.parameters) / static_cast<double>(o.dp_shard);
+  // With LoRA only the adapters train: the frozen base has no gradient and no optimizer state.
+  const double trainable_shard =
+      static_cast<double>(o.lora_rank > 0 ? e.adapter_parameters : e.parameters) / static_cast<double>(o.dp_shard);
   e.parameter_bytes = 4.0 * shard;
-  e.gradient_bytes = 4.0 * shard;
-  e.optimizer_bytes = 2.0 * static_cast<double>(dtype_size(o.optimizer_state_dtype)) * shard;
+  // A pipeline stage's backward of one micro-batch makes a fresh f32 gradient
+  // while the one before is still being added to the accumulated one: three
+  // gradient-sized buffers at the peak (seen in its memory snapshots).
+  e.gradient_bytes = (o.pipeline ? 3.0 : 1.0) * 4.0 * trainable_shard;
+  e.optimizer_bytes = 2.0 * static_cast<double>(dtype_size(o.optimizer_state_dtype)) * trainable_shard;
   const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
+  // A stage boundary's activation arriving and its gradient leaving, beyond what the blocks save.
+  if (o.pipeline)
+    e.pipeline_buffer_bytes = 2.0 * static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
   // Weights materialised for forward stay alive while saved for backward (whole
   // model unsharded; with FSDP resharding only a block or two at a time).
+  // With FSDP, also one layer's unsharded f32 gradient and the reduce-scatter's copy of it. The
+  // embedding (vocab x dim) is a layer of its own and often the largest.
   if (o.compute_dtype != DType::f32 || o.dp_shard > 1) {
     const double per_layer =
-        static_cast<double>(e.parameters) / static_cast<double>(std::max<size_t>(1, held_layers.size()));
-    e.compute_copy_bytes = compute_size * (o.dp_shard > 1 ? 2.0 * per_layer : static_cast<double>(e.parameters));
+        std::max(static_cast<double>(e.parameters) / static_cast<double>(std::max<size_t>(1, held_layers.size())),
+                 static_cast<double>(config.vocab_size * config.dim()));
+    e.compute_copy_bytes =
+        o.dp_shard > 1 ? 2.0 * per_layer * (compute_size + 4.0) : compute_size * static_cast<double>(e.parameters);
   }
   e.activation_bytes = activation_bytes;
   e.ring_attention_bytes = ring_attention_bytes(config, options);
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
     e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(config.vocab_size * config.dim());
+    // The fused loss's f32 logits tile and its gradient: token_chunk x vocab_chunk (0: the whole vocabulary).
+    const double tile_tokens = static_cast<double>(std::min(o.batch * o.seq_len, config.loss.token_chunk));
+    const double tile_vocab = static_cast<double>(
+        config.loss.vocab_chunk > 0 ? std::min(config.loss.vocab_chunk, config.vocab_size) : config.vocab_size);
+    if (o.fused_loss) e.loss_bytes += 2.0 * 4.0 * tile_tokens * tile_vocab;
+    // Unfused: the logits, their f32 log-softmax statistics and gradient, whole.
+    if (!o.fused_loss) {
+      e.loss_bytes += static_cast<double>(o.batch * o.seq_len) * static_cast<double>(config.vocab_size) *
+                      (2.0 * compute_size + 4.0);
+    }
+  }
+  if (o.cpu_threads > 0) {
+    double queries = 0.0;
+    for (int64_t i : held_layers) {
+      const nn::AttentionConfig& a = config.layers[static_cast<size_t>(i)].attention;
+      queries = std::max(queries, static_cast<double>(o.batch * o.seq_len * a.n_heads * a.head_size()));
+    }
+    e.workspace_bytes = cpu_attention_workspace_bytes(config, o.cpu_threads, true, queries);
+  }
+  // Naive attention's scores, probabilities and their gradients for the layer in backward, beyond what it saves.
+  if (o.naive_attention) {
+    double widest = 0.0;
+    for (int64_t i : held_layers) {
+      widest = std::max(widest, static_cast<double>(config.layers[static_cast<size_t>(i)].attention.n_heads));
+    }
+    e.activation_bytes += 3.0 * 4.0 * static_cast<double>(o.batch) * widest * static_cast<double>(o.seq_len) *
+                          static_cast<double>(o.seq_len);
   }
   return e;
 }
@@ -179,7 +257,10 @@ std::string format_memory_estimate(const MemoryEstimate& e) {
   auto gib = [](double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); };
   std::ostringstream out;
   out << fmt::format("parameters        {:>16}\n", e.parameters);
-  if (e.parameters != e.model_parameters) out << fmt::format("  of the model's  {:>16}\n", e.model_parameters);
+  if (e.adapter_parameters > 0) out << fmt::format("  LoRA adapters   {:>16}\n", e.adapter_parameters);
+  if (e.parameters - e.adapter_parameters != e.model_parameters) {
+    out << fmt::format("  of the model's  {:>16}\n", e.model_parameters);
+  }
   out << fmt::format("  weights (f32)   {:12.3f} GiB\n", gib(e.parameter_bytes));
   out << fmt::format("  gradients (f32) {:12.3f} GiB\n", gib(e.gradient_bytes));
   out << fmt::format("  optimizer       {:12.3f} GiB\n", gib(e.optimizer_bytes));
@@ -189,8 +270,48 @@ std::string format_memory_estimate(const MemoryEstimate& e) {
                                        : std::string("\n"));
   out << fmt::format("loss              {:12.3f} GiB\n", gib(e.loss_bytes));
   if (e.ring_attention_bytes > 0) out << fmt::format("ring attention    {:12.3f} GiB\n", gib(e.ring_attention_bytes));
+  if (e.workspace_bytes > 0) out << fmt::format("attention workspace {:10.3f} GiB\n", gib(e.workspace_bytes));
+  if (e.pipeline_buffer_bytes > 0) out << fmt::format("pipeline buffers  {:12.3f} GiB\n", gib(e.pipeline_buffer_bytes));
   out << fmt::format("total per rank    {:12.3f} GiB\n", gib(e.total()));
   return out.str();
+}
+
+double cpu_attention_workspace_bytes(const DecoderConfig& config, int64_t threads, bool backward,
+                                     double query_elements) {
+  constexpr double kTile = 128.0;  // the kernel's kBlockQ = kBlockK
+  double dim = 0.0;
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    dim = std::max(dim, static_cast<double>(block.attention.head_size()));
+  }
+  const double forward = 4.0 * kTile * dim + kTile * kTile + 2.0 * kTile;
+  const double per_thread = backward ? std::max(forward, 6.0 * kTile * dim + 2.0 * kTile * kTile) : forward;
+  return 4.0 * (static_cast<double>(threads) * per_thread + (backward ? query_elements : 0.0));
+}
+
+GenerationMemory estimate_generation_memory(const DecoderConfig& config, DType weight_dtype, int64_t prompt_tokens,
+                                            int64_t capacity, int64_t cpu_threads) {
+  GenerationMemory m;
+  const double size = static_cast<double>(dtype_size(weight_dtype));
+  m.weight_bytes = static_cast<double>(config.build(Device::meta())->num_parameters()) * size;
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    const nn::AttentionConfig& a = block.attention;
+    m.kv_cache_bytes += 2.0 * static_cast<double>(capacity) * static_cast<double>(a.kv_heads() * a.head_size()) * size;
+  }
+  // The prompt's forward holds a few [tokens, dim] hidden states, one layer's
+  // q/k/v and FFN intermediates at a time (no backward) and every position's
+  // logits, in f32 at most.
+  double widest = 0.0;
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    const nn::AttentionConfig& a = block.attention;
+    const double ffn = block.moe ? static_cast<double>(block.moe->top_k * block.moe->hidden_dim) * 3.0
+                                 : 3.0 * static_cast<double>(block.feed_forward.hidden_dim);
+    widest = std::max(widest, static_cast<double>((a.n_heads + 2 * a.kv_heads()) * a.head_size()) + ffn);
+  }
+  const double tokens = static_cast<double>(std::max<int64_t>(prompt_tokens, 1));
+  m.forward_bytes =
+      4.0 * tokens * (4.0 * static_cast<double>(config.dim()) + widest + static_cast<double>(config.vocab_size));
+  if (cpu_threads > 0) m.forward_bytes += cpu_attention_workspace_bytes(config, cpu_threads, false, 0.0);
+  return m;
 }
 
 }  // namespace titan::models

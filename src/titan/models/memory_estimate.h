@@ -43,11 +43,27 @@ struct MemoryEstimateOptions {
   // (context_parallel_rotate_method: allgather or alltoall).
   int64_t cp = 1;
   std::string cp_rotate_method = "allgather";
+  // LoRA (lora_rank > 0): adapters on the modules named in lora_modules
+  // (attention.wq, feed_forward.w1, ...) of every layer holding them. The base
+  // is frozen: only the adapters have gradients and optimizer state. Each
+  // adapter keeps its [tokens, r] projection for backward, and with dropout
+  // also its dropped input.
+  int64_t lora_rank = 0;
+  std::vector<std::string> lora_modules;
+  bool lora_dropout = false;
+  // The plain (unfused) loss materialises the logits [tokens, vocab] and their gradient.
+  bool fused_loss = true;
+  // Naive attention materialises each layer's [B, Hq, Sq, Sk] scores, and keeps its probabilities for backward.
+  bool naive_attention = false;
+  // > 0: the CPU backend with this many threads, whose flash attention holds
+  // per-thread tiles (and, in backward, an f32 copy of the queries' gradient).
+  int64_t cpu_threads = 0;
 };
 
 struct MemoryEstimate {
   int64_t parameters = 0;              // count (this pipeline rank's stages)
   int64_t model_parameters = 0;        // count, the whole model
+  int64_t adapter_parameters = 0;      // LoRA: count (this rank's layers), included in `parameters`
   int64_t in_flight_microbatches = 1;  // pipeline: the most micro-batches a rank's stages hold activations for
   double parameter_bytes = 0;          // f32 master weights (this rank's shard)
   double gradient_bytes = 0;           // f32 gradients (this rank's shard)
@@ -56,13 +72,33 @@ struct MemoryEstimate {
   double activation_bytes = 0;         // saved for backward at the peak (end of forward)
   double loss_bytes = 0;               // fused loss: its hidden and weight gradients
   double ring_attention_bytes = 0;     // context parallelism: one layer's K/V and gradient buffers in flight
+  double pipeline_buffer_bytes = 0;    // pipeline: a boundary activation and its gradient in transit
+  double workspace_bytes = 0;          // one layer's attention workspace (CPU: per-thread tiles)
   double total() const {
     return parameter_bytes + gradient_bytes + optimizer_bytes + compute_copy_bytes + activation_bytes + loss_bytes +
-           ring_attention_bytes;
+           ring_attention_bytes + pipeline_buffer_bytes + workspace_bytes;
   }
 };
 
 MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimateOptions& options);
 std::string format_memory_estimate(const MemoryEstimate& estimate);
+
+// What `titan generate` allocates: the weights in `weight_dtype`, a KV cache
+// of `capacity` positions (prompt + new tokens) for one sequence in the
+// weights' dtype, and the prompt's forward (its hidden states, one layer's
+// attention and FFN intermediates, and its last-position logits).
+struct GenerationMemory {
+  double weight_bytes = 0, kv_cache_bytes = 0, forward_bytes = 0;
+  double total() const { return weight_bytes + kv_cache_bytes + forward_bytes; }
+};
+GenerationMemory estimate_generation_memory(const DecoderConfig& config, DType weight_dtype, int64_t prompt_tokens,
+                                            int64_t capacity, int64_t cpu_threads);
+
+// The CPU flash attention's per-thread tiles for `config`'s widest layer
+// (ops/cpu/kernels/attention.cpp): forward Q, O, K and V tiles, the score
+// tile and row statistics; with `backward`, its larger tiles and the f32 dQ
+// accumulators of its fused sweep (one f32 copy of `queries` [B, Sq, Hq, D]).
+double cpu_attention_workspace_bytes(const DecoderConfig& config, int64_t threads, bool backward,
+                                     double query_elements);
 
 }  // namespace titan::models

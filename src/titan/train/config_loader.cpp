@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -276,12 +277,18 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
     fail("{}:{}:{}: invalid TOML: {}", source, error.source().begin.line, error.source().begin.column,
          error.description());
   }
+  // Every unknown section and key of the file is listed in one error, so a
+  // config written for another tool (TorchTitan's) needs one edit, not one rerun per key.
   const std::vector<std::string> sections = section_names(config);
+  std::vector<std::string> unknown;
   for (const auto& [name, node] : root) {
     const std::string section(name.str());
-    TITAN_CHECK(std::find(sections.begin(), sections.end(), section) != sections.end(), "{}: unknown section [{}]{}",
-                where(node, source), section, suggestion(section, sections));
-    TITAN_CHECK(node.is_table(), "{}: '{}' must be a [section] table", where(node, source), section);
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+      unknown.push_back(
+          fmt::format("{}: unknown section [{}]{}", where(node, source), section, suggestion(section, sections)));
+    } else if (!node.is_table()) {
+      unknown.push_back(fmt::format("{}: '{}' must be a [section] table", where(node, source), section));
+    }
   }
   config.for_each_section([&](const char* name, auto& section) {
     const toml::table* table = root[name].as_table();
@@ -290,15 +297,30 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
     section.visit(keys);
     for (const auto& [key, node] : *table) {
       const std::string k(key.str());
-      TITAN_CHECK(std::find(keys.keys.begin(), keys.keys.end(), k) != keys.keys.end(), "{}: unknown key [{}] {}{}",
-                  where(node, source), name, k, suggestion(k, keys.keys));
+      if (std::find(keys.keys.begin(), keys.keys.end(), k) == keys.keys.end()) {
+        unknown.push_back(
+            fmt::format("{}: unknown key [{}] {}{}", where(node, source), name, k, suggestion(k, keys.keys)));
+      }
     }
+  });
+  if (unknown.size() == 1) fail("{}", unknown.front());
+  TITAN_CHECK(unknown.empty(), "{}: {} unknown or misplaced items:\n  {}", source, unknown.size(),
+              fmt::join(unknown, "\n  "));
+  config.for_each_section([&](const char* name, auto& section) {
+    const toml::table* table = root[name].as_table();
+    if (table == nullptr) return;
     TomlReader reader(*table, name, source);
     section.visit(reader);
   });
 }
 
 void load_toml_file(JobConfig& config, const std::string& path) {
+  // A folder opens as an empty stream on Linux: it would read as an empty config of defaults.
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  TITAN_CHECK(std::filesystem::exists(status), "cannot read config file '{}': no such file", path);
+  TITAN_CHECK(std::filesystem::is_regular_file(status), "config file '{}' is a {}, not a file", path,
+              std::filesystem::is_directory(status) ? "folder" : "special file");
   std::ifstream file(path);
   TITAN_CHECK(file.good(), "cannot read config file '{}'", path);
   std::stringstream text;
@@ -421,10 +443,22 @@ void validate(const JobConfig& c) {
   TITAN_CHECK(c.training.seq_len <= (int64_t{1} << 31) / c.training.local_batch_size,
               "training.local_batch_size x training.seq_len = {} x {} tokens per micro-batch is more than 2^31",
               c.training.local_batch_size, c.training.seq_len);
+  TITAN_CHECK(c.model.loss_vocab_chunk >= 0, "model.loss_vocab_chunk must be >= 0 (0: chosen by the loss), got {}",
+              c.model.loss_vocab_chunk);
+  TITAN_CHECK(c.training.global_batch_size == -1 || c.training.global_batch_size > 0,
+              "training.global_batch_size must be > 0 (or -1: local batch x data-parallel ranks), got {}",
+              c.training.global_batch_size);
+  TITAN_CHECK(std::isfinite(c.comm.timeout_seconds) && c.comm.timeout_seconds > 0.0,
+              "comm.timeout_seconds must be finite and > 0, got {}", c.comm.timeout_seconds);
+  TITAN_CHECK(std::isfinite(c.metrics.peak_tflops) && c.metrics.peak_tflops >= 0.0,
+              "metrics.peak_tflops must be finite and >= 0 (0: the device's known peak), got {}",
+              c.metrics.peak_tflops);
   TITAN_CHECK(c.model.vocab_size >= 0, "model.vocab_size must be >= 0 (0: the tokenizer's), got {}",
               c.model.vocab_size);
   TITAN_CHECK(c.lr_scheduler.warmup_steps >= 0, "lr_scheduler.warmup_steps must be >= 0");
-  TITAN_CHECK(c.lr_scheduler.decay_ratio <= 1.0, "lr_scheduler.decay_ratio must be <= 1");
+  TITAN_CHECK(c.lr_scheduler.decay_ratio <= 1.0,
+              "lr_scheduler.decay_ratio must be <= 1 (< 0: every step after warmup), got {}",
+              c.lr_scheduler.decay_ratio);
   TITAN_CHECK(c.lr_scheduler.min_lr_factor >= 0.0 && c.lr_scheduler.min_lr_factor <= 1.0,
               "lr_scheduler.min_lr_factor must be in [0, 1]");
   const std::vector<std::string> decays{"linear", "sqrt", "cosine"};
@@ -484,6 +518,10 @@ void validate(const JobConfig& c) {
                 part, suggestion(part, parts));
   }
   positive(c.checkpoint.interval, "checkpoint.interval");
+  TITAN_CHECK(c.checkpoint.keep_latest_k >= 0,
+              "checkpoint.keep_latest_k must be >= 0 (0 keeps every checkpoint), got {}", c.checkpoint.keep_latest_k);
+  TITAN_CHECK(c.checkpoint.load_step >= -1, "checkpoint.load_step must be >= 0 (or -1: the newest), got {}",
+              c.checkpoint.load_step);
   const ParallelismSection& p = c.parallelism;
   positive(p.pipeline_parallel_microbatch_size, "parallelism.pipeline_parallel_microbatch_size");
   TITAN_CHECK(p.pipeline_parallel_first_stage_less_layers >= 0 && p.pipeline_parallel_last_stage_less_layers >= 0,

@@ -1,7 +1,5 @@
 #include "titan/train/hf_convert.h"
 
-#include "titan/models/lora_plan.h"
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -9,6 +7,7 @@
 
 #include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/checkpoint/hf_folder.h"
+#include "titan/checkpoint/nonfinite_weights.h"
 #include "titan/models/lora_plan.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/config_loader.h"
@@ -47,6 +46,7 @@ void convert_hf_to_titan(const std::string& hf_folder, const std::string& output
   const auto expected = decoder.build(Device::meta());
   for (auto& [name, tensor] : expected->named_state()) tensors.emplace_back(name, state.at(name));
   merge_lora_adapter(tensors, decoder, options);
+  checkpoint::check_finite_weights(tensors, hf_folder, options.allow_nonfinite, "--allow-nonfinite");
   config.checkpoint.export_dtype = dtype_name(tensors.front().second.dtype());
   write_model_export(output, config, tensors);
 }
@@ -131,6 +131,7 @@ void convert_titan_to_hf(const std::string& titan_folder, const std::string& out
     tensors = read_export_weights(root, config, decoder);
   }
   merge_lora_adapter(tensors, decoder, options);
+  checkpoint::check_finite_weights(tensors, titan_folder, options.allow_nonfinite, "--allow-nonfinite");
   checkpoint::HfWriteOptions write;
   write.dtype = options.dtype.value_or(tensors.front().second.dtype());
   write.max_shard_bytes = options.max_shard_bytes;

@@ -18,6 +18,7 @@ struct ConvertOptions {
   // A PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors)
   // merged into the weights: W + (lora_alpha / r) B A. Empty: none.
   std::string merge_lora;
+  bool allow_nonfinite = false;  // convert weights holding NaN or Inf (named in a warning) instead of refusing
 };
 
 void convert_hf_to_titan(const std::string& hf_folder, const std::string& output, const ConvertOptions& options);

@@ -211,6 +211,7 @@ struct CheckpointSection {
   std::vector<std::string> exclude_from_loading = {};
   bool create_seed_checkpoint = false;
   std::string initial_load_path = "";
+  bool allow_nonfinite_weights = false;
   void visit(ConfigVisitor& v) {
     v.field("enable", enable, "save checkpoints");
     v.field("folder", folder, "checkpoint folder, under the dump folder");
@@ -228,6 +229,8 @@ struct CheckpointSection {
     v.field("initial_load_path", initial_load_path,
             "a checkpoint step folder, a titan model export or a Hugging Face model folder whose weights start this "
             "job when there is no checkpoint to resume");
+    v.field("allow_nonfinite_weights", allow_nonfinite_weights,
+            "load weights holding NaN or Inf (each such tensor is named in a warning) instead of refusing them");
   }
 };
 

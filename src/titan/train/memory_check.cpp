@@ -1,15 +1,18 @@
 #include "titan/train/memory_check.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
 #include "titan/distributed/world.h"
 #include "titan/models/model_spec.h"
+#include "titan/nn/lora_targets.h"
 #include "titan/train/pipeline_plan.h"
 
 namespace titan::train {
@@ -46,6 +49,11 @@ double host_available_bytes(std::string& source) {
   return available;
 }
 
+// "512 MiB", "1.25 GiB": small jobs' parts are not all 0.00 GiB.
+std::string size_text(double bytes) {
+  return bytes < kGiB ? fmt::format("{:.3g} MiB", bytes / (1024.0 * 1024.0)) : fmt::format("{:.2f} GiB", bytes / kGiB);
+}
+
 }  // namespace
 
 MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderConfig& model,
@@ -62,6 +70,18 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.dp_shard = std::max<int64_t>(1, dims.dp_shard) * tp;
   options.cp = std::max<int64_t>(1, dims.cp);
   options.cp_rotate_method = config.parallelism.context_parallel_rotate_method;
+  options.fused_loss = config.model.fused_loss;
+  if (device.is_cpu()) options.cpu_threads = omp_get_max_threads();
+  options.naive_attention = config.model.attention == "naive";
+  // Offloaded activations go to host memory: on the CPU backend that is the same memory, so nothing is saved.
+  if (device.is_cpu() && options.activation_checkpoint == "offload") options.activation_checkpoint = "none";
+  if (config.lora.enable) {
+    options.lora_rank = config.lora.rank;
+    options.lora_dropout = config.lora.dropout > 0.0;
+    for (const std::string& target : config.lora.target_modules) {
+      if (const auto found = nn::find_lora_target(target)) options.lora_modules.emplace_back(found->module);
+    }
+  }
   const models::ModelSpec& spec = models::model_spec(config.model.name);
   models::MemoryEstimate estimate;
   if (dims.pp > 1) {
@@ -81,14 +101,33 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   const double full_model = 4.0 * static_cast<double>(estimate.model_parameters);
   // The loader keeps up to three batches (the step's, two prefetched) of four i64 tensors.
   const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(config.training.local_batch_size * options.seq_len);
+  // An async save first copies the rank's state (weights and AdamW moments) to host memory.
+  const bool async_save = config.checkpoint.enable && config.checkpoint.async_mode == "async";
+  const double save_copy = async_save ? estimate.parameter_bytes + estimate.optimizer_bytes : 0.0;
   MemoryBudget budget;
-  budget.needed_bytes = std::max(estimate.total(), full_model) + batches;
-  budget.breakdown = fmt::format(
-      "parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, compute copies {:.2f}, activations {:.2f}, "
-      "loss {:.2f}, batches {:.2f} GiB; the full f32 model built before sharding {:.2f} GiB",
-      estimate.parameter_bytes / kGiB, estimate.gradient_bytes / kGiB, estimate.optimizer_bytes / kGiB,
-      estimate.compute_copy_bytes / kGiB, estimate.activation_bytes / kGiB, estimate.loss_bytes / kGiB, batches / kGiB,
-      full_model / kGiB);
+  budget.needed_bytes = std::max(estimate.total(), full_model) + batches + save_copy;
+  // What needed_bytes is made of, the parts a job may not have left out.
+  std::vector<std::string> parts{fmt::format("parameters {}", size_text(estimate.parameter_bytes)),
+                                 fmt::format("gradients {}", size_text(estimate.gradient_bytes)),
+                                 fmt::format("optimizer {}", size_text(estimate.optimizer_bytes)),
+                                 fmt::format("compute copies {}", size_text(estimate.compute_copy_bytes)),
+                                 fmt::format("activations {}", size_text(estimate.activation_bytes)),
+                                 fmt::format("loss {}", size_text(estimate.loss_bytes)),
+                                 fmt::format("attention workspace {}", size_text(estimate.workspace_bytes)),
+                                 fmt::format("batches {}", size_text(batches))};
+  if (estimate.adapter_parameters > 0) {
+    parts.push_back(fmt::format("of which LoRA: {} adapter parameters with their gradients and moments",
+                                estimate.adapter_parameters));
+  }
+  if (estimate.ring_attention_bytes > 0) {
+    parts.push_back(fmt::format("ring attention {}", size_text(estimate.ring_attention_bytes)));
+  }
+  if (estimate.pipeline_buffer_bytes > 0) {
+    parts.push_back(fmt::format("pipeline buffers {}", size_text(estimate.pipeline_buffer_bytes)));
+  }
+  if (async_save) parts.push_back(fmt::format("async checkpoint copy {}", size_text(save_copy)));
+  budget.breakdown =
+      fmt::format("{}; the full f32 model built before sharding {}", fmt::join(parts, ", "), size_text(full_model));
   if (device.is_cpu()) {
     const int ranks = std::max(1, distributed::World::instance().local_size());
     budget.available_bytes = host_available_bytes(budget.source) / ranks;
@@ -100,18 +139,43 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   return budget;
 }
 
-void check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,
-                           const distributed::ParallelDims& dims, Device device) {
-  if (!config.training.memory_check) return;
+std::string MemoryBudget::summary() const {
+  if (available_bytes <= 0) return fmt::format("needs about {:.3g} GiB per rank", needed_bytes / kGiB);
+  return fmt::format("needs about {:.3g} GiB per rank of {:.3g} GiB available ({:.0f}%; {})", needed_bytes / kGiB,
+                     available_bytes / kGiB, 100.0 * needed_bytes / available_bytes, source);
+}
+
+MemoryBudget check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,
+                                   const distributed::ParallelDims& dims, Device device) {
   const MemoryBudget budget = job_memory_budget(config, model, dims, device);
-  if (budget.available_bytes <= 0 || budget.needed_bytes <= budget.available_bytes) return;
+  if (!config.training.memory_check || budget.fits()) return budget;
   fail(
-      "this job needs about {:.1f} GiB per rank ({}) but has {:.1f} GiB ({}). To fit: shard the model over more "
-      "ranks (parallelism.data_parallel_shard_degree, tensor_parallel_degree), recompute activations "
-      "(activation_checkpoint.mode = full), lower training.local_batch_size or training.seq_len, or keep the AdamW "
-      "moments in bf16 (optimizer.state_dtype); `titan estimate-memory` shows the same numbers. "
-      "training.memory_check = false starts it anyway",
-      budget.needed_bytes / kGiB, budget.breakdown, budget.available_bytes / kGiB, budget.source);
+      "this job needs about {:.1f} GiB per rank ({}) but has {:.1f} GiB ({}), of which it plans to use at most "
+      "{:.0f}%. To fit: shard the model over more ranks (parallelism.data_parallel_shard_degree, "
+      "tensor_parallel_degree), recompute activations (activation_checkpoint.mode = full), lower "
+      "training.local_batch_size or training.seq_len, a smaller lora.rank, or keep the AdamW moments in bf16 "
+      "(optimizer.state_dtype); `titan estimate-memory` shows the same numbers. training.memory_check = false "
+      "starts it anyway",
+      budget.needed_bytes / kGiB, budget.breakdown, budget.available_bytes / kGiB, budget.source,
+      100.0 * MemoryBudget::kUsableFraction);
+}
+
+MemoryBudget check_generation_fits_memory(const models::DecoderConfig& model, DType weight_dtype, int64_t prompt_tokens,
+                                          int64_t capacity) {
+  const models::GenerationMemory memory =
+      models::estimate_generation_memory(model, weight_dtype, prompt_tokens, capacity, omp_get_max_threads());
+  MemoryBudget budget;
+  budget.needed_bytes = memory.kv_cache_bytes + memory.forward_bytes;
+  budget.available_bytes = host_available_bytes(budget.source);
+  budget.breakdown = fmt::format(
+      "KV cache of {} positions {:.2f} GiB, the prompt's forward {:.2f} GiB; the weights "
+      "({:.2f} GiB) are already loaded",
+      capacity, memory.kv_cache_bytes / kGiB, memory.forward_bytes / kGiB, memory.weight_bytes / kGiB);
+  TITAN_CHECK(budget.fits(),
+              "generate: this needs about {:.2f} GiB more ({}) but {:.2f} GiB are available ({}): lower "
+              "--max-new-tokens or shorten the prompt",
+              budget.needed_bytes / kGiB, budget.breakdown, budget.available_bytes / kGiB, budget.source);
+  return budget;
 }
 
 }  // namespace titan::train

@@ -42,7 +42,9 @@ struct StepMetrics {
   // step waited for them (exposed); busy - exposed overlapped compute.
   double comm_busy_seconds = 0.0;
   double comm_exposed_seconds = 0.0;
-  // Seconds a checkpoint save held this step up (async: the host copy; blocking: the whole write).
+  // Seconds the checkpoint save after the previous step held the run up (async:
+  // the host copy; blocking: the whole write). A step's record is written
+  // before its own save starts, so a save killed midway loses no record.
   double checkpoint_stall_seconds = 0.0;
   // Steps skipped so far for a non-finite loss or gradient (training.skip_nonfinite_steps).
   int64_t skipped_steps = 0;

@@ -8,6 +8,7 @@
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/error.h"
+#include "titan/core/staging_folder.h"
 #include "titan/ops/copy.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
@@ -61,19 +62,9 @@ void write_model_export_files(const std::string& folder, models::Decoder& model,
 }
 
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
-  fs::path target = fs::absolute(fs::path(folder)).lexically_normal();
-  if (!target.has_filename()) target = target.parent_path();  // "out/" is "out"
-  const fs::path staging = target.parent_path() / (target.filename().string() + ".partial");
-  fs::remove_all(staging);
-  fs::create_directories(staging);
-  try {
-    write_export_files(staging, config, tensors);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    throw;
-  }
-  checkpoint::replace_folder(staging.string(), target.string());
+  StagingFolder staging(folder);
+  write_export_files(staging.path(), config, tensors);
+  staging.publish();
 }
 
 models::DecoderConfig exported_model_config(JobConfig& config, const std::string& folder) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "titan/core/error.h"
+#include "titan/core/staging_folder.h"
 #include "titan/distributed/flight_recorder.h"
 
 namespace titan::train {
@@ -52,7 +53,9 @@ sigset_t handled_signals() {
       continue;
     }
     // No job to stop cleanly: the signal does what it does by default, which
-    // ends the process (only this thread accepts it once unblocked).
+    // ends the process (only this thread accepts it once unblocked), after
+    // removing the staging folders the command would abandon.
+    remove_abandoned_staging_folders();
     std::signal(signal, SIG_DFL);
     sigset_t one;
     sigemptyset(&one);

@@ -102,12 +102,14 @@ const std::vector<std::string>& deterministic_metrics() {
 }
 
 bool RunComparison::match() const {
-  return std::none_of(metrics.begin(), metrics.end(),
-                      [](const MetricComparison& metric) { return metric.verdict == MetricVerdict::diverges; });
+  return !steps_differ() && std::none_of(metrics.begin(), metrics.end(), [](const MetricComparison& metric) {
+    return metric.verdict == MetricVerdict::diverges;
+  });
 }
 
 RunComparison compare_runs(const RunHistory& a, const RunHistory& b, const CompareOptions& options) {
   RunComparison comparison;
+  comparison.steps_must_match = !options.common_steps_only;
   std::set_intersection(a.steps.begin(), a.steps.end(), b.steps.begin(), b.steps.end(),
                         std::back_inserter(comparison.common_steps));
   std::set_difference(a.steps.begin(), a.steps.end(), b.steps.begin(), b.steps.end(),
@@ -179,6 +181,13 @@ std::string format_comparison(const RunHistory& a, const RunHistory& b, const Co
   if (comparison.match()) {
     report += fmt::format("runs match: {} metric(s) over {} common step(s)\n", comparison.metrics.size(),
                           comparison.common_steps.size());
+  } else if (diverging.empty()) {
+    report += fmt::format(
+        "runs differ: they logged different steps ({} only in {}); the {} common step(s) agree (--common-steps "
+        "compares those alone)\n",
+        comparison.only_in_a.size() + comparison.only_in_b.size(),
+        comparison.only_in_a.empty() ? "B" : (comparison.only_in_b.empty() ? "A" : "one run"),
+        comparison.common_steps.size());
   } else {
     int64_t first = std::numeric_limits<int64_t>::max();
     for (const MetricComparison& metric : comparison.metrics) {

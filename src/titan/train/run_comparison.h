@@ -23,6 +23,9 @@ struct CompareOptions {
   // deterministic_metrics(), those either run has. A metric named here that
   // neither run has is a titan::Error.
   std::vector<std::string> metrics;
+  // false (the default): a step only one run logged makes the runs differ (one
+  // stopped early, or logged at other steps). true: compare the common steps alone.
+  bool common_steps_only = false;
 };
 
 enum class MetricVerdict {
@@ -45,7 +48,9 @@ struct MetricComparison {
 struct RunComparison {
   std::vector<int64_t> common_steps, only_in_a, only_in_b;
   std::vector<MetricComparison> metrics;
-  // No compared metric diverges.
+  bool steps_must_match = true;  // CompareOptions::common_steps_only, negated
+  // No compared metric diverges, and (unless only common steps count) both runs logged the same steps.
+  bool steps_differ() const { return steps_must_match && (!only_in_a.empty() || !only_in_b.empty()); }
   bool match() const;
 };
 

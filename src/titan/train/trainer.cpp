@@ -8,8 +8,10 @@
 
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
+#include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/hf_folder.h"
 #include "titan/checkpoint/hf_weights.h"
+#include "titan/checkpoint/nonfinite_weights.h"
 #include "titan/core/allocator.h"
 #include "titan/core/profiler.h"
 #include "titan/distributed/flight_recorder.h"
@@ -31,6 +33,7 @@
 #include "titan/train/context_batch.h"
 #include "titan/train/device_peak.h"
 #include "titan/train/job_model_config.h"
+#include "titan/train/job_paths.h"
 #include "titan/train/memory_check.h"
 #include "titan/train/model_export.h"
 #include "titan/train/preemption.h"
@@ -118,8 +121,10 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
     context_layout_ = distributed::SequenceLayout{config_.training.seq_len, mesh_->size("cp"), load_balance};
     context_layout_->check("training.seq_len");
   }
+  check_outputs_apart_from_inputs(config_);
   if (rank_ == 0) {
     dump_folder_lock_ = std::make_unique<DumpFolderLock>(config_.job.dump_folder);
+    prepare_output_paths(config_);
     if (!dump_folder_lock_->previous_holder().empty()) {
       std::printf("titan: job.dump_folder %s was last locked by a job that has ended (%s); taking it over\n",
                   config_.job.dump_folder.c_str(), dump_folder_lock_->previous_holder().c_str());
@@ -158,7 +163,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   TITAN_CHECK(vocab >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids", vocab,
               tokenizer_vocab);
   const models::ModelSpec& spec = models::model_spec(config_.model.name);
-  check_job_fits_memory(config_, model_config, mesh_->dims(), device);
+  const MemoryBudget memory = check_job_fits_memory(config_, model_config, mesh_->dims(), device);
+  if (rank_ == 0) std::printf("titan: memory: this job %s\n", memory.summary().c_str());
   model_ = spec.build(model_config, device);
   generator_ = Generator(static_cast<uint64_t>(config_.training.seed));
   model_->init_weights(generator_);
@@ -243,6 +249,18 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   }
   checkpointer_ = std::make_unique<Checkpointer>(config_, *mesh_);
   resume();
+  // Loaded weights holding NaN or Inf are refused before the first step
+  // (each rank checks what it holds: its shards, its stages).
+  const std::string loaded_from =
+      resumed_step_ >= 0
+          ? (std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(resumed_step_)).string()
+          : config_.checkpoint.initial_load_path;
+  if (!loaded_from.empty()) {
+    std::vector<std::pair<std::string, Tensor>> weights;
+    for (auto& [name, parameter] : model_->named_parameters()) weights.emplace_back(name, parameter->data);
+    checkpoint::check_finite_weights(weights, loaded_from, config_.checkpoint.allow_nonfinite_weights,
+                                     "--checkpoint.allow_nonfinite_weights");
+  }
 
   // Rank 0 reports for the job.
   if (rank_ != 0) return;
@@ -746,6 +764,7 @@ const std::vector<StepMetrics>& Trainer::train() {
     return seconds;
   };
   goodput_.startup_seconds += std::chrono::duration<double>(mark - job_start_).count();
+  double checkpoint_stall = 0.0;  // of the save after the previous step
   while (step_ < config_.training.steps) {
     step_profiler_->begin_step(step_ + 1);
     StepMetrics metrics = train_step();
@@ -765,15 +784,20 @@ const std::vector<StepMetrics>& Trainer::train() {
     // Every rank learns whether any rank was signalled (and whether an async save is fully written).
     const bool stop = checkpointer_->end_of_step(preemption.requested(step_, rank_));
     const bool last = step_ == config_.training.steps;
-    goodput_.other_seconds += lap();
-    if (saving && !last && (step_ % config_.checkpoint.interval == 0 || stop)) {
-      const profiler::Span span("phase", "checkpoint");
-      metrics.checkpoint_stall_seconds = save_checkpoint(config_.checkpoint.async_mode == "async");
-    }
-    goodput_.checkpoint_seconds += lap();
+    // The step's record is written before its checkpoint save starts, so a
+    // save killed midway loses no record; the time the save holds the run up
+    // is reported by the next step's record.
+    metrics.checkpoint_stall_seconds = checkpoint_stall;
+    checkpoint_stall = 0.0;
     history_.push_back(metrics);
     const bool log = step_ % config_.metrics.log_freq == 0 || last || metrics.validation_loss || stop;
     if (log && logger_) logger_->log(metrics);
+    goodput_.other_seconds += lap();
+    if (saving && !last && (step_ % config_.checkpoint.interval == 0 || stop)) {
+      const profiler::Span span("phase", "checkpoint");
+      checkpoint_stall = save_checkpoint(config_.checkpoint.async_mode == "async");
+    }
+    goodput_.checkpoint_seconds += lap();
     step_profiler_->end_step(step_);
     goodput_.other_seconds += lap();
     if (stop && !last) {

@@ -106,9 +106,20 @@ void Trainer::resume() {
   }
   if (c.enable && !c.create_seed_checkpoint) {
     const checkpoint::CheckpointScan scan = checkpoint::scan_checkpoints(checkpointer_->root());
+    // An incomplete step folder is what an earlier save of this job left when
+    // it was killed (this job holds the dump folder's lock, so no other job is
+    // writing it): it is removed once, not warned about at every resume.
     for (const std::string& folder : scan.incomplete) {
-      if (rank_ == 0)
-        std::printf("titan: warning: ignoring incomplete checkpoint %s (no COMPLETE marker)\n", folder.c_str());
+      if (rank_ != 0) continue;
+      std::error_code error;
+      std::filesystem::remove_all(folder, error);
+      if (error) {
+        std::printf("titan: warning: ignoring incomplete checkpoint %s (no COMPLETE marker); removing it failed: %s\n",
+                    folder.c_str(), error.message().c_str());
+      } else {
+        std::printf("titan: removed incomplete checkpoint %s (an interrupted save; no COMPLETE marker)\n",
+                    folder.c_str());
+      }
     }
     int64_t step = scan.complete.empty() ? -1 : scan.complete.back();
     if (c.load_step >= 0) {
@@ -174,7 +185,16 @@ void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::
     for (const auto& [dp_rank, other] : loaders.items()) {
       TITAN_CHECK(other == chosen, "{}: data loader states of dp ranks {} and {} differ", folder, dp_rank, mine);
     }
-    loader_->load_state_dict(chosen);
+    try {
+      loader_->load_state_dict(chosen);
+    } catch (const Error& error) {
+      // The loader knows its own fields; the job's keys that set them are named here.
+      fail(
+          "{}: {}. The dataloader state depends on training.dataset_path, training.seed, validation.enable and "
+          "validation.split (and the tokenizer's BOS/EOS, and chat.enable): set them as the run that saved it did, "
+          "or start the data afresh with checkpoint.exclude_from_loading = [\"dataloader\"]",
+          folder, error.what());
+    }
   }
   if (rank_ == 0) {
     std::printf("titan: loaded %s from %s (step %lld, %.3f GB read by rank 0 in %.2f s)\n",

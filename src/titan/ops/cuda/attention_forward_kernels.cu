@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kMicro; ++i) {
     // l >= 1 once any key is visible (the max term contributes exp(0)).
-    const bool seen = row_sum[i] > 0.0f;
+    // A NaN sum (a NaN score) counts as seen: the NaN reaches the output and lse, as on the CPU.
+    const bool seen = row_sum[i] != 0.0f;
     inverse[i] = seen ? 1.0f / row_sum[i] : 0.0f;
     const int r = ty + kSide * i;
     if (tx == 0 && r < q_rows) {

@@ -261,7 +261,8 @@ __global__ void __launch_bounds__(kBlockThreads, forward_blocks<D>())
     wmma::store_matrix_sync(staging + s * kFragment, o_frag[s], ld, wmma::mem_row_major);
   }
   __syncwarp();
-  const bool seen = row_sum > 0.0f;
+  // A NaN sum (a NaN score) counts as seen: the NaN reaches the output and lse, as on the CPU.
+  const bool seen = row_sum != 0.0f;
   if (row < q_rows) {
     store_staged_row<D>(staging, me.row, me.half, seen ? 1.0f / row_sum : 0.0f, out + q_offset + row * q_stride);
     if (me.half == 0) {

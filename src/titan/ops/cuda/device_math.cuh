@@ -24,8 +24,11 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
+// max that keeps NaN, as torch.max and the CPU kernels do (fmaxf returns the other operand).
+__device__ __forceinline__ float nan_max(float a, float b) { return a != a ? a : (b != b ? b : fmaxf(a, b)); }
+
 __device__ __forceinline__ float warp_max(float v) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 

@@ -61,13 +61,14 @@ constexpr int kWarpsPerBlock = kThreads / kWarpSize;
 
 // A key whose unsigned order is the CPU's order of (score, column): higher
 // score first, equal scores lower column first. -0 and +0 are one score (the
-// CPU compares with >); NaN ranks below -inf. The low word is never 0 for a
-// column below 2^32 - 1, so 0 is below every key.
+// CPU compares with >); NaN ranks above +inf, as in torch.topk (0xfffffffe,
+// so that no key is ~0, the start value of `previous` below). The low word is
+// never 0 for a column below 2^32 - 1, so 0 is below every key.
 __device__ __forceinline__ unsigned long long rank_key(float score, int64_t column) {
   const uint32_t bits = __float_as_uint(score);
   uint32_t ordered;
   if (score != score) {
-    ordered = 0;
+    ordered = 0xfffffffeu;
   } else if (score == 0.0f) {
     ordered = 0x80000000u;
   } else {

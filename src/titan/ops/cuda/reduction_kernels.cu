@@ -10,7 +10,7 @@ constexpr int kFinishThreads = 1024;
 
 // One block reduces x[0, count), count <= kReduceTile, in f32: each thread
 // folds its kPerThread elements (strided by the block, so loads coalesce),
-// then the block tree. fmaxf skips NaN, as the CPU's std::max(best, v) does.
+// then the block tree. A NaN makes the max NaN, as on the CPU and in torch.max.
 template <typename T, bool kMax, bool kSquares>
 __device__ float reduce_tile(const T* x, int64_t count, float* scratch) {
   float acc = kMax ? -INFINITY : 0.0f;
@@ -19,7 +19,7 @@ __device__ float reduce_tile(const T* x, int64_t count, float* scratch) {
     if (i < count) {
       const float v = load_f32(x, i);
       if constexpr (kMax) {
-        acc = fmaxf(acc, v);
+        acc = nan_max(acc, v);
       } else {
         acc += kSquares ? v * v : v;
       }
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kFinishThreads)
   __shared__ float max_scratch[kWarpSize];
   if (kind == ReduceKind::max) {
     float best = -INFINITY;
-    for (int64_t i = threadIdx.x; i < count; i += kFinishThreads) best = fmaxf(best, static_cast<float>(partials[i]));
+    for (int64_t i = threadIdx.x; i < count; i += kFinishThreads) best = nan_max(best, static_cast<float>(partials[i]));
     best = block_max(best, max_scratch);
     if (threadIdx.x == 0) *out = best;
     return;

@@ -50,6 +50,17 @@
 // tight; other ids stay correct, as a tile that cannot be skipped is masked
 // element by element. A tile the mask shows entirely is not masked at all.
 //
+// NaN and Inf reach exactly the results PyTorch's reference gives them: a
+// NaN score (a NaN query or key) makes its row NaN, even a row whose scores
+// are all NaN (not "no visible key": that is a max of -inf with every score
+// -inf), and its lse NaN, so the backward spreads it too. Hidden pairs add
+// nothing: probabilities and dS of hidden pairs are stored as -0.0, and a
+// partially visible tile whose other GEMM operand holds a non-finite value
+// (a NaN value row, query or upstream gradient) is multiplied by
+// masked_product, which skips those pairs, since a GEMM's 0 * NaN would carry
+// the NaN to queries that cannot see the key. The check costs one pass over
+// a [128, D] tile; the GEMMs stay as they are when everything is finite.
+//
 // Soft-capping (mask.logit_softcap = c > 0, Gemma 2) replaces each scaled
 // score s of a tile by z = c tanh(s / c) right after its GEMM, before the mask
 // and the softmax, so lse is that of the capped scores. The backward caps its
@@ -346,10 +357,47 @@ void soft_cap_tile(float* scores, int64_t rows, int64_t cols, float cap) {
   }
 }
 
+// ---- hidden pairs and non-finite operands ----
+
+// Whether every element of a [rows, cols] tile (row stride ld) is finite: x * 0
+// is 0 for finite x and NaN for NaN and +-Inf.
+bool all_finite(const float* tile, int64_t rows, int64_t cols, int64_t ld) {
+  float probe = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = tile + r * ld;
+#pragma omp simd reduction(+ : probe)
+    for (int64_t c = 0; c < cols; ++c) probe += x[c] * 0.0f;
+  }
+  return probe == 0.0f;
+}
+
+// A hidden pair's probability or dS, stored as -0.0: +0.0 is a visible pair
+// whose probability underflowed, which does multiply its value row.
+inline bool hidden_pair(float value) { return value == 0.0f && std::signbit(value); }
+
+// out[m, n] += alpha * A[m, k] B[k, n] (A transposed when transpose_a: stored
+// [k, m]) over the pairs A does not mark hidden: the tile GEMM for a partially
+// visible tile whose B holds a non-finite value (see the header).
+void masked_product(bool transpose_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                    const float* b, int64_t ldb, float* out, int64_t ldo) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* o = out + i * ldo;
+    for (int64_t l = 0; l < k; ++l) {
+      const float weight = transpose_a ? a[l * lda + i] : a[i * lda + l];
+      if (hidden_pair(weight)) continue;
+      const float* row = b + l * ldb;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) o[j] += alpha * weight * row[j];
+    }
+  }
+}
+
 // ---- forward ----
 
 // Folds a tile of scores into the running row max and sum, rescales the O rows
-// whose max grew, and leaves P = exp(S - m) in place of the scores.
+// whose max grew, and leaves P = exp(S - m) in place of the scores (-0.0 for a
+// hidden pair). A row whose visible scores so far are all NaN gets a NaN max,
+// sum and O row (std::max keeps a NaN first argument, so it stays NaN).
 void online_softmax(float* scores, int64_t rows, int64_t cols, float* row_max, float* row_sum, float* out,
                     int64_t dim) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -358,15 +406,20 @@ void online_softmax(float* scores, int64_t rows, int64_t cols, float* row_max, f
     // Written as a compare-select: GCC does not vectorise std::max in a max reduction.
 #pragma omp simd reduction(max : tile_max)
     for (int64_t c = 0; c < cols; ++c) tile_max = s[c] > tile_max ? s[c] : tile_max;
-    const float new_max = std::max(row_max[r], tile_max);
-    if (new_max == kNegInf) {  // no visible key in this row yet: P = 0 (exp(-inf - -inf) would be NaN)
-      std::fill(s, s + cols, 0.0f);
-      continue;
+    float new_max = std::max(row_max[r], tile_max);
+    if (new_max == kNegInf) {
+      bool nan = false;
+      for (int64_t c = 0; c < cols; ++c) nan = nan || std::isnan(s[c]);
+      if (!nan) {  // no visible key in this row yet: P = 0 (exp(-inf - -inf) would be NaN)
+        std::fill(s, s + cols, -0.0f);
+        continue;
+      }
+      new_max = std::numeric_limits<float>::quiet_NaN();
     }
     float tile_sum = 0.0f;
 #pragma omp simd reduction(+ : tile_sum)
     for (int64_t c = 0; c < cols; ++c) {
-      const float p = fast_exp(s[c] - new_max);
+      const float p = s[c] == kNegInf ? -0.0f : fast_exp(s[c] - new_max);
       s[c] = p;
       tile_sum += p;
     }
@@ -431,14 +484,18 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
       if (cap > 0.0f) soft_cap_tile(scores, q_rows, k_rows, cap);
       if (visibility == Visibility::partial) blocks.hide(b, qb, kb, scores);
       online_softmax(scores, q_rows, k_rows, row_max, row_sum, o_tile, D);
-      gemm('N', 'N', q_rows, D, k_rows, 1.0f, scores, kBlockK, v_tile, D, 1.0f, o_tile, D);
+      if (visibility == Visibility::partial && !all_finite(v_tile, k_rows, D, D)) {
+        masked_product(false, q_rows, D, k_rows, 1.0f, scores, kBlockK, v_tile, D, o_tile, D);
+      } else {
+        gemm('N', 'N', q_rows, D, k_rows, 1.0f, scores, kBlockK, v_tile, D, 1.0f, o_tile, D);
+      }
     }
 
     float* lse_row = lse_data + (b * g.heads + h) * g.q_len + q0;
     for (int64_t r = 0; r < q_rows; ++r) {
-      // l >= 1 once any key is visible (the max term contributes exp(0)).
-      const float inverse = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
-      lse_row[r] = row_sum[r] > 0.0f ? row_max[r] + std::log(row_sum[r]) : kNegInf;
+      // l >= 1 once any key is visible (the max term contributes exp(0)); a NaN l stays NaN in both.
+      const float inverse = row_sum[r] == 0.0f ? 0.0f : 1.0f / row_sum[r];
+      lse_row[r] = row_sum[r] == 0.0f ? kNegInf : row_max[r] + std::log(row_sum[r]);
       float* o = o_tile + r * D;
 #pragma omp simd
       for (int64_t d = 0; d < D; ++d) o[d] *= inverse;
@@ -452,8 +509,9 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
 
 // Recomputes one tile's P = exp(S - lse) into `probs` and dS = P * (dP - D)
 // into `grad_scores` (both [kBlockQ, kBlockK]). Rows with lse = -inf saw no key
-// and get P = dS = 0. With a soft cap, S is the capped score z and dS also
-// takes the factor dz/ds = 1 - (z / cap)^2.
+// and hidden pairs get P = dS = -0.0 (a NaN lse or D must not reach them).
+// With a soft cap, S is the capped score z and dS also takes the factor
+// dz/ds = 1 - (z / cap)^2.
 void probability_tile(Gemm& gemm, const BlockMask& blocks, Visibility visibility, int64_t b, int64_t qb, int64_t kb,
                       int64_t q_rows, int64_t k_rows, int64_t dim, float scale, float cap, const float* q_tile,
                       const float* grad_out_tile, const float* k_tile, const float* v_tile, const float* lse,
@@ -467,8 +525,8 @@ void probability_tile(Gemm& gemm, const BlockMask& blocks, Visibility visibility
     float* ds = grad_scores + r * kBlockK;
     const float row_lse = lse[r], row_delta = delta[r];
     if (row_lse == kNegInf) {
-      std::fill(p, p + k_rows, 0.0f);
-      std::fill(ds, ds + k_rows, 0.0f);
+      std::fill(p, p + k_rows, -0.0f);
+      std::fill(ds, ds + k_rows, -0.0f);
       continue;
     }
     if (cap > 0.0f) {
@@ -480,17 +538,31 @@ void probability_tile(Gemm& gemm, const BlockMask& blocks, Visibility visibility
         // Clamped: a hidden score (z = -inf) gets t = -1, a factor of 0 and no
         // NaN; |z| <= cap otherwise, up to rounding.
         const float t = std::min(std::max(z * inverse_cap, -1.0f), 1.0f);
-        p[c] = prob;
-        ds[c] = prob * (ds[c] - row_delta) * (1.0f - t * t);
+        const bool hidden = z == kNegInf;
+        p[c] = hidden ? -0.0f : prob;
+        ds[c] = hidden ? -0.0f : prob * (ds[c] - row_delta) * (1.0f - t * t);
       }
       continue;
     }
 #pragma omp simd
     for (int64_t c = 0; c < k_rows; ++c) {
+      const bool hidden = p[c] == kNegInf;
       const float prob = fast_exp(p[c] - row_lse);
-      p[c] = prob;
-      ds[c] = prob * (ds[c] - row_delta);
+      ds[c] = hidden ? -0.0f : prob * (ds[c] - row_delta);
+      p[c] = hidden ? -0.0f : prob;
     }
+  }
+}
+
+// out [m, D] += alpha * A B for a [kBlockQ, kBlockK] tile A (transposed: its
+// columns) and a [k, D] tile B: the tile GEMM, or masked_product when hidden
+// pairs of a partial tile would meet a non-finite B.
+void tile_product(Gemm& gemm, bool partial, bool transpose_a, int64_t m, int64_t dim, int64_t k, float alpha,
+                  const float* a, const float* b, float* out) {
+  if (partial && !all_finite(b, k, dim, dim)) {
+    masked_product(transpose_a, m, dim, k, alpha, a, kBlockK, b, dim, out, dim);
+  } else {
+    gemm(transpose_a ? 'T' : 'N', 'N', m, dim, k, alpha, a, kBlockK, b, dim, 1.0f, out, dim);
   }
 }
 
@@ -555,11 +627,12 @@ void key_block_gradients(const BackwardProblem<T>& p, const BackwardTiles& t, in
       load_tile(p.grad_out + q_offset, q_rows, g.q_row, D, t.grad_out);
       probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, p.cap, t.q, t.grad_out, t.k,
                        t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
-      p.gemm('T', 'N', k_rows, D, q_rows, 1.0f, t.probs, kBlockK, t.grad_out, D, 1.0f, grad_v_tile, D);
-      p.gemm('T', 'N', k_rows, D, q_rows, p.scale, t.grad_scores, kBlockK, t.q, D, 1.0f, grad_k_tile, D);
+      const bool partial = visibility == Visibility::partial;
+      tile_product(p.gemm, partial, true, k_rows, D, q_rows, 1.0f, t.probs, t.grad_out, grad_v_tile);
+      tile_product(p.gemm, partial, true, k_rows, D, q_rows, p.scale, t.grad_scores, t.q, grad_k_tile);
       if (grad_q_acc != nullptr) {
-        p.gemm('N', 'N', q_rows, D, k_rows, p.scale, t.grad_scores, kBlockK, t.k, D, 1.0f,
-               grad_q_acc + member * head_stride + q0 * D, D);
+        tile_product(p.gemm, partial, false, q_rows, D, k_rows, p.scale, t.grad_scores, t.k,
+                     grad_q_acc + member * head_stride + q0 * D);
       }
     }
   }
@@ -588,7 +661,8 @@ void query_block_gradient(const BackwardProblem<T>& p, const BackwardTiles& t, i
     load_tile(p.v + kv_offset, k_rows, g.kv_row, D, t.v);
     probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, p.cap, t.q, t.grad_out, t.k,
                      t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
-    p.gemm('N', 'N', q_rows, D, k_rows, p.scale, t.grad_scores, kBlockK, t.k, D, 1.0f, grad_q_tile, D);
+    tile_product(p.gemm, visibility == Visibility::partial, false, q_rows, D, k_rows, p.scale, t.grad_scores, t.k,
+                 grad_q_tile);
   }
   store_tile(grad_q_tile, q_rows, D, p.grad_q + q_offset, g.q_row);
 }

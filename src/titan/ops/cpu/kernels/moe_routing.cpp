@@ -4,6 +4,7 @@
 // scheme's bookkeeping at these sizes, and stable by construction. Row moves
 // and the combine run in parallel over tokens, and each token's slots are
 // summed in slot order, so the same bits come out for any thread count.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +15,8 @@
 
 namespace titan::ops::cpu::TITAN_ISA {
 namespace {
+
+bool ranks_above(float a, float b) { return std::isnan(a) ? !std::isnan(b) : a > b; }
 
 void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& scores) {
   const int64_t rows = scores.size(0), columns = scores.size(1), k = values.size(1);
@@ -27,9 +30,11 @@ void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& scor
       int64_t filled = 0;
       for (int64_t c = 0; c < columns; ++c) {
         const float value = s[r * columns + c];
-        // Strictly greater moves an entry down: equal scores keep the lower index first.
+        // Strictly greater moves an entry down: equal scores keep the lower index
+        // first. NaN ranks above every number, as in torch.topk, so a NaN router
+        // score is chosen and reaches the token's output instead of vanishing.
         int64_t at = filled;
-        while (at > 0 && value > best[at - 1]) --at;
+        while (at > 0 && ranks_above(value, best[at - 1])) --at;
         if (at >= k) continue;
         for (int64_t j = std::min(filled, k - 1); j > at; --j) {
           best[j] = best[j - 1];

@@ -35,11 +35,18 @@ double block_sum(const T* x, int64_t n, bool squares) {
   return total;
 }
 
+// NaN if any element is NaN (as torch.max), else the largest: std::max alone
+// would skip a NaN that is not its first argument.
 template <typename T>
 float block_max(const T* x, int64_t n) {
   float best = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) best = std::max(best, to_f32(x[i]));
-  return best;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = to_f32(x[i]);
+    nan = nan || std::isnan(v);
+    best = std::max(best, v);
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : best;
 }
 
 // Reduces a contiguous buffer; `max` ignores `squares`.
@@ -54,7 +61,7 @@ double reduce_buffer(const T* x, int64_t n, bool max, bool squares) {
     }
   });
   double result = max ? -std::numeric_limits<double>::infinity() : 0.0;
-  for (double value : partial) result = max ? std::max(result, value) : result + value;
+  for (double value : partial) result = max ? (std::isnan(value) ? value : std::max(result, value)) : result + value;
   return result;
 }
 

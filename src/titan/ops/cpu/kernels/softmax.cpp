@@ -30,7 +30,12 @@ void softmax_kernel(const Tensor& y, const Tensor& x) {
           row_max = v > row_max ? v : row_max;
         }
         if (row_max == -std::numeric_limits<float>::infinity()) {
-          for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = from_f32<T>(0.0f);
+          // Every entry -inf: zeros; but a row of NaN (the max reduction skips them) stays NaN, as in PyTorch.
+          bool nan = false;
+          for (int64_t c = 0; c < cols; ++c) nan = nan || std::isnan(to_f32(row[c]));
+          for (int64_t c = 0; c < cols; ++c) {
+            out[r * cols + c] = from_f32<T>(nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
+          }
           continue;
         }
         float total = 0.0f;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "titan/core/dtype.h"
 #include "titan/ops/dispatch.h"
@@ -58,9 +59,11 @@ inline bf16 from_f32<bf16>(float value) {
 
 // exp(x) to about 2 ulp over the f32 range, branch-free: x = n ln2 + r with
 // |r| <= ln2/2, exp(r) by a degree-6 polynomial, 2^n by building the exponent.
-// Inputs below -87.3 (including -inf) give exactly 0, as masked scores need.
+// Inputs below -87.3 (including -inf) give exactly 0, as masked scores need;
+// above 88.7 (where f32 exp overflows) +inf; NaN gives NaN, as in PyTorch (and
+// is kept out of the float-to-int conversion, where it would be undefined).
 inline float fast_exp(float x) {
-  const float clamped = std::min(std::max(x, -87.3f), 88.7f);
+  const float clamped = std::min(std::max(x == x ? x : 0.0f, -87.3f), 88.7f);
   // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer in any ISA.
   const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = clamped - n * 0.693145751953125f;  // ln2 split in two for an exact n*ln2_hi
@@ -75,7 +78,8 @@ inline float fast_exp(float x) {
   const int32_t exponent_bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &exponent_bits, sizeof(scale));
-  return x < -87.3f ? 0.0f : p * scale;
+  const float result = x < -87.3f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : p * scale);
+  return x == x ? result : x;
 }
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }

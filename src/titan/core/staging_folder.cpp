@@ -1,0 +1,76 @@
+#include "titan/core/staging_folder.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "titan/core/error.h"
+
+namespace titan {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::mutex g_mutex;
+std::set<std::string>& live_staging_folders() {
+  static std::set<std::string> folders;
+  return folders;
+}
+
+// A writer may still be creating files in the folder while it is removed: a few tries.
+void remove_quietly(const fs::path& folder) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::error_code error;
+    fs::remove_all(folder, error);
+    if (!error) return;
+  }
+}
+
+}  // namespace
+
+StagingFolder::StagingFolder(const fs::path& target) {
+  target_ = fs::absolute(target).lexically_normal();
+  if (!target_.has_filename()) target_ = target_.parent_path();  // "out/" is the folder "out"
+  TITAN_CHECK(!target_.empty() && target_ != target_.root_path(), "'{}' does not name a folder", target.string());
+  staging_ = target_.parent_path() / (target_.filename().string() + ".partial");
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    live_staging_folders().insert(staging_.string());
+  }
+  fs::create_directories(target_.parent_path());
+  fs::remove_all(staging_);
+  fs::create_directories(staging_);
+}
+
+StagingFolder::~StagingFolder() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  live_staging_folders().erase(staging_.string());
+  if (!published_) remove_quietly(staging_);
+}
+
+void StagingFolder::publish() {
+  std::error_code error;
+  if (!fs::exists(target_, error)) {
+    fs::rename(staging_, target_);
+  } else if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) == 0) {
+    remove_quietly(staging_);  // now the old folder
+  } else {
+    const fs::path aside = target_.parent_path() / (target_.filename().string() + ".old");
+    fs::remove_all(aside);
+    fs::rename(target_, aside);
+    fs::rename(staging_, target_);
+    fs::remove_all(aside);
+  }
+  published_ = true;
+}
+
+void remove_abandoned_staging_folders() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (const std::string& folder : live_staging_folders()) remove_quietly(folder);
+}
+
+}  // namespace titan

@@ -1,0 +1,108 @@
+// Every numeric option of every subcommand, found from its --help (so a new
+// option is covered without touching this test), given values no option
+// takes: NaN, infinities, text, a negative number and a number past any
+// integer. Each must be refused before anything runs, with a message that
+// names the option and reads well: no 309-digit bound, no "internal error".
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cli_job.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kCli = TITAN_CLI_PATH;
+
+fs::path log_file() { return fs::path(::testing::TempDir()) / "cli_numbers_test.log"; }
+
+struct Subcommand {
+  std::string words;     // "pipeline show"
+  std::string required;  // what it needs to get as far as checking the option
+};
+
+const std::vector<Subcommand> kSubcommands{
+    {"bench", "ops"},
+    {"compare", "run_a run_b"},
+    {"data prepare", ""},
+    {"estimate-memory", ""},
+    {"generate", "--checkpoint nowhere"},
+    {"pipeline show", ""},
+    {"plot", "run --output out.svg"},
+    {"tokenizer encode", "--tokenizer cl100k_base"},
+    {"tokenizer train", "--input a --output b"},
+};
+
+struct NumericOption {
+  std::string name;
+  bool integer;
+};
+
+// The options --help lists with a numeric type (INT, UINT, FLOAT, NUMBER).
+std::vector<NumericOption> numeric_options(const std::string& words) {
+  std::string help;
+  testing::run_command(kCli + " " + words + " --help", log_file(), &help);
+  std::vector<NumericOption> options;
+  const std::regex option(R"(^\s+(?:-\w,)?(--[a-z][a-z0-9-]*)\s+(INT|UINT|FLOAT|NUMBER)\b)");
+  std::smatch match;
+  size_t start = 0;
+  while (start < help.size()) {
+    const size_t end = help.find('\n', start);
+    const std::string line = help.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (std::regex_search(line, match, option)) options.push_back({match[1], match[2] == "INT" || match[2] == "UINT"});
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return options;
+}
+
+TEST(CliNumbers, EveryNumericOptionRefusesWhatNoneTakesWithAReadableMessage) {
+  int checked = 0;
+  for (const Subcommand& subcommand : kSubcommands) {
+    const std::vector<NumericOption> options = numeric_options(subcommand.words);
+    for (const NumericOption& option : options) {
+      std::vector<std::string> values{"nan", "inf", "-inf", "abc", "-7", "1e400"};
+      if (option.integer) values.insert(values.end(), {"123456789012345678901234567890", "2.5"});
+      for (const std::string& value : values) {
+        SCOPED_TRACE(subcommand.words + " " + option.name + " " + value);
+        std::string output;
+        // A timeout, so that an option left unchecked shows as a failure, not a benchmark running for hours.
+        const int status = testing::run_command(
+            "timeout 60 " + kCli + " " + subcommand.words + " " + subcommand.required + " " + option.name + " " + value,
+            log_file(), &output);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 124) << output;
+        EXPECT_NE(output.find(option.name), std::string::npos) << output;
+        EXPECT_EQ(output.find("internal error"), std::string::npos) << output;
+        // The value as typed may be long; a bound printed by a check may not.
+        std::string rest = output;
+        for (size_t at = rest.find(value); at != std::string::npos; at = rest.find(value)) rest.erase(at, value.size());
+        EXPECT_FALSE(std::regex_search(rest, std::regex("[0-9]{20,}"))) << output;
+        ++checked;
+      }
+    }
+    EXPECT_FALSE(options.empty()) << subcommand.words << " lists no numeric option: is --help's format still parsed?";
+  }
+  EXPECT_GT(checked, 6 * 30);
+}
+
+// The numbers a check refuses at its bound say the rule, not CLI11's range.
+TEST(CliNumbers, BoundsAreSaidInWords) {
+  std::string output;
+  testing::run_command(kCli + " pipeline show --ranks 0", log_file(), &output);
+  EXPECT_NE(output.find("--ranks: 0 is not a whole number >= 1"), std::string::npos) << output;
+  testing::run_command(kCli + " generate --checkpoint nowhere --top-p 1.5", log_file(), &output);
+  EXPECT_NE(output.find("--top-p: 1.5 is not a number in (0, 1]"), std::string::npos) << output;
+  testing::run_command(kCli + " compare a b --rtol nan", log_file(), &output);
+  EXPECT_NE(output.find("--rtol: 'nan' is not a finite number"), std::string::npos) << output;
+  testing::run_command(kCli + " pipeline show --ranks 2.5", log_file(), &output);
+  EXPECT_NE(output.find("--ranks: 2.5 is not a whole number >= 1"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace titan

@@ -25,6 +25,20 @@ int run_command(const std::string& command, const fs::path& log, std::string* ou
   return status;
 }
 
+CommandResult run_to_completion(const std::string& command, const fs::path& log) {
+  CommandResult result;
+  result.status = run_command(command, log, &result.output);
+  return result;
+}
+
+void expect_user_error(const CommandResult& result, std::initializer_list<std::string> fragments) {
+  EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) == 1) << result.output;
+  EXPECT_EQ(result.output.find("internal error"), std::string::npos) << result.output;
+  for (const std::string& fragment : fragments) {
+    EXPECT_NE(result.output.find(fragment), std::string::npos) << "'" << fragment << "' not in:\n" << result.output;
+  }
+}
+
 pid_t start_command(const std::string& command, const fs::path& log) {
   const pid_t child = fork();
   if (child == 0) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +21,15 @@ int run_command(const std::string& command, const std::filesystem::path& log, st
 pid_t start_command(const std::string& command, const std::filesystem::path& log);
 // Waits for a command start_command started; returns its wait status.
 int wait_command(pid_t pid);
+// A finished command: its wait status and output.
+struct CommandResult {
+  int status = 0;
+  std::string output;
+};
+// Runs a command to completion (output also kept in `log`).
+CommandResult run_to_completion(const std::string& command, const std::filesystem::path& log);
+// Exit 1 (a user error, never "internal error") with every fragment in the output.
+void expect_user_error(const CommandResult& result, std::initializer_list<std::string> fragments);
 // A file's whole content ("" when it cannot be read).
 std::string file_text(const std::filesystem::path& path);
 // Runs a command that must succeed (a GoogleTest failure shows its output otherwise); returns its output.

@@ -28,23 +28,11 @@ const fs::path& workdir() {
   return dir;
 }
 
-struct Result {
-  int status = 0;
-  std::string output;
-};
+using Result = testing::CommandResult;
+using testing::expect_user_error;
 
 Result run(const std::string& command, const std::string& name) {
-  Result result;
-  result.status = testing::run_command(command, workdir() / (name + ".log"), &result.output);
-  return result;
-}
-
-void expect_user_error(const Result& result, std::initializer_list<std::string> fragments) {
-  EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) == 1) << result.output;
-  EXPECT_EQ(result.output.find("internal error"), std::string::npos) << result.output;
-  for (const std::string& fragment : fragments) {
-    EXPECT_NE(result.output.find(fragment), std::string::npos) << "'" << fragment << "' not in:\n" << result.output;
-  }
+  return testing::run_to_completion(command, workdir() / (name + ".log"));
 }
 
 class NonFiniteWeights : public ::testing::Test {

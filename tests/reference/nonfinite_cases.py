@@ -208,7 +208,8 @@ def reductions(write, bf16_exact):
                                    "sum_squares_x": (x * x).sum().reshape(()), "sum_y": y.sum().reshape(()),
                                    "max_y": y.max().reshape(()),
                                    "l2_norm": torch.sqrt((x * x).sum() + (y * y).sum()).reshape(())})
-    # clip_grad_norm_ with a NaN norm: its factor min(1, max_norm / (NaN + 1e-6)) is NaN and so is every gradient.
+    # clip_grad_norm_ with a NaN norm: its factor min(1, max_norm / (NaN + 1e-6)) is NaN and so is every gradient
+    # (clipped0/1). titan checks the NaN norm and deliberately leaves the gradients as they are (ops/grad_clip.h).
     grads = [bf16_exact(9), bf16_exact(4, 5)]
     grads[0][2] = nan
     params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]

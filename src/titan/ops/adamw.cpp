@@ -47,10 +47,10 @@ void scale_all_(std::span<const Tensor> tensors, float factor) {
 
 double clip_grad_norm_(std::span<const Tensor> grads, double max_norm) {
   const double norm = global_l2_norm(grads).item();
-  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1 (or NaN: a NaN norm
-  // spreads to every gradient, as torch's clamp does).
+  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1. A non-finite norm
+  // leaves the gradients as they are (clip_scalars says why).
   const double factor = max_norm / (norm + 1e-6);
-  if (!(factor >= 1.0)) scale_all_(grads, static_cast<float>(factor));
+  if (factor < 1.0) scale_all_(grads, static_cast<float>(factor));
   return norm;
 }
 

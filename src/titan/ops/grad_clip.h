@@ -13,7 +13,10 @@ namespace titan::ops {
 
 // From a 1-element f32 sum of squares: [norm, factor] f32 on its device, with
 // norm = sqrt(sum_squares) and factor = min(1, max_norm / (norm + 1e-6)) as
-// torch.nn.utils.clip_grad_norm_ (1 when max_norm <= 0: no clipping).
+// torch.nn.utils.clip_grad_norm_ (1 when max_norm <= 0: no clipping). A
+// non-finite norm gives 1, where torch's clamp gives NaN and so NaN gradients
+// everywhere: the trainer's non-finite check must still see which gradient
+// was not finite.
 // Computed in double, rounded once, as a host computation would be.
 Tensor clip_scalars(const Tensor& sum_squares, double max_norm);
 // out = x * factors[index] (f32 math, one rounding); out may be x.

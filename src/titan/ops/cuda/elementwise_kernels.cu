@@ -43,8 +43,8 @@ __global__ void scale(T* out, const T* a, float factor, const float* factor_in_m
 // One thread: the same double arithmetic the CPU kernel does.
 __global__ void clip_scalars(float* out, const float* sum_squares, double max_norm) {
   const double norm = sqrt(static_cast<double>(sum_squares[0]));
-  // A NaN norm gives a NaN factor (torch.clamp keeps NaN; fmin would drop it).
-  const double factor = max_norm <= 0.0 ? 1.0 : isnan(norm) ? norm : fmin(1.0, max_norm / (norm + 1e-6));
+  // A non-finite norm leaves the gradients as they are, as on the CPU (see there).
+  const double factor = max_norm > 0.0 && isfinite(norm) ? fmin(1.0, max_norm / (norm + 1e-6)) : 1.0;
   out[0] = static_cast<float>(norm);
   out[1] = static_cast<float>(factor);
 }

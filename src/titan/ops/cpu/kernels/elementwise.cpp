@@ -65,8 +65,10 @@ void scale_by_kernel(const Tensor& out, const Tensor& x, const Tensor& factors, 
 
 void clip_scalars_kernel(const Tensor& out, const Tensor& sum_squares, double max_norm) {
   const double norm = std::sqrt(static_cast<double>(sum_squares.data<float>()[0]));
-  // A NaN norm gives a NaN factor (torch.clamp keeps NaN; std::min would drop it).
-  const double factor = max_norm <= 0.0 ? 1.0 : std::isnan(norm) ? norm : std::min(1.0, max_norm / (norm + 1e-6));
+  // A non-finite norm leaves the gradients as they are (torch.clamp would make
+  // every one NaN): the trainer's non-finite check then names the parameter
+  // whose gradient is not finite, and stops or skips the step.
+  const double factor = max_norm > 0.0 && std::isfinite(norm) ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
   out.data<float>()[0] = static_cast<float>(norm);
   out.data<float>()[1] = static_cast<float>(factor);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 namespace titan::train {
@@ -46,6 +47,10 @@ std::string Goodput::summary_line() const {
 }
 
 int64_t last_logged_step(const std::string& metrics_jsonl) {
+  // Only a regular file holds earlier records: a device in its place (/dev/full, /dev/zero)
+  // reads as an endless line of NUL bytes, which getline would hold in memory forever.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(metrics_jsonl, error)) return 0;
   std::ifstream in(metrics_jsonl);
   int64_t last = 0;
   std::string line;

@@ -411,15 +411,19 @@ TEST_P(HfFamilyParity, TrainingTracksTheReference) {
   // of a query alike except for its rotation, so in the slowly rotating RoPE
   // pairs its gradient is zero up to cancellation (1e-7..1e-5 against 1e-2
   // elsewhere); AdamW turns those rounding-sized gradients into lr-sized
-  // steps, whose values then follow the rounding (2.4e-4 relative L2 seen).
+  // steps, whose values then follow the rounding (2.4e-4 relative L2 seen on
+  // AVX-512; on AVX2 one element 1.6e-4 from the reference). So those elements
+  // are held to a third of one step (1e-3) instead of 1e-4; a wrong k bias still
+  // shows at step 1, in the logits and gradients tests above.
   const auto expected_final = f.titan_tensors(ref, "final.", trainer.model());
   double worst_weight = 0.0;
   for (const auto& [name, parameter] : trainer.model().named_parameters()) {
     const Tensor& expected = expected_final.at(name);
-    EXPECT_TRUE(testing::all_close(parameter->data, expected, 1e-4, 1e-3)) << name;
+    const bool key_bias = name.ends_with("wk.bias");
+    EXPECT_TRUE(testing::all_close(parameter->data, expected, key_bias ? 1e-3 : 1e-4, 1e-3)) << name;
     const double error = testing::relative_l2_error(parameter->data, expected);
-    EXPECT_LT(error, name.ends_with("wk.bias") ? 1e-3 : 1e-4) << name;
-    if (!name.ends_with("wk.bias")) worst_weight = std::max(worst_weight, error);
+    EXPECT_LT(error, key_bias ? 1e-3 : 1e-4) << name;
+    if (!key_bias) worst_weight = std::max(worst_weight, error);
   }
   fmt::print("[ errors   ] {} training: loss rel {:.2e}, grad norm rel {:.2e}, final weights rel L2 {:.2e}\n",
              f.model(), worst_loss, worst_norm, worst_weight);

@@ -6,9 +6,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_job.h"
@@ -62,33 +67,68 @@ std::vector<NumericOption> numeric_options(const std::string& words) {
   return options;
 }
 
+struct Attempt {
+  std::string trace;  // "bench --iters nan"
+  std::string value;
+  std::string option;
+  std::string command;
+  int status = 0;
+  std::string output;
+};
+
+// Each attempt is a process of its own that stops at its option's check, so its
+// start-up is most of its time: the attempts run on every core at once, each
+// worker with its own log file.
+void run_all(std::vector<Attempt>& attempts) {
+  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      const fs::path log = fs::path(::testing::TempDir()) / fmt::format("cli_numbers_test_{}.log", w);
+      for (size_t i = next++; i < attempts.size(); i = next++) {
+        attempts[i].status = testing::run_command(attempts[i].command, log, &attempts[i].output);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
 TEST(CliNumbers, EveryNumericOptionRefusesWhatNoneTakesWithAReadableMessage) {
-  int checked = 0;
+  std::vector<Attempt> attempts;
   for (const Subcommand& subcommand : kSubcommands) {
     const std::vector<NumericOption> options = numeric_options(subcommand.words);
     for (const NumericOption& option : options) {
       std::vector<std::string> values{"nan", "inf", "-inf", "abc", "-7", "1e400"};
       if (option.integer) values.insert(values.end(), {"123456789012345678901234567890", "2.5"});
       for (const std::string& value : values) {
-        SCOPED_TRACE(subcommand.words + " " + option.name + " " + value);
-        std::string output;
         // A timeout, so that an option left unchecked shows as a failure, not a benchmark running for hours.
-        const int status = testing::run_command(
-            "timeout 60 " + kCli + " " + subcommand.words + " " + subcommand.required + " " + option.name + " " + value,
-            log_file(), &output);
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 124) << output;
-        EXPECT_NE(output.find(option.name), std::string::npos) << output;
-        EXPECT_EQ(output.find("internal error"), std::string::npos) << output;
-        // The value as typed may be long; a bound printed by a check may not.
-        std::string rest = output;
-        for (size_t at = rest.find(value); at != std::string::npos; at = rest.find(value)) rest.erase(at, value.size());
-        EXPECT_FALSE(std::regex_search(rest, std::regex("[0-9]{20,}"))) << output;
-        ++checked;
+        Attempt& attempt = attempts.emplace_back();
+        attempt.trace = subcommand.words + " " + option.name + " " + value;
+        attempt.value = value;
+        attempt.option = option.name;
+        attempt.command =
+            "timeout 60 " + kCli + " " + subcommand.words + " " + subcommand.required + " " + option.name + " " + value;
       }
     }
     EXPECT_FALSE(options.empty()) << subcommand.words << " lists no numeric option: is --help's format still parsed?";
   }
-  EXPECT_GT(checked, 6 * 30);
+  run_all(attempts);
+  for (const Attempt& attempt : attempts) {
+    SCOPED_TRACE(attempt.trace);
+    const std::string& output = attempt.output;
+    EXPECT_TRUE(WIFEXITED(attempt.status) && WEXITSTATUS(attempt.status) != 0 && WEXITSTATUS(attempt.status) != 124)
+        << output;
+    EXPECT_NE(output.find(attempt.option), std::string::npos) << output;
+    EXPECT_EQ(output.find("internal error"), std::string::npos) << output;
+    // The value as typed may be long; a bound printed by a check may not.
+    std::string rest = output;
+    for (size_t at = rest.find(attempt.value); at != std::string::npos; at = rest.find(attempt.value)) {
+      rest.erase(at, attempt.value.size());
+    }
+    EXPECT_FALSE(std::regex_search(rest, std::regex("[0-9]{20,}"))) << output;
+  }
+  EXPECT_GT(attempts.size(), 6u * 30u);
 }
 
 // The numbers a check refuses at its bound say the rule, not CLI11's range.

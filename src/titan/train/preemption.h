@@ -8,7 +8,7 @@
 // handler running on one of its threads mid-kernel corrupts the heap
 // ("corrupted size vs. prev_size", "free(): invalid pointer" a few steps
 // later; scripts/dev/onednn_signal_repro.cpp shows it without titan, and
-// tests/integration/signal_test.cpp through titan). So SIGTERM and SIGINT are
+// tests/signals/signal_test.cpp through titan). So SIGTERM and SIGINT are
 // blocked in every thread and received by one thread that does nothing else
 // (sigwait); the flag it sets is process-wide state because the signal is.
 #pragma once

@@ -36,9 +36,9 @@ unit-test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (no CUDA);
-# only what those suites run is built. -O1 with line tables (-g1) compiles in half the
-# time of RelWithDebInfo's -O2 -g and still names file:line in every report; the
-# PyTorch reference cases are read from the main build rather than made again.
+# only what those suites run is built. -O1 with line tables (-g1) compiles faster than
+# RelWithDebInfo's -O2 -g and still names file:line in every report; the PyTorch
+# reference cases are read from the main build rather than made again.
 SANITIZE_FLAGS = -O1 -g1 -DNDEBUG
 ASAN_TARGETS = titan_cli titan_core_tests titan_ops_tests titan_autograd_tests titan_nn_tests titan_data_tests \
 	titan_distributed_tests titan_distributed_local_tests titan_fault_job titan_signal_tests
@@ -74,7 +74,8 @@ fuzz:
 # One target's run (fuzz runs them $(JOBS) at a time); its log's end is printed if it fails,
 # and the input that failed it is kept beside the log (build-fuzz/logs/<target>-crash-...).
 fuzz-one:
-	@t=$(FUZZ_TARGET); cp -r tests/fuzz/corpus/$$t $(FUZZ_BUILD)/corpus/$$t; \
+	@t=$(FUZZ_TARGET); rm -rf $(FUZZ_BUILD)/corpus/$$t; mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/logs; \
+	cp -r tests/fuzz/corpus/$$t $(FUZZ_BUILD)/corpus/$$t; \
 	memory="$(FUZZ_MEMORY)"; if [ $$t = chat_template ]; then memory="$(FUZZ_MEMORY_chat_template)"; fi; \
 	if $(FUZZ_BUILD)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) $$memory -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_BUILD)/logs/$$t- $(FUZZ_BUILD)/corpus/$$t > $(FUZZ_BUILD)/logs/$$t.log 2>&1; then \

@@ -1,6 +1,7 @@
 // `titan tokenizer train|encode|decode|info`: train a byte-level BPE on a
 // corpus, and show the ids a model sees for a text (and the text for ids).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -112,6 +113,9 @@ int run_train(const TokenizerCommandOptions& o) {
   data::BpeTrainingStats stats;
   const std::vector<std::string_view> views(documents.begin(), documents.end());
   const data::Tokenizer tokenizer = data::train_bpe(views, options, &stats);
+  if (const auto folder = std::filesystem::path(o.output).parent_path(); !folder.empty()) {
+    std::filesystem::create_directories(folder);
+  }
   data::write_file_atomic(o.output, data::hf_tokenizer_json(tokenizer));
   fmt::print("trained on {} documents, {:.2f} MB: {} pieces, {} distinct\n", documents.size(), bytes / 1e6,
              stats.pieces, stats.unique_pieces);

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "titan/core/error.h"
 
@@ -21,12 +23,16 @@ std::set<std::string>& live_staging_folders() {
   return folders;
 }
 
-// A writer may still be creating files in the folder while it is removed: a few tries.
+// A writer may still be creating files in the folder while it is removed
+// (its rmdir then fails with ENOTEMPTY): try again until it is gone. Writers
+// never create the staging folder itself (only StagingFolder does, under the
+// lock), so once it is gone it stays gone.
 void remove_quietly(const fs::path& folder) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
     std::error_code error;
     fs::remove_all(folder, error);
-    if (!error) return;
+    if (!error && !fs::exists(folder, error)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
@@ -37,13 +43,13 @@ StagingFolder::StagingFolder(const fs::path& target) {
   if (!target_.has_filename()) target_ = target_.parent_path();  // "out/" is the folder "out"
   TITAN_CHECK(!target_.empty() && target_ != target_.root_path(), "'{}' does not name a folder", target.string());
   staging_ = target_.parent_path() / (target_.filename().string() + ".partial");
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    live_staging_folders().insert(staging_.string());
-  }
+  // Under the lock, so that a signal's cleanup sees either no folder or a
+  // registered one, never one being created.
+  std::lock_guard<std::mutex> lock(g_mutex);
   fs::create_directories(target_.parent_path());
   fs::remove_all(staging_);
-  fs::create_directories(staging_);
+  fs::create_directory(staging_);
+  live_staging_folders().insert(staging_.string());
 }
 
 StagingFolder::~StagingFolder() {
@@ -53,6 +59,9 @@ StagingFolder::~StagingFolder() {
 }
 
 void StagingFolder::publish() {
+  // Under the lock: a signal's cleanup either comes first (the old target
+  // stays) or finds the folder published.
+  std::lock_guard<std::mutex> lock(g_mutex);
   std::error_code error;
   if (!fs::exists(target_, error)) {
     fs::rename(staging_, target_);
@@ -66,10 +75,13 @@ void StagingFolder::publish() {
     fs::remove_all(aside);
   }
   published_ = true;
+  live_staging_folders().erase(staging_.string());
 }
 
 void remove_abandoned_staging_folders() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  // The lock is never released: the process is ending, and no staging folder
+  // may be created (or published) after this cleanup.
+  g_mutex.lock();
   for (const std::string& folder : live_staging_folders()) remove_quietly(folder);
 }
 

@@ -28,7 +28,6 @@ std::string read_file(const std::filesystem::path& path, std::string_view what) 
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   const std::filesystem::path temporary = path.string() + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

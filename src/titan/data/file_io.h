@@ -14,6 +14,8 @@ std::string read_file(const std::filesystem::path& path, std::string_view what);
 
 // Writes `bytes` to a temporary file next to `path`, then renames it over
 // `path`, so a crash never leaves a half-written file under the final name.
+// The folder must exist: a write into a staging folder that a signal's
+// cleanup removed fails rather than bringing the folder back.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 }  // namespace titan::data

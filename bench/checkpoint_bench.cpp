@@ -15,7 +15,7 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/core/error.h"
 #include "titan/core/generator.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/world.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/checkpointer.h"
 
@@ -99,8 +99,8 @@ int run_checkpoint_bench(const CheckpointBenchOptions& options) {
   train::JobConfig job;
   job.job.dump_folder = options.folder;
   job.checkpoint.keep_latest_k = 1;
-  distributed::World& world = distributed::World::instance();
-  distributed::DeviceMesh mesh(distributed::ParallelDims{1, 1, 1, 1, 1}, world.group());
+  comm::World& world = comm::World::instance();
+  comm::DeviceMesh mesh(comm::ParallelDims{1, 1, 1, 1, 1}, world.group());
   train::Checkpointer checkpointer(job, mesh);
   const nlohmann::json state{{"contents", {"model", "optimizer"}}};
 

@@ -13,7 +13,7 @@
 #include "bench/timing.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/attention.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/gemm.h"
 #include "titan/ops/random.h"
 #include "titan/train/device_peak.h"
@@ -29,7 +29,7 @@ Tensor random_on_gpu(const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, DType::f32, kCuda);
   Generator generator(3);
   ops::uniform_(t, -1.0, 1.0, generator);
-  return ops::cast(t, dtype);
+  return titan::cast(t, dtype);
 }
 
 // Median seconds of one call, timed over `calls` back-to-back launches so
@@ -38,7 +38,7 @@ double gpu_seconds(const std::function<void()>& call, int repeats, int calls = 5
   const double batch = median_seconds(
       [&] {
         for (int i = 0; i < calls; ++i) call();
-        ops::synchronize(kCuda);
+        titan::synchronize(kCuda);
       },
       /*warmup=*/2, repeats);
   return batch / calls;
@@ -133,7 +133,7 @@ TrainResult titan_train(const models::DecoderConfig& model, const GpuBenchOption
 }  // namespace
 
 int run_gpu_bench(const GpuBenchOptions& o) {
-  TITAN_CHECK(ops::copy_kernels.has_kernel(DeviceType::cuda),
+  TITAN_CHECK(titan::copy_kernels.has_kernel(DeviceType::cuda),
               "bench gpu: no CUDA device is visible (or titan was built without the CUDA toolkit)");
   const models::DecoderConfig model = models::model_config("llama3", o.flavor, 0);
   const double peak = train::default_peak_tflops(kCuda, DType::bf16);

@@ -12,14 +12,14 @@
 #include "bench/timing.h"
 #include "bench/training_jobs.h"
 #include "titan/core/error.h"
-#include "titan/distributed/pipeline_schedule.h"
-#include "titan/distributed/pipeline_schedule_check.h"
+#include "titan/parallel/pipeline_schedule.h"
+#include "titan/parallel/pipeline_schedule_check.h"
 
 namespace titan::bench {
 namespace {
 
 namespace fs = std::filesystem;
-namespace pipeline = distributed::pipeline;
+namespace pipeline = parallel::pipeline;
 
 struct ScheduleRow {
   std::string schedule;

@@ -119,7 +119,7 @@ TEST(CudaCopy, StridedSourcesIntoContiguousDestinations) {
       SCOPED_TRACE(std::string(dtype_name(src)) + " -> " + dtype_name(dst) + ", " + view.name);
       const Tensor expected = view.apply(host).contiguous().to(dst);
       Tensor actual = Tensor::empty(view.apply(host).shape(), dst, Device::cuda());
-      ops::copy_(actual, view.apply(device));
+      titan::copy_(actual, view.apply(device));
       EXPECT_TRUE(same_bits(actual, expected));
     }
   }
@@ -135,14 +135,14 @@ TEST(CudaCopy, StridedDestinations) {
     Tensor host_dst = Tensor::full({6, 11, 40}, 7.0, dtype);
     Tensor device_dst = on_cuda(host_dst);
     const auto view = [](const Tensor& t) { return t.slice(2, 1, 38).transpose(0, 1); };  // [11, 6, 37]
-    ops::copy_(view(host_dst), values);
-    ops::copy_(view(device_dst), on_cuda(values));
+    titan::copy_(view(host_dst), values);
+    titan::copy_(view(device_dst), on_cuda(values));
     EXPECT_TRUE(same_bits(device_dst, host_dst));
     // Both sides strided: a transposed source into a sliced destination.
     const auto source_view = [](const Tensor& t) { return t.transpose(0, 2).slice(0, 0, 11).slice(1, 0, 6); };
     const Tensor wide = source_values(DType::f32, dtype, {37, 7, 12}).to(dtype);
-    ops::copy_(view(host_dst), source_view(wide));
-    ops::copy_(view(device_dst), source_view(on_cuda(wide)));
+    titan::copy_(view(host_dst), source_view(wide));
+    titan::copy_(view(device_dst), source_view(on_cuda(wide)));
     EXPECT_TRUE(same_bits(device_dst, host_dst));
   }
 }
@@ -182,8 +182,8 @@ TEST(CudaFill, EveryDtypeContiguousAndStrided) {
       // A strided fill leaves everything outside the view alone.
       Tensor host = Tensor::full({7, 9, 13}, 3.0, dtype);
       Tensor device = on_cuda(host);
-      ops::fill_(host.slice(2, 1, 12, 2).transpose(0, 1), value);
-      ops::fill_(device.slice(2, 1, 12, 2).transpose(0, 1), value);
+      titan::fill_(host.slice(2, 1, 12, 2).transpose(0, 1), value);
+      titan::fill_(device.slice(2, 1, 12, 2).transpose(0, 1), value);
       EXPECT_TRUE(same_bits(device, host));
     }
   }
@@ -214,7 +214,7 @@ TEST(CudaTransfer, IsCompleteWhenItReturns) {
       const Tensor host = Tensor::from_blob(values.data(), {1 << 20}, DType::f32, Device::cpu());
       device = on_cuda(host);
     }  // `values` is freed here
-    ops::fill_(device.slice(0, 0, 1 << 19), -1.0);
+    titan::fill_(device.slice(0, 0, 1 << 19), -1.0);
     const std::vector<float> back = on_cpu(device).to_floats();
     EXPECT_EQ(back.front(), -1.0f);
     EXPECT_EQ(back[(1 << 19) - 1], -1.0f);

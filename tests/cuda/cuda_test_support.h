@@ -8,12 +8,12 @@
 #include "support/reference.h"
 #include "titan/core/generator.h"
 #include "titan/core/tensor.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/random.h"
 
 namespace titan::testing {
 
-inline bool cuda_available() { return ops::copy_kernels.has_kernel(DeviceType::cuda); }
+inline bool cuda_available() { return titan::copy_kernels.has_kernel(DeviceType::cuda); }
 
 // Uniform values in [low, high) on the CPU, rounded to `dtype`.
 inline Tensor random_cpu(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {

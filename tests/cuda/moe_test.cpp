@@ -29,7 +29,7 @@
 
 #include "cuda_test_support.h"
 #include "titan/core/step_recorder.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/grouped_gemm.h"
 #include "titan/ops/moe_routing.h"
 
@@ -476,7 +476,7 @@ TEST(CudaMoe, RoutingRecordsIntoAGraphAndReplaysLikeEager) {
       }
       next = from_floats(v, {tokens, experts});
     }
-    ops::copy_(scores, on_cuda(next));
+    titan::copy_(scores, on_cuda(next));
     recorder->replay();
     const MoeOutputs eager = route(scores, x, w, k);
     EXPECT_TRUE(same_bits(recorded.order, on_cpu(eager.order)));

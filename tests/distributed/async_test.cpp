@@ -8,7 +8,7 @@
 
 #include "distributed/mpi_test_support.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 using testing::world;
@@ -85,4 +85,4 @@ TEST(Async, StatsCountCollectivesAndWaiting) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -11,7 +11,7 @@
 #include "distributed/mpi_test_support.h"
 #include "titan/core/profiler.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 using testing::f32_tensor;
@@ -262,9 +262,9 @@ TEST(Collectives, AllToAllUnevenSplits) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 // Under the profiler each collective is a span on its group's own track (the
@@ -303,4 +303,4 @@ TEST(Collectives, ProfilerRecordsEachCollectiveWithItsBytes) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -8,9 +8,9 @@
 #include <map>
 
 #include "distributed/mpi_test_support.h"
-#include "titan/distributed/device_mesh.h"
+#include "titan/comm/device_mesh.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 using testing::member_world_ranks;
@@ -174,4 +174,4 @@ TEST(Groups, MeshOneDimSpansTheWorld) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "titan/distributed/world.h"
+#include "titan/comm/world.h"
 
 namespace {
 
@@ -40,7 +40,7 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  auto& world = titan::distributed::World::instance(kCollectiveTimeoutSeconds);
+  auto& world = titan::comm::World::instance(kCollectiveTimeoutSeconds);
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   if (world.rank() != 0) delete listeners.Release(listeners.default_result_printer());
   listeners.Append(new RankFailurePrinter(world.rank()));

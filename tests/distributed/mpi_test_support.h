@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "titan/distributed/world.h"
+#include "titan/comm/world.h"
 
-namespace titan::distributed::testing {
+namespace titan::comm::testing {
 
 inline ProcessGroup& world() { return *World::instance().group(); }
 
@@ -35,10 +35,10 @@ inline std::vector<int64_t> member_world_ranks(ProcessGroup& group) {
 #define TITAN_REQUIRE_WORLD_SIZE(...)                                                                       \
   do {                                                                                                      \
     const std::vector<int> titan_sizes{__VA_ARGS__};                                                        \
-    if (std::find(titan_sizes.begin(), titan_sizes.end(), ::titan::distributed::testing::world().size()) == \
+    if (std::find(titan_sizes.begin(), titan_sizes.end(), ::titan::comm::testing::world().size()) == \
         titan_sizes.end()) {                                                                                \
       GTEST_SKIP() << "needs a world of " << ::testing::PrintToString(titan_sizes) << " ranks";             \
     }                                                                                                       \
   } while (0)
 
-}  // namespace titan::distributed::testing
+}  // namespace titan::comm::testing

@@ -6,7 +6,7 @@
 
 #include "distributed/mpi_test_support.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 using testing::world;
@@ -108,4 +108,4 @@ TEST(PointToPoint, BarrierHoldsEveryRankUntilTheLastArrives) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

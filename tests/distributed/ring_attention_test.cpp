@@ -1,4 +1,4 @@
-// Ring attention (distributed/context_parallel.h) on every rank of the job
+// Ring attention (parallel/context_parallel.h) on every rank of the job
 // against flash attention over the whole sequence computed by each rank
 // alone: output and q/k/v gradients of this rank's slice, for every mask kind,
 // both rotate methods, with and without load balancing, f32 and bf16, GQA.
@@ -14,13 +14,13 @@
 #include "support/gradcheck.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/distributed/context_parallel.h"
+#include "titan/parallel/context_parallel.h"
 #include "titan/nn/functional.h"
 
-namespace titan::distributed {
+namespace titan::parallel {
 namespace {
 
-using testing::world;
+using comm::testing::world;
 
 // softcap: documents_window with a logit soft-cap, which each chunk pair's mask must carry.
 enum class MaskKind { causal, none, window, documents, documents_window, softcap };
@@ -79,7 +79,7 @@ class RingAttentionTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RingAttentionTest, MatchesFlashOverTheWholeSequence) {
   const auto& [kind, method, balanced, dtype] = GetParam();
-  ProcessGroup& group = world();
+  comm::ProcessGroup& group = world();
   // Chunks of 70 positions: not a multiple of the kernel's 128-row tiles.
   const int64_t batch = 2, chunk = 70, len = 2 * group.size() * chunk, heads = 4, kv_heads = 2, dim = 16;
   const SequenceLayout layout{len, group.size(), balanced};
@@ -102,7 +102,7 @@ TEST_P(RingAttentionTest, MatchesFlashOverTheWholeSequence) {
   const AttentionRun whole = run(q, k, v, upstream, [&](const Tensor& a, const Tensor& b, const Tensor& c) {
     return F::scaled_dot_product_attention(a, b, c, mask, scale, F::AttentionImpl::flash);
   });
-  const RingAttention ring(World::instance().group(), parse_rotate_method(method), balanced);
+  const RingAttention ring(comm::World::instance().group(), parse_rotate_method(method), balanced);
   ops::AttentionMask local_mask = mask;
   local_mask.document_ids = shard_sequence(mask.document_ids, layout, group.rank());
   const AttentionRun sliced =
@@ -137,15 +137,15 @@ INSTANTIATE_TEST_SUITE_P(RingAttention, RingAttentionTest,
 // Under a causal mask each rank computes its chunk pairs: with head-tail
 // chunks every rank 2 cp + 1, without them rank r computes 4 r + 3.
 std::vector<int64_t> causal_pairs_per_rank(bool balanced) {
-  ProcessGroup& group = world();
+  comm::ProcessGroup& group = world();
   const int64_t chunk = 32, len = 2 * group.size() * chunk;
   const SequenceLayout layout{len, group.size(), balanced};
   const Tensor q = titan::testing::random_leaf({1, len, 2, 8}, 5).detach();
-  const RingAttention ring(World::instance().group(), RotateMethod::alltoall, balanced);
+  const RingAttention ring(comm::World::instance().group(), RotateMethod::alltoall, balanced);
   const Tensor local = shard_sequence(q, layout, group.rank());
   ring(local, local, local, ops::AttentionMask(true), 0.3f);
   const Tensor all = Tensor::zeros({group.size()}, DType::i64);
-  group.all_gather(all, testing::i64_tensor({ring.stats().chunk_pairs}))->wait();
+  group.all_gather(all, comm::testing::i64_tensor({ring.stats().chunk_pairs}))->wait();
   return all.to_ints();
 }
 
@@ -171,4 +171,4 @@ TEST(RingAttention, GatherUndoesTheShard) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::parallel

@@ -10,15 +10,15 @@
 #include "support/gradcheck.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/distributed/tensor_parallel.h"
+#include "titan/parallel/tensor_parallel.h"
 #include "titan/nn/functional.h"
 #include "titan/nn/linear.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
-namespace titan::distributed {
+namespace titan::parallel {
 namespace {
 
-using testing::world;
+using comm::testing::world;
 
 struct LinearRun {
   Tensor y, grad_x, grad_weight, grad_bias;
@@ -29,8 +29,8 @@ LinearRun run_linear(const Tensor& weight, const Tensor& bias, const Tensor& x, 
                      const std::function<void(nn::Linear&)>& split,
                      const std::function<Tensor(const Tensor&)>& gather) {
   auto linear = nn::LinearConfig{.in_features = weight.size(1), .out_features = weight.size(0), .bias = true}.build();
-  ops::copy_(linear->weight->data, weight);
-  ops::copy_(linear->bias->data, bias);
+  titan::copy_(linear->weight->data, weight);
+  titan::copy_(linear->bias->data, bias);
   split(*linear);
   Tensor input = x.clone();
   input.set_requires_grad(true);
@@ -40,7 +40,7 @@ LinearRun run_linear(const Tensor& weight, const Tensor& bias, const Tensor& x, 
 }
 
 TEST(TensorParallel, ColumnParallelLinearWithBias) {
-  const std::shared_ptr<ProcessGroup> group = World::instance().group();
+  const std::shared_ptr<comm::ProcessGroup> group = comm::World::instance().group();
   const int64_t ranks = group->size(), rank = group->rank();
   const int64_t batch = 2, seq_part = 3, seq = seq_part * ranks, in = 12, out_part = 5, out = out_part * ranks;
   // Every rank draws the same whole tensors.
@@ -77,4 +77,4 @@ TEST(TensorParallel, ColumnParallelLinearWithBias) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::parallel

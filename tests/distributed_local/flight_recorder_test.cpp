@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "titan/distributed/flight_recorder.h"
-#include "titan/distributed/flight_recorder_analysis.h"
-#include "titan/distributed/process_group.h"
+#include "titan/comm/flight_recorder.h"
+#include "titan/comm/flight_recorder_analysis.h"
+#include "titan/comm/process_group.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 namespace fs = std::filesystem;
@@ -333,4 +333,4 @@ TEST(FlightRecorderJob, Sigusr1DumpsAndKeepsRunning) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -3,10 +3,10 @@
 // launcher gets it as its world.
 #include <gtest/gtest.h>
 
-#include "titan/distributed/local_process_group.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/local_process_group.h"
+#include "titan/comm/world.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 TEST(LocalProcessGroup, CollectivesOfOneRank) {
@@ -106,4 +106,4 @@ TEST(World, MakeProcessGroupPicksTheBackend) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -2,10 +2,10 @@
 // degrees that cannot describe the world.
 #include <gtest/gtest.h>
 
-#include "titan/distributed/device_mesh.h"
-#include "titan/distributed/local_process_group.h"
+#include "titan/comm/device_mesh.h"
+#include "titan/comm/local_process_group.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 // The error message of resolving `dims` over `world` ranks ("" if it resolves).
@@ -92,4 +92,4 @@ TEST(DeviceMesh, WorldOfOneHasGroupsOfOne) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -13,11 +13,11 @@
 #include <tuple>
 
 #include "support/expect_error.h"
-#include "titan/distributed/pipeline_schedule.h"
-#include "titan/distributed/pipeline_schedule_check.h"
-#include "titan/distributed/pipeline_schedule_csv.h"
+#include "titan/parallel/pipeline_schedule.h"
+#include "titan/parallel/pipeline_schedule_check.h"
+#include "titan/parallel/pipeline_schedule_csv.h"
 
-namespace titan::distributed::pipeline {
+namespace titan::parallel::pipeline {
 namespace {
 
 namespace fs = std::filesystem;
@@ -360,4 +360,4 @@ TEST(PipelineScheduleCheck, OrderingErrorsNameTheRankAndAction) {
 }
 
 }  // namespace
-}  // namespace titan::distributed::pipeline
+}  // namespace titan::parallel::pipeline

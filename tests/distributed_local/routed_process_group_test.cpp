@@ -1,14 +1,14 @@
 // RoutedProcessGroup: host tensors take the host backend, barriers too, a
 // split splits both backends, and statistics add up. (The device route needs
 // a GPU; CUDA tensors are the only non-host tensors that exist.)
-#include "titan/distributed/routed_process_group.h"
+#include "titan/comm/routed_process_group.h"
 
 #include <gtest/gtest.h>
 
 #include "support/expect_error.h"
-#include "titan/distributed/local_process_group.h"
+#include "titan/comm/local_process_group.h"
 
-namespace titan::distributed {
+namespace titan::comm {
 namespace {
 
 // A world-of-one group that counts the calls it serves.
@@ -81,4 +81,4 @@ TEST(RoutedProcessGroup, BackendsMustSpanTheSameRanks) {
 }
 
 }  // namespace
-}  // namespace titan::distributed
+}  // namespace titan::comm

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "titan/core/error.h"
-#include "titan/distributed/flight_dump.h"
-#include "titan/distributed/flight_recorder_analysis.h"
+#include "titan/comm/flight_dump.h"
+#include "titan/comm/flight_recorder_analysis.h"
 
-using namespace titan::distributed;
+using namespace titan::comm;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "titan/core/error.h"
-#include "titan/models/hf_config.h"
+#include "titan/models/hf/hf_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -5,14 +5,14 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "titan/checkpoint/hf_index.h"
+#include "titan/models/hf/hf_index.h"
 #include "titan/core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  titan::checkpoint::HfIndex index;
+  titan::models::HfIndex index;
   try {
-    index = titan::checkpoint::parse_hf_index(text, "fuzz/model.safetensors.index.json");
+    index = titan::models::parse_hf_index(text, "fuzz/model.safetensors.index.json");
   } catch (const titan::Error&) {
     return 0;
   }
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (file.find('/') != std::string::npos || file == ".." || file.empty()) std::abort();
   }
   try {
-    const auto again = titan::checkpoint::parse_hf_index(titan::checkpoint::hf_index_json(index), "written");
+    const auto again = titan::models::parse_hf_index(titan::models::hf_index_json(index), "written");
     if (again.weight_map != index.weight_map || again.total_size != index.total_size) std::abort();
   } catch (const titan::Error&) {
     std::abort();

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "titan/core/error.h"
-#include "titan/distributed/pipeline_schedule_check.h"
-#include "titan/distributed/pipeline_schedule_csv.h"
+#include "titan/parallel/pipeline_schedule_check.h"
+#include "titan/parallel/pipeline_schedule_csv.h"
 
-using namespace titan::distributed::pipeline;
+using namespace titan::parallel::pipeline;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

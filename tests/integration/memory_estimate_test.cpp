@@ -21,7 +21,7 @@
 
 #include "cli_job.h"
 #include "titan/core/device.h"
-#include "titan/distributed/device_mesh.h"
+#include "titan/comm/device_mesh.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/memory_check.h"
@@ -100,8 +100,8 @@ TEST_P(MemoryEstimateAgainstJobs, TheEstimateCoversTheMeasuredPeakOfEveryRank) {
   train::TrainArguments args = train::parse_train_arguments(words(line));
   const models::DecoderConfig model = train::resolve_model_config(args.config, 0);
   const train::ParallelismSection& p = args.config.parallelism;
-  const distributed::ParallelDims dims =
-      distributed::ParallelDims{p.pipeline_parallel_degree,   p.data_parallel_replicate_degree,
+  const comm::ParallelDims dims =
+      comm::ParallelDims{p.pipeline_parallel_degree,   p.data_parallel_replicate_degree,
                                 p.data_parallel_shard_degree, p.context_parallel_degree,
                                 p.tensor_parallel_degree,     p.expert_parallel_degree}
           .resolved(c.ranks);

@@ -14,7 +14,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/error.h"
 #include "titan/models/decoder_config_diff.h"
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/lora_plan.h"
 #include "titan/models/model_spec.h"
 

@@ -27,11 +27,11 @@
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/checkpoint/hf_folder.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/distributed/mixed_precision.h"
+#include "titan/parallel/mixed_precision.h"
 #include "titan/models/generate.h"
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/trainer.h"
 
@@ -77,9 +77,9 @@ class Family {
   explicit Family(const std::string& model) : model_(model) {
     const size_t index = std::find(kFamilies.begin(), kFamilies.end(), model) - kFamilies.begin();
     run_reference("make_hf_family_folder.py", model + " " + q(dir_ / "hf") + fmt::format(" --seed {}", 100 + index));
-    reader_ = std::make_unique<checkpoint::HfFolderReader>((dir_ / "hf").string());
+    reader_ = std::make_unique<models::HfFolderReader>((dir_ / "hf").string());
     config_ = models::decoder_config_from_hf(reader_->config());
-    weights_ = checkpoint::read_hf_weights(*reader_, config_);
+    weights_ = models::read_hf_weights(*reader_, config_);
     vocab_ = config_.vocab_size;
   }
 
@@ -201,7 +201,7 @@ class Family {
 
   std::string model_;
   TempDir dir_;
-  std::unique_ptr<checkpoint::HfFolderReader> reader_;
+  std::unique_ptr<models::HfFolderReader> reader_;
   models::DecoderConfig config_;
   std::map<std::string, Tensor> weights_;
   int64_t vocab_ = 0;
@@ -279,7 +279,7 @@ TEST_P(HfFamilyParity, LogitsLossAndGradientsBf16) {
   const Tensor expected_logits = ref.read("logits");
   const double expected_loss = ref.read("loss").to_floats().front();
   const auto model = f.build(f.config());
-  distributed::apply_mixed_precision(*model, DType::bf16);
+  parallel::apply_mixed_precision(*model, DType::bf16);
   const models::DecoderInputs inputs{f.input_ids(), {}, {}};
   double logits_error = 0.0;
   {

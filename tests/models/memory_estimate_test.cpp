@@ -77,9 +77,9 @@ TEST(MemoryEstimate, PipelineRanksCountTheirStagesAndMicrobatchesInFlight) {
   const MemoryEstimate whole = estimate_memory(config, o);
   const double block = whole.activation_bytes / static_cast<double>(config.n_layers());
   const auto placement = [&](const std::string& schedule, int rank) {
-    const int ranks = 4, stages = ranks * distributed::pipeline::stages_per_rank(schedule);
+    const int ranks = 4, stages = ranks * parallel::pipeline::stages_per_rank(schedule);
     return PipelinePlacement{split_module_fqns(fqns, stages, 1, 1),
-                             distributed::pipeline::generate_schedule(schedule, ranks, stages, 8), rank};
+                             parallel::pipeline::generate_schedule(schedule, ranks, stages, 8), rank};
   };
   int64_t parameters = 0;
   for (int rank = 0; rank < 4; ++rank) {

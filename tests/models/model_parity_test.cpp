@@ -8,7 +8,7 @@
 
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/distributed/mixed_precision.h"
+#include "titan/parallel/mixed_precision.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/functional.h"
 
@@ -100,7 +100,7 @@ TEST(ModelParityBf16, MixtureOfExpertsTracksTheReference) {
   for (const char* experts : {"grouped", "loop"}) {
     SCOPED_TRACE(experts);
     const auto model = reference_model({"qwen3_moe", "flash", true, experts}, ref);
-    distributed::apply_mixed_precision(*model, DType::bf16);
+    parallel::apply_mixed_precision(*model, DType::bf16);
     const models::DecoderInputs inputs{ref.get("input_ids"), {}, {}};
     const Tensor expected_logits = ref.get("logits");
     // bf16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3 per op);

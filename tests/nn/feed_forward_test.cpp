@@ -10,7 +10,7 @@
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/nn/feed_forward.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan {
 namespace {
@@ -88,9 +88,9 @@ TEST_P(FeedForwardTest, MatchesDoubleReference) {
   // Weights large enough that the gate reaches |a| ~ 3-4, where the two activations differ most.
   const auto w1_f = random_values(kHidden * kDim, 3, 0.5), w2_f = random_values(kDim * kHidden, 4, 0.2);
   const auto w3_f = random_values(kHidden * kDim, 5, 0.3);
-  ops::copy_(ffn->w1->weight->data, Tensor::from_floats(w1_f, {kHidden, kDim}));
-  ops::copy_(ffn->w2->weight->data, Tensor::from_floats(w2_f, {kDim, kHidden}));
-  ops::copy_(ffn->w3->weight->data, Tensor::from_floats(w3_f, {kHidden, kDim}));
+  titan::copy_(ffn->w1->weight->data, Tensor::from_floats(w1_f, {kHidden, kDim}));
+  titan::copy_(ffn->w2->weight->data, Tensor::from_floats(w2_f, {kDim, kHidden}));
+  titan::copy_(ffn->w3->weight->data, Tensor::from_floats(w3_f, {kHidden, kDim}));
   Tensor x = Tensor::from_floats(x_f, {kRows, kDim});
   x.set_requires_grad(true);
   const Tensor y = ffn->forward(x);

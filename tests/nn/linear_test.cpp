@@ -10,7 +10,7 @@
 #include "titan/nn/functional.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/lora.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan {
 namespace {
@@ -65,7 +65,7 @@ TEST(LinearBias, NamesShapesAndInit) {
   ASSERT_NE(linear->bias, nullptr);
   EXPECT_EQ(linear->bias->data.shape(), (Shape{4}));
   EXPECT_TRUE(linear->bias->data.requires_grad());
-  ops::fill_(linear->bias->data, 3.0);
+  titan::fill_(linear->bias->data, 3.0);
   Generator generator(7);
   linear->init_weights(generator, 0.02);
   EXPECT_EQ(linear->bias->data.to_floats(), std::vector<float>(4, 0.0f));  // init zeroes the bias
@@ -95,8 +95,8 @@ TEST_P(LinearBiasTest, MatchesDoubleReference) {
   auto linear = nn::LinearConfig{.in_features = kIn, .out_features = kOut, .bias = true}.build();
   const auto x_values = bf16_exact_values(kRows * kIn, 1), w_values = bf16_exact_values(kOut * kIn, 2, 0.3);
   const auto b_values = bf16_exact_values(kOut, 3), g_values = bf16_exact_values(kRows * kOut, 4);
-  ops::copy_(linear->weight->data, Tensor::from_floats(w_values, {kOut, kIn}));
-  ops::copy_(linear->bias->data, Tensor::from_floats(b_values, {kOut}));
+  titan::copy_(linear->weight->data, Tensor::from_floats(w_values, {kOut, kIn}));
+  titan::copy_(linear->bias->data, Tensor::from_floats(b_values, {kOut}));
   if (dtype == DType::bf16) {
     for (auto& [name, parameter] : linear->named_parameters()) {
       parameter->parametrizations.push_back([](const Tensor& t) { return F::cast(t, DType::bf16); });
@@ -133,14 +133,14 @@ TEST(LinearBias, LoraAdapterAddsOnTop) {
   constexpr int64_t kRows = 6, kIn = 10, kOut = 8, kRank = 2;
   auto linear = nn::LinearConfig{.in_features = kIn, .out_features = kOut, .bias = true}.build();
   const auto w_values = bf16_exact_values(kOut * kIn, 11, 0.3), b_values = bf16_exact_values(kOut, 12);
-  ops::copy_(linear->weight->data, Tensor::from_floats(w_values, {kOut, kIn}));
-  ops::copy_(linear->bias->data, Tensor::from_floats(b_values, {kOut}));
+  titan::copy_(linear->weight->data, Tensor::from_floats(w_values, {kOut, kIn}));
+  titan::copy_(linear->bias->data, Tensor::from_floats(b_values, {kOut}));
   for (auto& [name, parameter] : linear->named_parameters()) parameter->data.set_requires_grad(false);
   const nn::LoraConfig config{.in_features = kIn, .out_features = kOut, .rank = kRank, .alpha = 4.0};
   auto adapter = std::make_shared<nn::LoraAdapter>(config, Device::cpu(), nullptr);
   const auto a_values = bf16_exact_values(kRank * kIn, 13), b_lora_values = bf16_exact_values(kOut * kRank, 14);
-  ops::copy_(adapter->lora_A->weight->data, Tensor::from_floats(a_values, {kRank, kIn}));
-  ops::copy_(adapter->lora_B->weight->data, Tensor::from_floats(b_lora_values, {kOut, kRank}));
+  titan::copy_(adapter->lora_A->weight->data, Tensor::from_floats(a_values, {kRank, kIn}));
+  titan::copy_(adapter->lora_B->weight->data, Tensor::from_floats(b_lora_values, {kOut, kRank}));
   linear->set_adapter(adapter);
   std::vector<std::string> names;
   for (auto& [name, parameter] : linear->named_parameters()) names.push_back(name);

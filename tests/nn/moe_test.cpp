@@ -7,7 +7,7 @@
 
 #include "titan/autograd/grad_mode.h"
 #include "titan/nn/moe.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/random.h"
 
 namespace titan {
@@ -42,13 +42,13 @@ std::pair<double, double> route_skewed_tokens(double load_balance_coeff, int ste
   ops::normal_(moe->router->gate->weight->data, 0.0, 0.3, generator);
   std::vector<float> gate = moe->router->gate->weight->data.to_floats();
   for (size_t i = 0; i < 2 * 16; ++i) gate[i] += 0.12f;
-  ops::copy_(moe->router->gate->weight->data, Tensor::from_floats(gate, {8, 16}));
+  titan::copy_(moe->router->gate->weight->data, Tensor::from_floats(gate, {8, 16}));
 
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
     const Tensor x = Tensor::zeros({256, 16});
     ops::normal_(x, 1.0, 1.0, generator);
-    ops::fill_(*moe->tokens_per_expert, 0.0);
+    titan::fill_(*moe->tokens_per_expert, 0.0);
     moe->forward(x, nullptr);
     const double spread = load_spread(*moe->tokens_per_expert);
     if (step == 0) first = spread;

@@ -17,9 +17,9 @@
 #include "data/peer_support.h"
 #include "support/reference.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/checkpoint/hf_folder.h"
-#include "titan/checkpoint/hf_index.h"
-#include "titan/checkpoint/hf_weights.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/models/hf/hf_index.h"
+#include "titan/models/hf/hf_weights.h"
 #include "titan/models/decoder_config_diff.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/random.h"
@@ -177,19 +177,19 @@ TEST_P(HfInterop, TitanToHfToTitanIsBitwise) {
       SCOPED_TRACE(fmt::format("{} shards of {} bytes", dtype_name(dtype), shard_bytes));
       const checkpoint::NamedTensors state = named_state(*model, dtype);
       const fs::path folder = dir / "hf";
-      checkpoint::write_hf_folder(folder.string(), c.model, config, state, {dtype, shard_bytes, {}});
+      models::write_hf_folder(folder.string(), c.model, config, state, {dtype, shard_bytes, {}});
       const bool sharded = shard_bytes < (uint64_t{1} << 30);
-      EXPECT_EQ(fs::exists(folder / checkpoint::kHfIndexFile), sharded);
-      EXPECT_EQ(fs::exists(folder / checkpoint::kHfSingleFile), !sharded);
+      EXPECT_EQ(fs::exists(folder / models::kHfIndexFile), sharded);
+      EXPECT_EQ(fs::exists(folder / models::kHfSingleFile), !sharded);
       EXPECT_FALSE(fs::exists(dir / "hf.partial"));
-      const checkpoint::HfFolderReader reader(folder.string());
+      const models::HfFolderReader reader(folder.string());
       EXPECT_EQ(reader.contains("lm_head.weight"), !c.tied);  // HF omits it when tied
       EXPECT_EQ(reader.config().torch_dtype, models::hf_dtype_name(dtype));
       if (sharded) {
-        const auto index = checkpoint::parse_hf_index(read_bytes(folder / checkpoint::kHfIndexFile), "index");
+        const auto index = models::parse_hf_index(read_bytes(folder / models::kHfIndexFile), "index");
         EXPECT_GT(index.files().size(), 2u);
       }
-      expect_same_state(state, checkpoint::read_hf_weights(reader, models::decoder_config_from_hf(reader.config())));
+      expect_same_state(state, models::read_hf_weights(reader, models::decoder_config_from_hf(reader.config())));
       if (newer_family(c.model)) {
         const auto names = reader.tensor_names();
         EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
@@ -205,9 +205,9 @@ TEST(HfInteropFused, Phi3TensorsAreTitansRowsStacked) {
   const models::DecoderConfig config = small_config({"phi3", false, "phi3"});
   auto model = random_model(config, 3);
   TempDir dir;
-  checkpoint::write_hf_folder((dir / "hf").string(), "phi3", config, named_state(*model, DType::f32),
+  models::write_hf_folder((dir / "hf").string(), "phi3", config, named_state(*model, DType::f32),
                               {DType::f32, uint64_t{1} << 30, {}});
-  const checkpoint::HfFolderReader reader((dir / "hf").string());
+  const models::HfFolderReader reader((dir / "hf").string());
   const auto& a = config.layers.front().attention;
   const int64_t q_rows = a.n_heads * a.head_size(), kv_rows = a.kv_heads() * a.head_size();
   const Tensor qkv = reader.read("model.layers.1.self_attn.qkv_proj.weight");
@@ -232,7 +232,7 @@ TEST_P(HfLogits, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
   auto model = random_model(config, 9);
   TempDir dir;
   const checkpoint::NamedTensors state = named_state(*model, DType::f32);
-  checkpoint::write_hf_folder((dir / "hf").string(), c.model, config, state,
+  models::write_hf_folder((dir / "hf").string(), c.model, config, state,
                               {DType::f32, c.tied ? uint64_t{1} << 30 : uint64_t{200000}, {}});
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 2 * 24; ++i) ids.push_back((i * 37 + 11) % config.vocab_size);
@@ -266,11 +266,11 @@ TEST_P(HfLogits, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
   }
 
   // Another writer's layout (one shard per layer, its own file names) reads back bit for bit.
-  const checkpoint::HfFolderReader resaved((dir / "resaved").string());
-  EXPECT_EQ(checkpoint::parse_hf_index(read_bytes(dir / "resaved" / checkpoint::kHfIndexFile), "i").files().size(), 3u);
-  expect_same_state(state, checkpoint::read_hf_weights(resaved, config));
+  const models::HfFolderReader resaved((dir / "resaved").string());
+  EXPECT_EQ(models::parse_hf_index(read_bytes(dir / "resaved" / models::kHfIndexFile), "i").files().size(), 3u);
+  expect_same_state(state, models::read_hf_weights(resaved, config));
   auto loaded = config.build();
-  checkpoint::load_hf_weights_into(*loaded, (dir / "resaved").string());
+  models::load_hf_weights_into(*loaded, (dir / "resaved").string());
   EXPECT_EQ(loaded->logits({input_ids, {}, {}}).to_floats(), logits.to_floats());
 }
 
@@ -286,7 +286,7 @@ TEST_P(HfFamilyLogits, PyTorchReadingOfTheHfFolderGivesTitansLogitsAndLoss) {
   auto model = random_model(config, 9);
   TempDir dir;
   const checkpoint::NamedTensors state = named_state(*model, DType::f32);
-  checkpoint::write_hf_folder((dir / "hf").string(), c.model, config, state, {DType::f32, uint64_t{200000}, {}});
+  models::write_hf_folder((dir / "hf").string(), c.model, config, state, {DType::f32, uint64_t{200000}, {}});
   std::vector<int64_t> ids, labels;
   for (int64_t i = 0; i < 2 * 24; ++i) ids.push_back((i * 37 + 11) % config.vocab_size);
   for (int64_t i = 0; i < 2 * 24; ++i) labels.push_back(i % 7 == 3 ? -100 : (i * 53 + 5) % config.vocab_size);
@@ -335,7 +335,7 @@ TEST_P(HfInterop, ConvertCommandRoundTrip) {
   const auto q = [&](const char* name) { return shell_quote((dir / name).string()); };
   auto to_hf = run_titan("convert --from titan " + q("export") + " --to hf " + q("hf") + " --max-shard-size 150KB");
   ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
-  EXPECT_TRUE(fs::exists(dir / "hf" / checkpoint::kHfIndexFile));
+  EXPECT_TRUE(fs::exists(dir / "hf" / models::kHfIndexFile));
   auto back = run_titan("convert --from hf " + q("hf") + " --to titan " + q("back"));
   ASSERT_EQ(back.exit_code, 0) << back.output;
   const checkpoint::SafetensorsReader original((dir / "export" / "model.safetensors").string());
@@ -353,9 +353,9 @@ TEST_P(HfInterop, ConvertCommandRoundTrip) {
   // --dtype bf16 on the way out: the same as rounding titan's weights to bf16.
   auto bf16 = run_titan("convert --from titan " + q("export") + " --to hf " + q("hf16") + " --dtype bf16");
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
-  const checkpoint::HfFolderReader reader((dir / "hf16").string());
+  const models::HfFolderReader reader((dir / "hf16").string());
   EXPECT_EQ(reader.config().torch_dtype, "bfloat16");
-  expect_same_state(named_state(*model, DType::bf16), checkpoint::read_hf_weights(reader, config));
+  expect_same_state(named_state(*model, DType::bf16), models::read_hf_weights(reader, config));
 }
 
 const auto case_name = [](const auto& info) { return info.param.name; };
@@ -377,7 +377,7 @@ TEST(HfConvert, BadInputIsAClearErrorAndOverwritesNothing) {
   TempDir dir;
   const checkpoint::NamedTensors state = named_state(*model, DType::f32);
   const fs::path good = dir / "good";
-  checkpoint::write_hf_folder(good.string(), c.model, config, state, {DType::f32, 150000, {}});
+  models::write_hf_folder(good.string(), c.model, config, state, {DType::f32, 150000, {}});
   // An existing output with something in it: no failure may touch it, even with --force.
   fs::create_directories(dir / "out");
   write_bytes(dir / "out" / "keep.txt", "keep");
@@ -390,7 +390,7 @@ TEST(HfConvert, BadInputIsAClearErrorAndOverwritesNothing) {
     fs::copy(good, folder, fs::copy_options::recursive);
     return folder;
   };
-  const std::string index = checkpoint::kHfIndexFile;
+  const std::string index = models::kHfIndexFile;
 
   fs::path bad = variant("architecture");
   std::string json = read_bytes(good / "config.json");
@@ -485,14 +485,14 @@ TEST(HfConvert, LoadIntoAModelOfAnotherShapeListsTheDifferences) {
   const models::DecoderConfig config = small_config(c);
   auto model = random_model(config, 21);
   TempDir dir;
-  checkpoint::write_hf_folder((dir / "hf").string(), c.model, config, named_state(*model, DType::f32),
+  models::write_hf_folder((dir / "hf").string(), c.model, config, named_state(*model, DType::f32),
                               {DType::f32, uint64_t{1} << 30, {}});
   models::DecoderConfig other = config;
   other.layers.resize(3, other.layers.front());
   other.rope_theta = 5.0;
   auto target = other.build();
   try {
-    checkpoint::load_hf_weights_into(*target, (dir / "hf").string());
+    models::load_hf_weights_into(*target, (dir / "hf").string());
     ADD_FAILURE() << "no error";
   } catch (const Error& error) {
     const std::string message = error.what();

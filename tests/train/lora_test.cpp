@@ -14,10 +14,10 @@
 
 #include "support/reference.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/checkpoint/hf_folder.h"
-#include "titan/checkpoint/hf_weights.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/models/hf/hf_weights.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/lora_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
@@ -294,7 +294,7 @@ TEST(Lora, MergedExportAndPeftAdapter) {
                                           TITAN_CLI_PATH, base_export.string(), hf.string(), adapter.string());
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const std::map<std::string, Tensor> converted =
-      checkpoint::read_hf_weights(checkpoint::HfFolderReader(hf.string()), trainer.model().config, DType::f32);
+      models::read_hf_weights(models::HfFolderReader(hf.string()), trainer.model().config, DType::f32);
   for (const auto& [name, tensor] : converted) {
     EXPECT_TRUE(testing::all_close(tensor, merged.read(name), 1e-7, 1e-6)) << name;
   }

@@ -12,7 +12,7 @@
 #include "titan/autograd/grad_mode.h"
 #include "titan/autograd/node.h"
 #include "titan/core/autograd_meta.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::autograd {

@@ -9,7 +9,7 @@
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
-#include "titan/distributed/flight_recorder_analysis.h"
+#include "titan/comm/flight_recorder_analysis.h"
 
 namespace titan::cli {
 
@@ -28,15 +28,15 @@ Subcommand make_debug_subcommand() {
     return app;
   };
   subcommand.run = [folder] {
-    std::vector<distributed::FlightDump> dumps;
+    std::vector<comm::FlightDump> dumps;
     try {
-      dumps = distributed::read_flight_dumps(*folder);
+      dumps = comm::read_flight_dumps(*folder);
     } catch (const Error& error) {
       // Bad input is its own exit code: 1 means "found the culprit".
       std::fprintf(stderr, "titan: error: %s\n", error.what());
       return 2;
     }
-    const distributed::FlightAnalysis analysis = distributed::analyse_flight_dumps(dumps);
+    const comm::FlightAnalysis analysis = comm::analyse_flight_dumps(dumps);
     std::fputs(analysis.report.c_str(), stdout);
     return analysis.exit_code;
   };

@@ -14,8 +14,8 @@
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
-#include "titan/distributed/flight_recorder.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/flight_recorder.h"
+#include "titan/comm/world.h"
 #include "titan/train/preemption.h"
 
 namespace {
@@ -61,10 +61,10 @@ void choose_omp_wait_policy(int argc, char** argv) {
 // others wait out a collective's timeout), after this rank's flight recorder
 // dump (`why`: the error) shows what it was doing.
 int end_job(int code, const char* why) {
-  if (titan::distributed::World::started_by_launcher()) {
+  if (titan::comm::World::started_by_launcher()) {
     std::fflush(stderr);
-    titan::distributed::FlightRecorder::instance().dump(fmt::format("fatal error: {}", why), /*final=*/true);
-    titan::distributed::abort_job(code);
+    titan::comm::FlightRecorder::instance().dump(fmt::format("fatal error: {}", why), /*final=*/true);
+    titan::comm::abort_job(code);
   }
   return code;
 }

@@ -10,9 +10,9 @@
 #include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
-#include "titan/distributed/pipeline_schedule.h"
-#include "titan/distributed/pipeline_schedule_check.h"
-#include "titan/distributed/pipeline_schedule_csv.h"
+#include "titan/parallel/pipeline_schedule.h"
+#include "titan/parallel/pipeline_schedule_check.h"
+#include "titan/parallel/pipeline_schedule_csv.h"
 
 namespace titan::cli {
 
@@ -23,7 +23,7 @@ struct PipelineArguments {
   double forward_cost = 1, input_cost = 1, weight_cost = 1;
 };
 
-namespace pp = distributed::pipeline;
+namespace pp = parallel::pipeline;
 
 pp::Schedule schedule_from(const PipelineArguments& args) {
   if (!args.csv.empty()) {

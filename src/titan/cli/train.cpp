@@ -4,7 +4,7 @@
 
 #include "titan/cli/subcommands.h"
 #include "titan/core/error.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/world.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/trainer.h"
 
@@ -48,10 +48,10 @@ Subcommand make_train_subcommand() {
       // rank of a launched job: when all of them agree they failed here, rank
       // 0 says why and every rank ends normally, with no abort and no flight
       // recorder dump. Otherwise one rank's problem ends the job now (main).
-      if (!distributed::World::started_by_launcher() ||
-          !distributed::World::instance().every_rank_failed_startup(kStartupAgreementSeconds))
+      if (!comm::World::started_by_launcher() ||
+          !comm::World::instance().every_rank_failed_startup(kStartupAgreementSeconds))
         throw;
-      if (distributed::World::instance().rank() == 0) std::fprintf(stderr, "titan: error: %s\n", error.what());
+      if (comm::World::instance().rank() == 0) std::fprintf(stderr, "titan: error: %s\n", error.what());
       return 1;
     }
     trainer->train();

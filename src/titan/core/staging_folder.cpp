@@ -18,6 +18,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::mutex g_mutex;
+// Set by the signal's cleanup: the process is ending, and no staging folder
+// may be created or published after it.
+bool g_ending = false;
 std::set<std::string>& live_staging_folders() {
   static std::set<std::string> folders;
   return folders;
@@ -46,6 +49,7 @@ StagingFolder::StagingFolder(const fs::path& target) {
   // Under the lock, so that a signal's cleanup sees either no folder or a
   // registered one, never one being created.
   std::lock_guard<std::mutex> lock(g_mutex);
+  TITAN_CHECK(!g_ending, "not writing {}: the process is ending on a signal", target_.string());
   fs::create_directories(target_.parent_path());
   fs::remove_all(staging_);
   fs::create_directory(staging_);
@@ -62,6 +66,7 @@ void StagingFolder::publish() {
   // Under the lock: a signal's cleanup either comes first (the old target
   // stays) or finds the folder published.
   std::lock_guard<std::mutex> lock(g_mutex);
+  TITAN_CHECK(!g_ending, "not publishing {}: the process is ending on a signal", target_.string());
   std::error_code error;
   if (!fs::exists(target_, error)) {
     fs::rename(staging_, target_);
@@ -79,9 +84,8 @@ void StagingFolder::publish() {
 }
 
 void remove_abandoned_staging_folders() {
-  // The lock is never released: the process is ending, and no staging folder
-  // may be created (or published) after this cleanup.
-  g_mutex.lock();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_ending = true;
   for (const std::string& folder : live_staging_folders()) remove_quietly(folder);
 }
 

@@ -34,7 +34,9 @@ class StagingFolder {
 };
 
 // Removes every staging folder not yet published (best effort): the process is
-// being ended by a signal. Called from a normal thread, never a signal handler.
+// being ended by a signal. From then on no staging folder is created or
+// published (either is an error), and writers cannot bring a removed one back
+// (they never create it). Called from a normal thread, never a signal handler.
 void remove_abandoned_staging_folders();
 
 }  // namespace titan

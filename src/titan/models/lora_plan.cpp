@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf/hf_decoder_config.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/gemm.h"

@@ -174,8 +174,8 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     // Walk the rank's actions: a forward adds its stage's activations, a full or weight backward frees them.
     double live = 0.0;
     int64_t in_flight = 0;
-    for (const distributed::pipeline::Action& a : p.schedule.actions[static_cast<size_t>(p.rank)]) {
-      using distributed::pipeline::ActionType;
+    for (const parallel::pipeline::Action& a : p.schedule.actions[static_cast<size_t>(p.rank)]) {
+      using parallel::pipeline::ActionType;
       const double bytes = stage_bytes[static_cast<size_t>(a.stage)];
       if (a.type == ActionType::forward) {
         live += bytes;

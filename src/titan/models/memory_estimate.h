@@ -8,7 +8,7 @@
 
 #include <optional>
 
-#include "titan/distributed/pipeline_schedule.h"
+#include "titan/parallel/pipeline_schedule.h"
 #include "titan/models/decoder.h"
 #include "titan/models/model_parts.h"
 
@@ -17,7 +17,7 @@ namespace titan::models {
 // Where a pipeline rank stands: every stage's modules, the schedule, which rank.
 struct PipelinePlacement {
   ModelParts parts;
-  distributed::pipeline::Schedule schedule;
+  parallel::pipeline::Schedule schedule;
   int rank = 0;
 
   // The modules of every stage this rank holds, in stage order.

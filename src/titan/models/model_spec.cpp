@@ -4,7 +4,7 @@
 
 #include "titan/models/gemma2/flavors.h"
 #include "titan/models/gemma3/flavors.h"
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/llama3/flavors.h"
 #include "titan/models/mistral/flavors.h"
 #include "titan/models/olmo2/flavors.h"

@@ -12,7 +12,7 @@
 
 #include "titan/models/decoder.h"
 #include "titan/models/decoder_size.h"
-#include "titan/models/hf_config.h"
+#include "titan/models/hf/hf_config.h"
 #include "titan/models/memory_estimate.h"
 #include "titan/models/parallelize_decoder.h"
 
@@ -28,7 +28,7 @@ struct ModelSpec {
   std::function<std::shared_ptr<Decoder>(const DecoderConfig& config, Device device)> build;
   // Tensor, sequence and expert parallelism, activation checkpointing, FSDP
   // or mixed precision, applied to a built model.
-  std::function<ParallelizedModel(Decoder& model, const distributed::DeviceMesh& mesh,
+  std::function<ParallelizedModel(Decoder& model, const comm::DeviceMesh& mesh,
                                   const ParallelizeOptions& options)>
       parallelize;
   // The model's top-level modules in forward order ("tok_embeddings",

@@ -2,35 +2,35 @@
 
 #include <algorithm>
 
-#include "titan/distributed/expert_parallel.h"
-#include "titan/distributed/mixed_precision.h"
-#include "titan/distributed/tensor_parallel.h"
+#include "titan/parallel/expert_parallel.h"
+#include "titan/parallel/mixed_precision.h"
+#include "titan/parallel/tensor_parallel.h"
 #include "titan/nn/functional.h"
 
 namespace titan::models {
 namespace {
 
-using distributed::ProcessGroup;
+using comm::ProcessGroup;
 
 // Redistributions around a module whose weights are split over tp: its input
 // gathered from the sequence shards, its partial output summed and scattered back.
 void wrap_in_sequence_parallel(nn::Module& module, const std::shared_ptr<ProcessGroup>& tp) {
-  module.input_hooks.push_back([tp](const Tensor& x) { return distributed::gather_sequence(x, tp); });
-  module.output_hooks.push_back([tp](const Tensor& x) { return distributed::reduce_scatter_sequence(x, tp); });
+  module.input_hooks.push_back([tp](const Tensor& x) { return parallel::gather_sequence(x, tp); });
+  module.output_hooks.push_back([tp](const Tensor& x) { return parallel::reduce_scatter_sequence(x, tp); });
 }
 
 // An adapter installed on the Linear (LoRA) splits with its base weight, so its output is laid out as the base's.
 void split_adapter(const std::string& where, nn::Linear& linear, int64_t dim, const ProcessGroup& tp) {
   if (!linear.adapter()) return;
   for (const auto& [parameter, adapter_dim] : linear.adapter()->split_with_base(dim)) {
-    distributed::shard_parameter(where + " (adapter)", *parameter, adapter_dim, tp);
+    parallel::shard_parameter(where + " (adapter)", *parameter, adapter_dim, tp);
   }
 }
 
 // A bias follows the weight's output rows: each rank adds its part to its own output columns.
 void column_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
-  distributed::shard_parameter(where + " (column-parallel)", *linear.weight, 0, tp);
-  if (linear.bias) distributed::shard_parameter(where + " (column-parallel bias)", *linear.bias, 0, tp);
+  parallel::shard_parameter(where + " (column-parallel)", *linear.weight, 0, tp);
+  if (linear.bias) parallel::shard_parameter(where + " (column-parallel bias)", *linear.bias, 0, tp);
   split_adapter(where, linear, 0, tp);
 }
 
@@ -41,7 +41,7 @@ void row_parallel(const std::string& where, nn::Linear& linear, const ProcessGro
               "tensor parallelism: the row-parallel projection of {} has a bias, which is not supported (its partial "
               "outputs are summed over the tp ranks); set parallelism.tensor_parallel_degree = 1",
               where);
-  distributed::shard_parameter(where + " (row-parallel)", *linear.weight, 1, tp);
+  parallel::shard_parameter(where + " (row-parallel)", *linear.weight, 1, tp);
   split_adapter(where, linear, 1, tp);
 }
 
@@ -54,7 +54,7 @@ void row_parallel(const std::string& where, nn::Linear& linear, const ProcessGro
 void gather_heads_around(nn::RMSNorm& norm, const std::shared_ptr<ProcessGroup>& tp) {
   norm.input_hooks.push_back([tp](const Tensor& x) {
     // x [B, S, features / tp]: gather_sequence gathers dim 1, so the features go there and back.
-    const Tensor gathered = distributed::gather_sequence(F::contiguous(F::transpose(x, 1, 2)), tp);
+    const Tensor gathered = parallel::gather_sequence(F::contiguous(F::transpose(x, 1, 2)), tp);
     return F::contiguous(F::transpose(gathered, 1, 2));
   });
   norm.output_hooks.push_back([tp](const Tensor& y) {
@@ -98,18 +98,18 @@ void tensor_parallel_output(Decoder& model, const std::shared_ptr<ProcessGroup>&
   const int64_t vocab = model.config.vocab_size;
   TITAN_CHECK(vocab % tp->size() == 0, "tensor parallelism: vocabulary {} does not split over {} ranks", vocab,
               tp->size());
-  if (model.output) distributed::shard_parameter("output.weight", *model.output->weight, 0, *tp);
+  if (model.output) parallel::shard_parameter("output.weight", *model.output->weight, 0, *tp);
   const LossConfig loss = model.config.loss;
   model.loss_function = [tp, loss, vocab](const Tensor& hidden, const Tensor& weight, const Tensor& labels) {
     // A tied table is whole on every rank: take this rank's vocabulary rows of it.
     const int64_t rows = vocab / tp->size();
     const Tensor local = weight.size(0) == vocab ? F::narrow(weight, 0, tp->rank() * rows, rows) : weight;
-    const Tensor full = distributed::gather_sequence(hidden, tp);
+    const Tensor full = parallel::gather_sequence(hidden, tp);
     ops::FusedCrossEntropyOptions options;
     options.loss = {.ignore_index = -100, .softcap = loss.softcap, .z_loss = loss.z_loss};
     options.token_chunk = loss.token_chunk;
     options.vocab_chunk = loss.vocab_chunk;
-    return distributed::vocab_parallel_cross_entropy(F::reshape(full, {-1, full.size(-1)}), local, labels.reshape({-1}),
+    return parallel::vocab_parallel_cross_entropy(F::reshape(full, {-1, full.size(-1)}), local, labels.reshape({-1}),
                                                      vocab, options, tp);
   };
 }
@@ -127,12 +127,12 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
 // the ranks that hold the same experts (dp_shard_mod_ep x cp) and gathered when
 // first used; they come after the blocks' units so as not to break the
 // blocks' prefetch chain.
-std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed::DeviceMesh& mesh,
+std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMesh& mesh,
                                               const ParallelizeOptions& options) {
   // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
   auto fsdp =
-      std::make_shared<distributed::Fsdp>(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"),
-                                          distributed::FsdpOptions{options.param_dtype, options.reshard_after_forward});
+      std::make_shared<parallel::Fsdp>(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"),
+                                          parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward});
   std::vector<nn::Parameter*> root;
   for (auto& [name, parameter] : model.named_parameters()) {
     if (!name.starts_with("layers.")) root.push_back(parameter);
@@ -152,8 +152,8 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
     const size_t unit = fsdp->add_unit(where, parameters);
     // The last block's backward comes right after its forward: keep it gathered unless told to always reshard.
     const bool reshard =
-        options.reshard_after_forward == distributed::ReshardPolicy::always ||
-        (options.reshard_after_forward == distributed::ReshardPolicy::default_policy && i + 1 < layers);
+        options.reshard_after_forward == parallel::ReshardPolicy::always ||
+        (options.reshard_after_forward == parallel::ReshardPolicy::default_policy && i + 1 < layers);
     fsdp->wrap_block(block, unit, reshard);
   }
   // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
@@ -165,7 +165,7 @@ std::shared_ptr<distributed::Fsdp> apply_fsdp(Decoder& model, const distributed:
 }
 
 // Every MoE layer's experts split over the ep group.
-void apply_expert_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
+void apply_expert_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   const std::shared_ptr<ProcessGroup> ep = mesh.group("ep");
   if (ep->size() == 1) return;
   // The config, not the layers held: a pipeline stage may hold only dense ones.
@@ -174,16 +174,16 @@ void apply_expert_parallel(Decoder& model, const distributed::DeviceMesh& mesh) 
               "parallelism.expert_parallel_degree {}: this model has no mixture-of-experts layers", ep->size());
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
-    if (block.moe) distributed::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
+    if (block.moe) parallel::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
   }
 }
 
 // Every attention layer computes ring attention over cp on its slice of the sequence.
-std::shared_ptr<distributed::RingAttention> apply_context_parallel(Decoder& model, const distributed::DeviceMesh& mesh,
+std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, const comm::DeviceMesh& mesh,
                                                                    const ParallelizeOptions& options) {
   const std::shared_ptr<ProcessGroup> cp = mesh.group("cp");
   if (cp->size() == 1) return nullptr;
-  auto ring = std::make_shared<distributed::RingAttention>(cp, options.context_parallel_rotate,
+  auto ring = std::make_shared<parallel::RingAttention>(cp, options.context_parallel_rotate,
                                                            options.context_parallel_load_balance);
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::Attention& attention = *(*model.layers)[i]->attention;
@@ -199,7 +199,7 @@ std::shared_ptr<distributed::RingAttention> apply_context_parallel(Decoder& mode
 
 }  // namespace
 
-void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) {
+void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   const std::shared_ptr<ProcessGroup> tp = mesh.group("tp");
   if (tp->size() == 1) return;
   for (size_t i = 0; i < model.layers->size(); ++i) {
@@ -211,22 +211,22 @@ void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh) 
   // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
   if (model.tok_embeddings) {
     model.tok_embeddings->input_hooks.push_back(
-        [tp](const Tensor& ids) { return distributed::slice_sequence(ids, *tp); });
+        [tp](const Tensor& ids) { return parallel::slice_sequence(ids, *tp); });
   }
   tensor_parallel_output(model, tp);
 }
 
-ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceMesh& mesh,
+ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
                                       const ParallelizeOptions& options) {
   apply_tensor_parallel(model, mesh);
   apply_expert_parallel(model, mesh);
   ParallelizedModel parallelized;
   parallelized.ring_attention = apply_context_parallel(model, mesh, options);
-  distributed::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
+  parallel::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
   if (mesh.dims().dp() * mesh.dims().cp > 1) {
     parallelized.fsdp = apply_fsdp(model, mesh, options);
   } else {
-    distributed::apply_mixed_precision(model, options.param_dtype);
+    parallel::apply_mixed_precision(model, options.param_dtype);
   }
   return parallelized;
 }

@@ -11,29 +11,29 @@
 
 #include <memory>
 
-#include "titan/distributed/activation_checkpoint.h"
-#include "titan/distributed/context_parallel.h"
-#include "titan/distributed/device_mesh.h"
-#include "titan/distributed/fsdp.h"
+#include "titan/parallel/activation_checkpoint.h"
+#include "titan/parallel/context_parallel.h"
+#include "titan/comm/device_mesh.h"
+#include "titan/parallel/fsdp.h"
 #include "titan/models/decoder.h"
 
 namespace titan::models {
 
 struct ParallelizeOptions {
   DType param_dtype = DType::f32;  // training.mixed_precision_param
-  distributed::ActivationCheckpointMode activation_checkpoint = distributed::ActivationCheckpointMode::none;
+  parallel::ActivationCheckpointMode activation_checkpoint = parallel::ActivationCheckpointMode::none;
   int64_t selective_every = 2;
-  distributed::ReshardPolicy reshard_after_forward = distributed::ReshardPolicy::default_policy;
-  distributed::RotateMethod context_parallel_rotate = distributed::RotateMethod::allgather;
+  parallel::ReshardPolicy reshard_after_forward = parallel::ReshardPolicy::default_policy;
+  parallel::RotateMethod context_parallel_rotate = parallel::RotateMethod::allgather;
   bool context_parallel_load_balance = true;  // head-tail chunks
 };
 
 struct ParallelizedModel {
-  std::shared_ptr<distributed::Fsdp> fsdp;                     // null without data or context parallelism
-  std::shared_ptr<distributed::RingAttention> ring_attention;  // null without context parallelism
+  std::shared_ptr<parallel::Fsdp> fsdp;                     // null without data or context parallelism
+  std::shared_ptr<parallel::RingAttention> ring_attention;  // null without context parallelism
 };
 
-ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceMesh& mesh,
+ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
                                       const ParallelizeOptions& options);
 
 // The tensor-parallel plan alone, over the mesh's tp group: attention's q/k/v
@@ -43,8 +43,8 @@ ParallelizedModel parallelize_decoder(Decoder& model, const distributed::DeviceM
 // reduce-scattered back; norms, embeddings and MoE blocks (router and experts
 // on each rank's own tokens) replicated; the output projection split by
 // vocabulary rows with a vocabulary-parallel loss. Under expert parallelism
-// the MoE blocks' experts are then split over ep (distributed/expert_parallel.h),
+// the MoE blocks' experts are then split over ep (parallel/expert_parallel.h),
 // each tp rank exchanging its own tokens with its ep peers.
-void apply_tensor_parallel(Decoder& model, const distributed::DeviceMesh& mesh);
+void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh);
 
 }  // namespace titan::models

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan::nn {
 
@@ -86,8 +86,8 @@ Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs,
   const int64_t end = start + x.size(1);
   TITAN_CHECK(end <= key_cache.size(1), "Attention: KV cache of {} positions cannot hold position {}",
               key_cache.size(1), end - 1);
-  ops::copy_(key_cache.narrow(1, start, x.size(1)), p.k);
-  ops::copy_(value_cache.narrow(1, start, x.size(1)), p.v);
+  titan::copy_(key_cache.narrow(1, start, x.size(1)), p.k);
+  titan::copy_(value_cache.narrow(1, start, x.size(1)), p.v);
   // The queries sit at the end of the visible keys: causal masking aligns them there.
   return attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask, nullptr);
 }

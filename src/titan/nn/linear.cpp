@@ -1,7 +1,7 @@
 #include "titan/nn/linear.h"
 
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/random.h"
 
 namespace titan::nn {
@@ -39,7 +39,7 @@ void Linear::remove_adapter() {
 
 void Linear::init_weights(Generator& generator, double std, double low, double high) {
   ops::trunc_normal_(weight->data, 0.0, std, low, high, generator);
-  if (bias) ops::fill_(bias->data, 0.0);
+  if (bias) titan::fill_(bias->data, 0.0);
 }
 
 }  // namespace titan::nn

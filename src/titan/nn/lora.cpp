@@ -4,7 +4,7 @@
 
 #include "titan/autograd/grad_mode.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/gemm.h"
 #include "titan/ops/random.h"
@@ -51,7 +51,7 @@ std::vector<std::pair<Parameter*, int64_t>> LoraAdapter::split_with_base(int64_t
 void LoraAdapter::init_weights(Generator& generator) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(config.in_features));
   ops::uniform_(lora_A->weight->data, -bound, bound, generator);
-  ops::fill_(lora_B->weight->data, 0.0);
+  titan::fill_(lora_B->weight->data, 0.0);
 }
 
 Tensor LoraAdapter::delta_weight() const {

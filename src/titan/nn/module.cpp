@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan::nn {
 
@@ -107,7 +107,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     }
     TITAN_CHECK(found->second.shape() == target.shape(), "load_state_dict: tensor '{}' has shape {}, model expects {}",
                 name, shape_str(found->second.shape()), shape_str(target.shape()));
-    ops::copy_(target, found->second);
+    titan::copy_(target, found->second);
     used.insert(name);
   }
   if (strict) {

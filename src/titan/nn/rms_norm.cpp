@@ -1,7 +1,7 @@
 #include "titan/nn/rms_norm.h"
 
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan::nn {
 
@@ -23,6 +23,6 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   return post_forward(F::rms_norm(pre_forward(x), scale, static_cast<float>(config.eps)));
 }
 
-void RMSNorm::init_weights() { ops::fill_(weight->data, 1.0 - config.weight_offset); }
+void RMSNorm::init_weights() { titan::fill_(weight->data, 1.0 - config.weight_offset); }
 
 }  // namespace titan::nn

@@ -1,7 +1,5 @@
 #include "titan/ops/dispatch.h"
 
-#include <mutex>
-
 namespace titan::ops {
 
 namespace cpu {
@@ -13,18 +11,21 @@ void register_kernels();  // a no-op when no GPU is visible
 }
 #endif
 
-void ensure_backends_registered() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    cpu::register_kernels();
+namespace {
+
+void register_backends() {
+  cpu::register_kernels();
 #if defined(TITAN_WITH_CUDA)
-    cuda::register_kernels();
+  cuda::register_kernels();
 #endif
-  });
 }
 
-void unsupported_dtype(const char* op, Device device, DType dtype) {
-  fail("op '{}' has no {} kernel for dtype {}", op, device.str(), dtype_name(dtype));
-}
+// core's own tables (Tensor::to, clone, zeros, ...) can be looked up before any
+// op runs: name the registrar before main.
+[[maybe_unused]] const bool kRegistrarNamed = (set_backend_registrar(register_backends), true);
+
+}  // namespace
+
+void ensure_backends_registered() { titan::ensure_backends_registered(); }
 
 }  // namespace titan::ops

@@ -3,7 +3,7 @@
 #include "titan/core/trace_context.h"
 
 #include "titan/ops/checks.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan::ops {
 

@@ -5,7 +5,7 @@
 #include "titan/core/profiler.h"
 
 #include "titan/ops/checks.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::ops {

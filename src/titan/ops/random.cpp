@@ -6,7 +6,7 @@
 
 #include "titan/core/random_math.h"
 #include "titan/ops/checks.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan::ops {
 

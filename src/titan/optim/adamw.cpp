@@ -1,7 +1,7 @@
 #include "titan/optim/adamw.h"
 
 #include "titan/ops/adamw.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 namespace titan::optim {
 
@@ -49,7 +49,7 @@ void AdamW::prepare(double lr) {
   }
   const Device device = slots_.front().param.device();
   if (!step_scalars_.defined()) step_scalars_ = Tensor::empty({2, 3}, DType::f32, device);
-  ops::copy_(step_scalars_, Tensor::from_floats(values, {2, 3}));
+  titan::copy_(step_scalars_, Tensor::from_floats(values, {2, 3}));
 }
 
 void AdamW::apply() {
@@ -86,7 +86,7 @@ void AdamW::load_state(const std::map<std::string, Tensor>& tensors, int64_t ste
       TITAN_CHECK(found != tensors.end(), "optimizer state: missing '{}{}'", prefix, slot.name);
       TITAN_CHECK(found->second.shape() == target->shape(), "optimizer state '{}{}': shape {} vs parameter {}", prefix,
                   slot.name, shape_str(found->second.shape()), shape_str(target->shape()));
-      ops::copy_(*target, found->second);
+      titan::copy_(*target, found->second);
     }
   }
   steps_ = steps;

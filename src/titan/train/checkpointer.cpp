@@ -17,7 +17,7 @@
 #include "titan/checkpoint/chunk_file.h"
 #include "titan/checkpoint/safetensors_header.h"
 #include "titan/core/error.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/train/config_loader.h"
 
 namespace titan::train {
@@ -40,10 +40,10 @@ std::string read_text(const fs::path& path) {
 }
 
 // A collective that also serves as a barrier: the max over ranks of each flag.
-std::vector<float> max_over_world(const distributed::DeviceMesh& mesh, std::vector<float> flags) {
+std::vector<float> max_over_world(const comm::DeviceMesh& mesh, std::vector<float> flags) {
   Tensor t = Tensor::from_vector(flags, {static_cast<int64_t>(flags.size())});
   const auto& world = mesh.group("world");
-  if (world->size() > 1) world->all_reduce(t, distributed::ReduceOp::max)->wait();
+  if (world->size() > 1) world->all_reduce(t, comm::ReduceOp::max)->wait();
   return t.to_floats();
 }
 
@@ -61,7 +61,7 @@ std::function<void()> die_midway_hook(int64_t step) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(const JobConfig& config, const distributed::DeviceMesh& mesh)
+Checkpointer::Checkpointer(const JobConfig& config, const comm::DeviceMesh& mesh)
     : config_(config), mesh_(mesh) {
   root_ = (fs::path(config_.job.dump_folder) / config_.checkpoint.folder).string();
   rank_ = mesh_.coordinate("world");
@@ -161,7 +161,7 @@ void Checkpointer::take_snapshot(const std::vector<StateTensor>& tensors) {
     const Tensor buffer = copy.tensor;
     copy = *written[i];
     copy.tensor = buffer;
-    ops::copy_(copy.tensor, written[i]->tensor);
+    titan::copy_(copy.tensor, written[i]->tensor);
   }
 }
 

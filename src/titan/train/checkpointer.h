@@ -21,7 +21,7 @@
 
 #include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/core/tensor.h"
-#include "titan/distributed/device_mesh.h"
+#include "titan/comm/device_mesh.h"
 #include "titan/train/job_config.h"
 
 namespace titan::train {
@@ -37,7 +37,7 @@ struct StateTensor {
 
 class Checkpointer {
  public:
-  Checkpointer(const JobConfig& config, const distributed::DeviceMesh& mesh);
+  Checkpointer(const JobConfig& config, const comm::DeviceMesh& mesh);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -79,7 +79,7 @@ class Checkpointer {
   void take_snapshot(const std::vector<StateTensor>& tensors);
 
   JobConfig config_;
-  const distributed::DeviceMesh& mesh_;
+  const comm::DeviceMesh& mesh_;
   std::string root_;
   int rank_ = 0, world_ = 1;
   // The save in flight (written locally or not yet published).

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
-#include "titan/distributed/context_parallel_options.h"
+#include "titan/parallel/context_parallel_options.h"
 #include "titan/nn/lora_targets.h"
 
 namespace titan::train {
@@ -539,8 +539,8 @@ void validate(const JobConfig& c) {
                 "another stage from the host",
                 p.pipeline_parallel_degree);
   }
-  distributed::parse_rotate_method(p.context_parallel_rotate_method);
-  distributed::parse_load_balancer(p.context_parallel_load_balancer);
+  parallel::parse_rotate_method(p.context_parallel_rotate_method);
+  parallel::parse_load_balancer(p.context_parallel_load_balancer);
   if (p.context_parallel_degree > 1) {
     TITAN_CHECK(c.training.seq_len % (2 * p.context_parallel_degree) == 0,
                 "training.seq_len {} is not a multiple of 2 x parallelism.context_parallel_degree = {} (context "

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "titan/checkpoint/checkpoint_metadata.h"
-#include "titan/checkpoint/hf_folder.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/checkpoint/nonfinite_weights.h"
 #include "titan/models/lora_plan.h"
 #include "titan/train/checkpointer.h"
@@ -33,14 +33,14 @@ void merge_lora_adapter(checkpoint::NamedTensors& tensors, const models::Decoder
 }  // namespace
 
 void convert_hf_to_titan(const std::string& hf_folder, const std::string& output, const ConvertOptions& options) {
-  const checkpoint::HfFolderReader reader(hf_folder);
+  const models::HfFolderReader reader(hf_folder);
   JobConfig config;
   config.model.hf_config = (fs::path(hf_folder) / "config.json").string();
   const models::DecoderConfig decoder = resolve_model_config(config, 0);
   config.model.vocab_size = decoder.vocab_size;
   const fs::path tokenizer = fs::path(hf_folder) / "tokenizer.json";
   if (fs::is_regular_file(tokenizer)) config.model.tokenizer_path = tokenizer.string();
-  std::map<std::string, Tensor> state = checkpoint::read_hf_weights(reader, decoder, options.dtype);
+  std::map<std::string, Tensor> state = models::read_hf_weights(reader, decoder, options.dtype);
   checkpoint::NamedTensors tensors;
   // In the model's own order, as export_model writes it (a meta model: names and shapes only).
   const auto expected = decoder.build(Device::meta());
@@ -132,7 +132,7 @@ void convert_titan_to_hf(const std::string& titan_folder, const std::string& out
   }
   merge_lora_adapter(tensors, decoder, options);
   checkpoint::check_finite_weights(tensors, titan_folder, options.allow_nonfinite, "--allow-nonfinite");
-  checkpoint::HfWriteOptions write;
+  models::HfWriteOptions write;
   write.dtype = options.dtype.value_or(tensors.front().second.dtype());
   write.max_shard_bytes = options.max_shard_bytes;
   // HF tokenizers read tokenizer.json; a tiktoken rank file has no HF equivalent to copy.
@@ -141,7 +141,7 @@ void convert_titan_to_hf(const std::string& titan_folder, const std::string& out
       tokenizer.filename() == "tokenizer.json") {
     write.extra_files.emplace_back("tokenizer.json", tokenizer.string());
   }
-  checkpoint::write_hf_folder(output, config.model.name, decoder, tensors, write);
+  models::write_hf_folder(output, config.model.name, decoder, tensors, write);
 }
 
 }  // namespace titan::train

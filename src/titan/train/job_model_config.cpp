@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "titan/models/decoder_config_diff.h"
-#include "titan/models/hf_adapter.h"
+#include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/model_spec.h"
 
 namespace titan::train {

@@ -10,7 +10,7 @@
 
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/world.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/train/pipeline_plan.h"
@@ -57,7 +57,7 @@ std::string size_text(double bytes) {
 }  // namespace
 
 MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderConfig& model,
-                               const distributed::ParallelDims& dims, Device device) {
+                               const comm::ParallelDims& dims, Device device) {
   const int64_t tp = std::max<int64_t>(1, dims.tp);
   models::MemoryEstimateOptions options;
   options.batch = config.training.local_batch_size;
@@ -129,7 +129,7 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   budget.breakdown =
       fmt::format("{}; the full f32 model built before sharding {}", fmt::join(parts, ", "), size_text(full_model));
   if (device.is_cpu()) {
-    const int ranks = std::max(1, distributed::World::instance().local_size());
+    const int ranks = std::max(1, comm::World::instance().local_size());
     budget.available_bytes = host_available_bytes(budget.source) / ranks;
     if (ranks > 1) budget.source += fmt::format(", shared by the {} ranks on this host", ranks);
   } else {
@@ -146,7 +146,7 @@ std::string MemoryBudget::summary() const {
 }
 
 MemoryBudget check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,
-                                   const distributed::ParallelDims& dims, Device device) {
+                                   const comm::ParallelDims& dims, Device device) {
   const MemoryBudget budget = job_memory_budget(config, model, dims, device);
   if (!config.training.memory_check || budget.fits()) return budget;
   fail(

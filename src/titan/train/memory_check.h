@@ -6,7 +6,7 @@
 #pragma once
 
 #include "titan/core/device.h"
-#include "titan/distributed/device_mesh.h"
+#include "titan/comm/device_mesh.h"
 #include "titan/models/decoder.h"
 #include "titan/train/job_config.h"
 
@@ -27,11 +27,11 @@ struct MemoryBudget {
 };
 
 MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderConfig& model,
-                               const distributed::ParallelDims& dims, Device device);
+                               const comm::ParallelDims& dims, Device device);
 
 // The budget; a titan::Error when it says the job cannot fit (training.memory_check = false skips the refusal).
 MemoryBudget check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,
-                                   const distributed::ParallelDims& dims, Device device);
+                                   const comm::ParallelDims& dims, Device device);
 
 // `titan generate` on the host, after its weights are loaded: the KV cache of
 // `capacity` positions and the prompt's forward against the memory left (the

@@ -5,11 +5,11 @@
 #include <set>
 
 #include "titan/checkpoint/checkpoint_folder.h"
-#include "titan/checkpoint/hf_folder.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/error.h"
 #include "titan/core/staging_folder.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 
@@ -112,7 +112,7 @@ void load_exported_weights_into(models::Decoder& model, const std::string& folde
     Tensor tensor = reader.read(entry.name);
     TITAN_CHECK(tensor.shape() == target->second.shape(), "{}: tensor '{}' has shape {}, this job's model expects {}",
                 file, entry.name, shape_str(tensor.shape()), shape_str(target->second.shape()));
-    ops::copy_(target->second, tensor.to(target->second.device()).to(target->second.dtype()));
+    titan::copy_(target->second, tensor.to(target->second.device()).to(target->second.dtype()));
     found.insert(entry.name);
   }
   for (const auto& [name, tensor] : own) {

@@ -2,13 +2,13 @@
 
 #include <sstream>
 
-#include "titan/distributed/pipeline_schedule_check.h"
-#include "titan/distributed/pipeline_schedule_csv.h"
+#include "titan/parallel/pipeline_schedule_check.h"
+#include "titan/parallel/pipeline_schedule_csv.h"
 
 namespace titan::train {
 namespace {
 
-namespace pipeline = distributed::pipeline;
+namespace pipeline = parallel::pipeline;
 
 // "tok_embeddings layers.0" -> {"tok_embeddings", "layers.0"}.
 std::vector<std::string> split_words(const std::string& text) {

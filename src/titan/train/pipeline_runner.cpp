@@ -7,8 +7,8 @@
 namespace titan::train {
 namespace {
 
-using distributed::pipeline::Action;
-using distributed::pipeline::ActionType;
+using parallel::pipeline::Action;
+using parallel::pipeline::ActionType;
 using Clock = std::chrono::steady_clock;
 
 // Message kinds, each with its own tag range.
@@ -26,12 +26,12 @@ struct PipelineRunner::Slot {
   Tensor output;  // the stage's output (kept for the next stage on this rank and for sending)
   Tensor root;    // what backward starts from: the output, or the scaled loss on the last stage
   Tensor received_activation, received_gradient;
-  std::shared_ptr<distributed::Work> activation_work, gradient_work;
+  std::shared_ptr<comm::Work> activation_work, gradient_work;
   autograd::WeightBackward weights;
 };
 
 PipelineRunner::PipelineRunner(models::Decoder& model, models::ModelParts parts,
-                               distributed::pipeline::Schedule schedule, std::shared_ptr<distributed::ProcessGroup> pp)
+                               parallel::pipeline::Schedule schedule, std::shared_ptr<comm::ProcessGroup> pp)
     : model_(model), parts_(std::move(parts)), schedule_(std::move(schedule)), pp_(std::move(pp)) {
   TITAN_CHECK(static_cast<int>(parts_.size()) == schedule_.stages,
               "pipeline: {} model parts for a schedule of {} stages", parts_.size(), schedule_.stages);

@@ -1,4 +1,4 @@
-// Runs one pipeline rank's share of a schedule (distributed/pipeline_schedule.h):
+// Runs one pipeline rank's share of a schedule (parallel/pipeline_schedule.h):
 // its actions in order, for every stage it holds. Forwards take token ids
 // (the first stage) or the activation another stage sent (or this rank's own
 // previous stage handed over); the last stage adds the loss. Backwards run
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "titan/autograd/engine.h"
-#include "titan/distributed/pipeline_schedule.h"
-#include "titan/distributed/process_group.h"
+#include "titan/parallel/pipeline_schedule.h"
+#include "titan/comm/process_group.h"
 #include "titan/models/decoder.h"
 #include "titan/models/model_parts.h"
 
@@ -23,8 +23,8 @@ namespace titan::train {
 class PipelineRunner {
  public:
   // `parts` lists every stage's modules; `model` holds (at least) this rank's.
-  PipelineRunner(models::Decoder& model, models::ModelParts parts, distributed::pipeline::Schedule schedule,
-                 std::shared_ptr<distributed::ProcessGroup> pp);
+  PipelineRunner(models::Decoder& model, models::ModelParts parts, parallel::pipeline::Schedule schedule,
+                 std::shared_ptr<comm::ProcessGroup> pp);
 
   // One pass of the schedule over `inputs` (one entry per micro-batch):
   // gradients accumulate in the parameters, micro-batch m's loss scaled by
@@ -37,7 +37,7 @@ class PipelineRunner {
   Tensor evaluate(const models::DecoderInputs& inputs, const Tensor& labels);
 
   bool holds_last_stage() const;
-  const distributed::pipeline::Schedule& schedule() const { return schedule_; }
+  const parallel::pipeline::Schedule& schedule() const { return schedule_; }
   // Seconds the last train() took, and spent in compute actions (the rest was
   // waiting for other stages: the bubble, and transfers not hidden by compute).
   double pass_seconds() const { return pass_seconds_; }
@@ -60,10 +60,10 @@ class PipelineRunner {
 
   models::Decoder& model_;
   models::ModelParts parts_;
-  distributed::pipeline::Schedule schedule_;
-  std::shared_ptr<distributed::ProcessGroup> pp_;
+  parallel::pipeline::Schedule schedule_;
+  std::shared_ptr<comm::ProcessGroup> pp_;
   std::map<std::pair<int, int>, Boundary> boundaries_;  // by (message kind, receiving stage)
-  std::vector<std::shared_ptr<distributed::Work>> sends_;
+  std::vector<std::shared_ptr<comm::Work>> sends_;
   double pass_seconds_ = 0.0, compute_seconds_ = 0.0;
 };
 

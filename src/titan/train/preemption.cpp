@@ -13,7 +13,7 @@
 
 #include "titan/core/error.h"
 #include "titan/core/staging_folder.h"
-#include "titan/distributed/flight_recorder.h"
+#include "titan/comm/flight_recorder.h"
 
 namespace titan::train {
 namespace {
@@ -41,7 +41,7 @@ sigset_t handled_signals() {
     if (sigwait(&set, &signal) != 0) continue;
     if (signal == SIGUSR1) {
       // Here, not in a handler: the dump allocates and writes files.
-      if (distributed::FlightRecorder::instance().dump("SIGUSR1").empty()) {
+      if (comm::FlightRecorder::instance().dump("SIGUSR1").empty()) {
         std::fprintf(stderr, "titan: SIGUSR1: no flight recorder dump (comm.trace_buf_size is 0, or see above)\n");
         std::fflush(stderr);
       }

@@ -21,7 +21,7 @@ namespace titan::train {
 // PreemptionWatcher is created, SIGTERM or SIGINT ends the process as by
 // default; once one has received a signal, later ones are absorbed until the
 // process exits. SIGUSR1 never stops anything: it writes the flight
-// recorder's dump (distributed/flight_recorder.h) and the job runs on.
+// recorder's dump (comm/flight_recorder.h) and the job runs on.
 void install_signal_thread();
 
 class PreemptionWatcher {

@@ -9,22 +9,22 @@
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
 #include "titan/checkpoint/checkpoint_folder.h"
-#include "titan/checkpoint/hf_folder.h"
-#include "titan/checkpoint/hf_weights.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/models/hf/hf_weights.h"
 #include "titan/checkpoint/nonfinite_weights.h"
 #include "titan/core/allocator.h"
 #include "titan/core/profiler.h"
-#include "titan/distributed/flight_recorder.h"
-#include "titan/distributed/grad_norm.h"
-#include "titan/distributed/routed_process_group.h"
-#include "titan/distributed/tensor_parallel.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/flight_recorder.h"
+#include "titan/parallel/grad_norm.h"
+#include "titan/comm/routed_process_group.h"
+#include "titan/parallel/tensor_parallel.h"
+#include "titan/comm/world.h"
 #include "titan/models/decoder_size.h"
 #include "titan/models/lora_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cpu/isa.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/grad_clip.h"
@@ -68,7 +68,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const Device device = Device::parse(config_.training.device);
   device_ = device;
   TITAN_CHECK(!device.is_meta(), "training.device 'meta': meta tensors hold no data to train");
-  TITAN_CHECK(device.is_cpu() || ops::copy_kernels.has_kernel(device.type),
+  TITAN_CHECK(device.is_cpu() || titan::copy_kernels.has_kernel(device.type),
               "training.device '{}': no CUDA device is visible to this process, or titan was built without the "
               "CUDA toolkit",
               config_.training.device);
@@ -76,8 +76,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "training.device '{}': a process trains on cuda:0; choose its GPU with CUDA_VISIBLE_DEVICES",
               config_.training.device);
   // The mesh is checked against the world before any work starts.
-  distributed::World& world = distributed::World::instance(config_.comm.timeout_seconds);
-  distributed::FlightRecorder::instance().configure(
+  comm::World& world = comm::World::instance(config_.comm.timeout_seconds);
+  comm::FlightRecorder::instance().configure(
       config_.comm.trace_buf_size,
       (std::filesystem::path(config_.job.dump_folder) / config_.comm.save_traces_folder).string());
   const bool multi_gpu = device.is_cuda() && world.size() > 1;
@@ -100,25 +100,25 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
               "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
               "capture runs single-GPU jobs only so far",
               world.size());
-  const distributed::ParallelDims dims{
+  const comm::ParallelDims dims{
       config_.parallelism.pipeline_parallel_degree,   config_.parallelism.data_parallel_replicate_degree,
       config_.parallelism.data_parallel_shard_degree, config_.parallelism.context_parallel_degree,
       config_.parallelism.tensor_parallel_degree,     config_.parallelism.expert_parallel_degree};
   // On GPUs, device tensors travel through NCCL and the host's small
   // agreements (preemption, validation totals) through MPI.
-  std::shared_ptr<distributed::ProcessGroup> root = world.group();
+  std::shared_ptr<comm::ProcessGroup> root = world.group();
   if (multi_gpu) {
-    root = std::make_shared<distributed::RoutedProcessGroup>(world.group(), distributed::make_process_group("nccl", 0));
+    root = std::make_shared<comm::RoutedProcessGroup>(world.group(), comm::make_process_group("nccl", 0));
   }
-  mesh_ = std::make_unique<distributed::DeviceMesh>(dims, root);
+  mesh_ = std::make_unique<comm::DeviceMesh>(dims, root);
   rank_ = world.rank();
   step_profiler_ = std::make_unique<StepProfiler>(config_, rank_);
   // Checked before any work: the sequence must cut into 2 x cp equal chunks.
-  const distributed::RotateMethod rotate =
-      distributed::parse_rotate_method(config_.parallelism.context_parallel_rotate_method);
-  const bool load_balance = distributed::parse_load_balancer(config_.parallelism.context_parallel_load_balancer);
+  const parallel::RotateMethod rotate =
+      parallel::parse_rotate_method(config_.parallelism.context_parallel_rotate_method);
+  const bool load_balance = parallel::parse_load_balancer(config_.parallelism.context_parallel_load_balancer);
   if (mesh_->size("cp") > 1) {
-    context_layout_ = distributed::SequenceLayout{config_.training.seq_len, mesh_->size("cp"), load_balance};
+    context_layout_ = parallel::SequenceLayout{config_.training.seq_len, mesh_->size("cp"), load_balance};
     context_layout_->check("training.seq_len");
   }
   check_outputs_apart_from_inputs(config_);
@@ -170,8 +170,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   model_->init_weights(generator_);
   // A Hugging Face folder holds full weights: they are read before the model is
   // sharded. (A titan checkpoint is read after, by resume(), in any mesh.)
-  if (checkpoint::is_hf_model_folder(config_.checkpoint.initial_load_path))
-    checkpoint::load_hf_weights_into(*model_, config_.checkpoint.initial_load_path);
+  if (models::is_hf_model_folder(config_.checkpoint.initial_load_path))
+    models::load_hf_weights_into(*model_, config_.checkpoint.initial_load_path);
   // So does a titan model export (a job with checkpoints off writes only that).
   if (is_model_export_folder(config_.checkpoint.initial_load_path))
     load_exported_weights_into(*model_, config_.checkpoint.initial_load_path);
@@ -190,14 +190,14 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const DType compute_dtype = parse_dtype(config_.training.mixed_precision_param);
   models::ParallelizeOptions parallelize;
   parallelize.param_dtype = compute_dtype;
-  parallelize.activation_checkpoint = distributed::parse_activation_checkpoint_mode(config_.activation_checkpoint.mode);
+  parallelize.activation_checkpoint = parallel::parse_activation_checkpoint_mode(config_.activation_checkpoint.mode);
   parallelize.selective_every = config_.activation_checkpoint.selective_every;
-  parallelize.reshard_after_forward = distributed::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward);
+  parallelize.reshard_after_forward = parallel::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward);
   parallelize.context_parallel_rotate = rotate;
   parallelize.context_parallel_load_balance = load_balance;
   // As TorchTitan: under pipeline parallelism the default keeps blocks gathered, for the step's many micro-batches.
-  if (pipeline_ && parallelize.reshard_after_forward == distributed::ReshardPolicy::default_policy) {
-    parallelize.reshard_after_forward = distributed::ReshardPolicy::never;
+  if (pipeline_ && parallelize.reshard_after_forward == parallel::ReshardPolicy::default_policy) {
+    parallelize.reshard_after_forward = parallel::ReshardPolicy::never;
   }
   const models::ParallelizedModel parallelized = spec.parallelize(*model_, *mesh_, parallelize);
   fsdp_ = parallelized.fsdp;
@@ -404,7 +404,7 @@ StepMetrics Trainer::train_step() {
   if (pipeline_) pipeline_metrics(m);
   if (ring_attention_) context_parallel_metrics(m);
   for (const std::string dim : {"dp_shard", "dp_replicate", "dp", "tp", "pp", "cp", "dp_shard_cp"}) {
-    const distributed::CommStats comm = mesh_->group(dim)->stats();
+    const comm::CommStats comm = mesh_->group(dim)->stats();
     m.comm_busy_seconds += comm.busy_seconds;
     m.comm_exposed_seconds += comm.exposed_seconds;
   }
@@ -425,7 +425,7 @@ void Trainer::finish_moe_step(StepMetrics& m) {
     // sequence parallelism the tensor-parallel ranks, which route a slice each.
     Tensor total = moe->tokens_per_expert->clone();
     for (const char* dim : {"dp_cp", "tp"}) {
-      if (mesh_->size(dim) > 1) mesh_->group(dim)->all_reduce(total, distributed::ReduceOp::sum)->wait();
+      if (mesh_->size(dim) > 1) mesh_->group(dim)->all_reduce(total, comm::ReduceOp::sum)->wait();
     }
     const std::vector<float> load = total.to_floats();
     double sum = 0.0, busiest = 0.0;
@@ -436,12 +436,12 @@ void Trainer::finish_moe_step(StepMetrics& m) {
     ratios[static_cast<size_t>(std::stoll(model_->layers->key(i)))] =
         sum > 0 ? busiest / (sum / static_cast<double>(load.size())) : 0.0;
     moe->update_expert_bias(total);
-    ops::fill_(*moe->tokens_per_expert, 0.0);
+    titan::fill_(*moe->tokens_per_expert, 0.0);
   }
   if (mesh_->size("pp") > 1) {
     const std::vector<float> mine(ratios.begin(), ratios.end());
     Tensor all = Tensor::from_floats(mine, {static_cast<int64_t>(mine.size())});
-    mesh_->group("pp")->all_reduce(all, distributed::ReduceOp::max)->wait();
+    mesh_->group("pp")->all_reduce(all, comm::ReduceOp::max)->wait();
     const std::vector<float> combined = all.to_floats();
     ratios.assign(combined.begin(), combined.end());
   }
@@ -460,8 +460,8 @@ void Trainer::finish_moe_step(StepMetrics& m) {
 }
 
 void Trainer::context_parallel_metrics(StepMetrics& m) const {
-  const distributed::RingAttentionStats& ring = ring_attention_->stats();
-  const auto each = distributed::gather_per_rank(
+  const parallel::RingAttentionStats& ring = ring_attention_->stats();
+  const auto each = comm::gather_per_rank(
       *mesh_->group("cp"), {ring.compute_seconds, ring.wait_seconds, m.peak_memory_gib, m.step_memory_gib});
   m.context_parallel_rank_attention_seconds = each[0];
   m.context_parallel_rank_wait_seconds = each[1];
@@ -492,7 +492,7 @@ Trainer::StepOutputs Trainer::run_device_step(const StepInputs& step, bool apply
   if (nonfinite_injection_.first == step_) {
     for (auto& [name, parameter] : model_->named_parameters()) {
       if (name == nonfinite_injection_.second && parameter->data.grad().defined()) {
-        ops::fill_(parameter->data.grad().view({-1}).narrow(0, 0, 1), std::nan(""));
+        titan::fill_(parameter->data.grad().view({-1}).narrow(0, 0, 1), std::nan(""));
       }
     }
   }
@@ -552,7 +552,7 @@ std::string Trainer::first_nonfinite_gradient() {
   if (world->size() == 1) return mine;
   // The lowest rank that found one tells the others its name.
   Tensor claim = Tensor::full({1}, mine.empty() ? 0.0 : static_cast<double>(world->size() - world->rank()), DType::f32);
-  world->all_reduce(claim, distributed::ReduceOp::max)->wait();
+  world->all_reduce(claim, comm::ReduceOp::max)->wait();
   const int claimed = static_cast<int>(claim.item());
   if (claimed == 0) return "";
   const int owner = world->size() - claimed;
@@ -579,7 +579,7 @@ void refill(const Tensor& target, const Tensor& source) {
   TITAN_CHECK(source.defined() && source.shape() == target.shape(),
               "graph capture: a step input changed shape from {} to {}; the recorded step needs the same shapes",
               shape_str(target.shape()), source.defined() ? shape_str(source.shape()) : "(none)");
-  ops::copy_(target, source);
+  titan::copy_(target, source);
 }
 
 }  // namespace
@@ -640,24 +640,24 @@ Tensor Trainer::synchronize_and_clip_gradients() {
     Tensor bucket = Tensor::empty({total}, DType::f32, device_);
     int64_t offset = 0;
     for (const Tensor& grad : replicated) {
-      ops::copy_(bucket.narrow(0, offset, grad.numel()).view(grad.shape()), grad);
+      titan::copy_(bucket.narrow(0, offset, grad.numel()).view(grad.shape()), grad);
       offset += grad.numel();
     }
-    tp->all_reduce(bucket, distributed::ReduceOp::sum)->wait();
+    tp->all_reduce(bucket, comm::ReduceOp::sum)->wait();
     offset = 0;
     for (const Tensor& grad : replicated) {
-      ops::copy_(grad, bucket.narrow(0, offset, grad.numel()).view(grad.shape()));
+      titan::copy_(grad, bucket.narrow(0, offset, grad.numel()).view(grad.shape()));
       offset += grad.numel();
     }
   }
-  std::vector<distributed::ProcessGroup*> dp_groups, split_groups;
+  std::vector<comm::ProcessGroup*> dp_groups, split_groups;
   if (fsdp_) dp_groups.push_back(mesh_->group("dp_shard_cp").get());
   // Pipeline stages hold disjoint parameters.
   if (pipeline_) dp_groups.push_back(mesh_->group("pp").get());
   split_groups = dp_groups;
   split_groups.push_back(tp.get());
-  const Tensor sum_squares = ops::add(distributed::grad_sum_squares(split, split_groups, device_),
-                                      distributed::grad_sum_squares(replicated, dp_groups, device_));
+  const Tensor sum_squares = ops::add(parallel::grad_sum_squares(split, split_groups, device_),
+                                      parallel::grad_sum_squares(replicated, dp_groups, device_));
   // Clipping multiplies by the factor on the device (by 1 when under the limit: exact).
   const Tensor clip = ops::clip_scalars(sum_squares, config_.training.max_norm);
   ops::scale_all_by_(split, clip, 1);
@@ -670,7 +670,7 @@ double Trainer::mean_over_dp(double value) const {
   const auto& dp = mesh_->group("dp_cp");
   if (dp->size() == 1) return value;
   Tensor total = Tensor::full({1}, value, DType::f32);
-  dp->all_reduce(total, distributed::ReduceOp::avg)->wait();
+  dp->all_reduce(total, comm::ReduceOp::avg)->wait();
   return total.item();
 }
 
@@ -683,7 +683,7 @@ int64_t Trainer::token_loss_scales(StepInputs& step) const {
   int64_t global = local;
   if (dp->size() > 1) {
     Tensor total = Tensor::from_vector(std::vector<int64_t>{local}, {1});
-    dp->all_reduce(total, distributed::ReduceOp::sum)->wait();
+    dp->all_reduce(total, comm::ReduceOp::sum)->wait();
     global = total.to_ints()[0];
   }
   TITAN_CHECK(global > 0,
@@ -725,8 +725,8 @@ double Trainer::validate() {
   // Every rank's token-weighted sum and token count, summed over the data-, context-parallel (and pipeline) ranks.
   Tensor totals =
       Tensor::from_vector(std::vector<float>{static_cast<float>(weighted), static_cast<float>(tokens)}, {2});
-  if (mesh_->size("pp") > 1) mesh_->group("pp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
-  if (mesh_->size("dp_cp") > 1) mesh_->group("dp_cp")->all_reduce(totals, distributed::ReduceOp::sum)->wait();
+  if (mesh_->size("pp") > 1) mesh_->group("pp")->all_reduce(totals, comm::ReduceOp::sum)->wait();
+  if (mesh_->size("dp_cp") > 1) mesh_->group("dp_cp")->all_reduce(totals, comm::ReduceOp::sum)->wait();
   const std::vector<float> summed = totals.to_floats();
   TITAN_CHECK(summed[1] > 0, "validation: the held-out split is empty (raise validation.split?)");
   return summed[0] / summed[1];

@@ -14,9 +14,9 @@
 #include "titan/core/generator.h"
 #include "titan/core/step_recorder.h"
 #include "titan/data/data_loader.h"
-#include "titan/distributed/context_parallel.h"
-#include "titan/distributed/device_mesh.h"
-#include "titan/distributed/fsdp.h"
+#include "titan/parallel/context_parallel.h"
+#include "titan/comm/device_mesh.h"
+#include "titan/parallel/fsdp.h"
 #include "titan/models/decoder.h"
 #include "titan/models/model_spec.h"
 #include "titan/optim/adamw.h"
@@ -52,7 +52,7 @@ class Trainer {
   int64_t step() const { return step_; }
   int64_t gradient_accumulation_steps() const { return accumulation_; }
   const JobConfig& config() const { return config_; }
-  const distributed::DeviceMesh& mesh() const { return *mesh_; }
+  const comm::DeviceMesh& mesh() const { return *mesh_; }
   // This rank's boxes of every parameter and AdamW moment (live tensors).
   std::vector<StateTensor> state_tensors();
   // Loads a checkpoint folder's `parts` (model, optimizer, lr_scheduler, dataloader, train_state).
@@ -158,11 +158,11 @@ class Trainer {
   // Rank 0 holds it for the whole job (declared first: released last).
   std::unique_ptr<DumpFolderLock> dump_folder_lock_;
   Device device_;
-  std::unique_ptr<distributed::DeviceMesh> mesh_;
-  std::shared_ptr<distributed::Fsdp> fsdp_;
+  std::unique_ptr<comm::DeviceMesh> mesh_;
+  std::shared_ptr<parallel::Fsdp> fsdp_;
   // Context parallelism: how sequences are cut over cp, and the attention layers' ring.
-  std::optional<distributed::SequenceLayout> context_layout_;
-  std::shared_ptr<distributed::RingAttention> ring_attention_;
+  std::optional<parallel::SequenceLayout> context_layout_;
+  std::shared_ptr<parallel::RingAttention> ring_attention_;
   int rank_ = 0;
   std::unique_ptr<data::DataLoader> loader_;
   BatchSource batches_;

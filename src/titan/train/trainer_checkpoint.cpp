@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "titan/checkpoint/checkpoint_folder.h"
-#include "titan/checkpoint/hf_folder.h"
-#include "titan/distributed/tensor_parallel.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/parallel/tensor_parallel.h"
 #include "titan/models/lora_plan.h"
 #include "titan/train/model_export.h"
 #include "titan/train/trainer.h"
@@ -66,7 +66,7 @@ std::vector<StateTensor> Trainer::state_tensors() {
 }
 
 nlohmann::json Trainer::job_state(const std::vector<std::string>& contents) const {
-  const distributed::ParallelDims& dims = mesh_->dims();
+  const comm::ParallelDims& dims = mesh_->dims();
   return {{"contents", contents},
           {"train_state", {{"step", step_}}},
           {"optimizer", {{"steps_taken", optimizer_->steps_taken()}}},
@@ -135,7 +135,7 @@ void Trainer::resume() {
       return;
     }
   }
-  if (!c.initial_load_path.empty() && !checkpoint::is_hf_model_folder(c.initial_load_path) &&
+  if (!c.initial_load_path.empty() && !models::is_hf_model_folder(c.initial_load_path) &&
       !is_model_export_folder(c.initial_load_path))
     load_checkpoint(c.initial_load_path, {"model"});
 }
@@ -218,10 +218,10 @@ void Trainer::finish() {
     }
     for (auto& [parameter, tensor] : full) {
       if (split_tp && parameter->tensor_parallel_dim >= 0) {
-        tensor = distributed::gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group("tp"));
+        tensor = parallel::gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group("tp"));
       }
       if (split_ep && parameter->expert_parallel) {
-        tensor = distributed::gather_parameter(tensor, 0, *mesh_->group("ep"));
+        tensor = parallel::gather_parameter(tensor, 0, *mesh_->group("ep"));
       }
     }
   }

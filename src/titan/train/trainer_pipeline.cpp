@@ -2,14 +2,14 @@
 // schedule from the job config (TorchTitan's keys), keeping this rank's
 // parts of the model, running a step's micro-batches through the schedule,
 // and bringing every stage's weights together for the model export.
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/train/pipeline_plan.h"
 #include "titan/train/trainer.h"
 
 namespace titan::train {
 namespace {
 
-namespace pipeline = distributed::pipeline;
+namespace pipeline = parallel::pipeline;
 
 // The top-level module a state name belongs to: "layers.3.attention.wq.weight" -> "layers.3".
 std::string module_of(const std::string& name) {
@@ -60,13 +60,13 @@ double Trainer::sum_over_pp(double value) const {
   const auto& pp = mesh_->group("pp");
   if (pp->size() == 1) return value;
   Tensor total = Tensor::full({1}, value, DType::f32);
-  pp->all_reduce(total, distributed::ReduceOp::sum)->wait();
+  pp->all_reduce(total, comm::ReduceOp::sum)->wait();
   return total.item();
 }
 
 void Trainer::pipeline_metrics(StepMetrics& m) const {
   const double bubble = pipeline_pass_seconds_ > 0 ? 1.0 - pipeline_compute_seconds_ / pipeline_pass_seconds_ : 0.0;
-  const auto each = distributed::gather_per_rank(*mesh_->group("pp"), {bubble, m.peak_memory_gib});
+  const auto each = comm::gather_per_rank(*mesh_->group("pp"), {bubble, m.peak_memory_gib});
   m.pipeline_rank_bubble = each[0];
   m.pipeline_rank_peak_memory_gib = each[1];
   double sum = 0.0;
@@ -86,7 +86,7 @@ std::shared_ptr<models::Decoder> Trainer::gather_pipeline_model(
   // Every tensor of the whole model, in its order (a meta build allocates nothing): the message tags.
   const std::vector<std::pair<std::string, Tensor>> order = model_->config.build(Device::meta())->named_state();
   if (pp->rank() != 0) {
-    std::vector<std::shared_ptr<distributed::Work>> sends;
+    std::vector<std::shared_ptr<comm::Work>> sends;
     for (size_t tag = 0; tag < order.size(); ++tag) {
       auto found = mine.find(order[tag].first);
       if (found != mine.end()) sends.push_back(pp->send(found->second.contiguous(), 0, static_cast<int>(tag)));
@@ -105,7 +105,7 @@ std::shared_ptr<models::Decoder> Trainer::gather_pipeline_model(
     const auto& [name, tensor] = state[tag];
     auto found = mine.find(name);
     if (found != mine.end()) {
-      ops::copy_(tensor, found->second);
+      titan::copy_(tensor, found->second);
     } else {
       pp->recv(tensor, owner.at(module_of(name)), static_cast<int>(tag))->wait();
     }

@@ -18,14 +18,14 @@
 #include <string>
 #include <thread>
 
-#include "titan/distributed/flight_recorder.h"
-#include "titan/distributed/world.h"
+#include "titan/comm/flight_recorder.h"
+#include "titan/comm/world.h"
 #include "titan/train/preemption.h"
 
 namespace {
 
-using titan::distributed::ReduceOp;
-using titan::distributed::World;
+using titan::comm::ReduceOp;
+using titan::comm::World;
 
 void all_reduce_once(World& world, int step) {
   const titan::Tensor tensor = titan::Tensor::full({4}, 1.0);
@@ -51,7 +51,7 @@ int run(const std::string& mode, int faulty, double timeout_seconds) {
       // A real process-wide signal: the signal thread takes it (it is blocked everywhere else).
       kill(getpid(), SIGUSR1);
       const std::string path =
-          titan::distributed::flight_dump_path(titan::distributed::FlightRecorder::instance().folder(), world.rank());
+          titan::comm::flight_dump_path(titan::comm::FlightRecorder::instance().folder(), world.rank());
       for (int i = 0; i < 1000 && !std::filesystem::exists(path); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
@@ -84,14 +84,14 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const int faulty = std::atoi(argv[2]);
   const double timeout_seconds = argc > 3 ? std::atof(argv[3]) : 60.0;
-  if (argc > 4) titan::distributed::FlightRecorder::instance().configure(64, argv[4]);
+  if (argc > 4) titan::comm::FlightRecorder::instance().configure(64, argv[4]);
   try {
     return run(mode, faulty, timeout_seconds);
   } catch (const titan::Error& error) {
     // What the CLI should do in a launched job: peers blocked in a collective
     // with this rank would otherwise wait out the whole timeout.
     std::fprintf(stderr, "titan: error on rank %d: %s\n", World::instance().rank(), error.what());
-    if (World::instance().size() > 1) titan::distributed::abort_job(1);
+    if (World::instance().size() > 1) titan::comm::abort_job(1);
     return 1;
   }
 }

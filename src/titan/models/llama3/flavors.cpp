@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "titan/models/llama3/hf_adapter.h"
+#include "titan/models/llama3/hf_family.h"
 
 namespace titan::models::llama3 {
 

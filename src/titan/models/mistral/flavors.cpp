@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "titan/models/mistral/hf_adapter.h"
+#include "titan/models/mistral/hf_family.h"
 
 namespace titan::models::mistral {
 

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "titan/models/olmo2/hf_adapter.h"
+#include "titan/models/olmo2/hf_family.h"
 
 namespace titan::models::olmo2 {
 

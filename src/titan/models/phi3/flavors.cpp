@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "titan/models/phi3/hf_adapter.h"
+#include "titan/models/phi3/hf_family.h"
 
 namespace titan::models::phi3 {
 

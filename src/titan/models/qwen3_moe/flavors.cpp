@@ -4,7 +4,7 @@
 #include <map>
 
 #include "titan/models/qwen3/flavors.h"
-#include "titan/models/qwen3_moe/hf_adapter.h"
+#include "titan/models/qwen3_moe/hf_family.h"
 
 namespace titan::models::qwen3_moe {
 

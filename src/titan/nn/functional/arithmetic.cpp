@@ -1,7 +1,7 @@
 // Differentiable elementwise arithmetic and reductions.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/reduction.h"
 
@@ -47,7 +47,7 @@ Tensor sum(const Tensor& x) {
   const DType dtype = x.dtype();
   record("SumBackward", {&x}, {&y}, [shape, dtype](const auto& g) {
     // Broadcast on the device: reading the gradient on the host would stall the step.
-    return std::vector<Tensor>{ops::cast(g[0], dtype).expand(shape).contiguous()};
+    return std::vector<Tensor>{titan::cast(g[0], dtype).expand(shape).contiguous()};
   });
   return y;
 }
@@ -59,7 +59,7 @@ Tensor mean(const Tensor& x) {
   const double count = static_cast<double>(x.numel());
   record("MeanBackward", {&x}, {&y}, [shape, dtype, count](const auto& g) {
     const Tensor each = ops::scale(g[0], static_cast<float>(1.0 / count));
-    return std::vector<Tensor>{ops::cast(each, dtype).expand(shape).contiguous()};
+    return std::vector<Tensor>{titan::cast(each, dtype).expand(shape).contiguous()};
   });
   return y;
 }

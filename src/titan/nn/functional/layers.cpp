@@ -2,7 +2,7 @@
 // activations and rotary embeddings.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/embedding.h"
 #include "titan/ops/gemm.h"
@@ -30,7 +30,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y;
   if (has_bias) {
     Tensor y2 = Tensor::empty({x2.size(0), out}, x.dtype(), x.device());
-    ops::copy_(y2, bias.reshape({1, out}).expand({x2.size(0), out}));
+    titan::copy_(y2, bias.reshape({1, out}).expand({x2.size(0), out}));
     ops::gemm(x2, weight.transpose(0, 1), y2, 1.0f, 1.0f);
     y = y2.view(out_shape);
   } else {

@@ -2,7 +2,7 @@
 // the fused linear cross-entropy whose gradients come out of its forward pass.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/grad_clip.h"
 
@@ -32,7 +32,7 @@ Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, co
     // master weight, and rounding it to bf16 first would only lose precision (and memory).
     // The factor stays on the device (a host read would stall the step and
     // break graph capture); scaling by 1 is exact.
-    const Tensor factor = ops::cast(g[0], DType::f32).reshape({1});
+    const Tensor factor = titan::cast(g[0], DType::f32).reshape({1});
     return std::vector<Tensor>{ops::scaled_by(grad_hidden, factor, 0), ops::scaled_by(grad_weight, factor, 0)};
   });
   return out.loss;

@@ -1,7 +1,7 @@
 // Differentiable views, copies and casts.
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/reduction.h"
 
 namespace titan::F {
@@ -62,7 +62,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const DType dtype = x.dtype();
   record("NarrowBackward", {&x}, {&y}, [=](const auto& g) {
     Tensor full = Tensor::zeros(original, dtype, g[0].device());
-    ops::copy_(full.narrow(dim, start, length), g[0]);
+    titan::copy_(full.narrow(dim, start, length), g[0]);
     return std::vector<Tensor>{full};
   });
   return y;
@@ -70,10 +70,10 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  Tensor y = ops::cast(x, dtype);
+  Tensor y = titan::cast(x, dtype);
   const DType original = x.dtype();
   record("CastBackward", {&x}, {&y},
-         [original](const auto& g) { return std::vector<Tensor>{ops::cast(g[0], original)}; });
+         [original](const auto& g) { return std::vector<Tensor>{titan::cast(g[0], original)}; });
   return y;
 }
 

@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "titan/ops/checks.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cpu/gemm.h"
 #include "titan/ops/gemm.h"
 

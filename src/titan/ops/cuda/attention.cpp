@@ -7,7 +7,7 @@
 
 #include "titan/core/tensor.h"
 #include "titan/ops/attention.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cuda/attention_kernels.cuh"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/stream.h"
@@ -104,7 +104,7 @@ void flash_attention_backward_kernel(const AttentionGrads& grads, const Tensor& 
   const AttentionProblem problem = problem_of(op, q, k, mask, scale);
   if (k.numel() == 0) {
     // No keys: no gradient reaches q (it may still have rows when the mask places the queries).
-    if (grads.grad_q.numel() > 0) ops::fill_(grads.grad_q, 0.0);
+    if (grads.grad_q.numel() > 0) titan::fill_(grads.grad_q, 0.0);
     return;
   }
   // D_i = rowsum(dO_i * O_i), laid out like lse. The stream-ordered allocator

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "titan/core/tensor.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cuda/copy_kernels.cuh"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/stream.h"
@@ -81,7 +81,7 @@ void fill_kernel(const Tensor& dst, double value) {
   }
 }
 
-// Both sides contiguous, same dtype (ops::copy_ stages anything else). The
+// Both sides contiguous, same dtype (titan::copy_ stages anything else). The
 // copy is ordered after the kernels already queued on the current stream, and
 // waited for: the host may read or free its buffer as soon as this returns.
 void transfer_kernel(const Tensor& dst, const Tensor& src) {

@@ -35,7 +35,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/fused_cross_entropy_kernels.cuh"

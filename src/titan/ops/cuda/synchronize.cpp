@@ -1,6 +1,6 @@
 // Device synchronisation for timings: waits for the calling thread's current
 // stream, where every kernel and copy of ours is queued.
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/stream.h"
 

@@ -4,7 +4,7 @@
 // formats here, see load_element), which is slow but only used by setup and tests.
 #include <cstring>
 
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 // Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"

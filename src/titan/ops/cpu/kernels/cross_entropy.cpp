@@ -51,7 +51,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/gemm.h"
 

@@ -1,7 +1,7 @@
 // CPU random fill: each thread takes a range of Philox blocks; the value of
 // element i depends only on (seed, block, lane), never on the partitioning.
 #include "titan/ops/random.h"
-#include "titan/ops/copy.h"
+#include "titan/core/copy.h"
 
 // Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"

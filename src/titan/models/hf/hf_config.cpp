@@ -1,0 +1,501 @@
+#include "titan/models/hf/hf_config.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "titan/core/error.h"
+#include "titan/models/gemma2/hf_family.h"
+#include "titan/models/gemma3/hf_family.h"
+#include "titan/models/llama3/hf_family.h"
+#include "titan/models/mistral/hf_family.h"
+#include "titan/models/olmo2/hf_family.h"
+#include "titan/models/phi3/hf_family.h"
+#include "titan/models/qwen2/hf_family.h"
+#include "titan/models/qwen3/hf_family.h"
+#include "titan/models/qwen3_moe/hf_family.h"
+
+namespace titan::models {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// Sizes beyond these are no model anyone trains; refusing them keeps products
+// such as heads x head_dim far from int64 overflow on hostile input.
+constexpr int64_t kMaxDimension = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 100000;
+constexpr int64_t kMaxPositions = int64_t{1} << 26;
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const HfFamily& family : hf_families()) names.push_back(family.architecture);
+  return names;
+}
+
+class ConfigReader {
+ public:
+  ConfigReader(const Json& json, const std::string& source) : json_(json), source_(source) {}
+
+  bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
+  // Present and null: where a family's default is a value, null means "none" (a window, a soft-cap).
+  bool is_null(const char* key) const { return json_.contains(key) && json_[key].is_null(); }
+
+  void get(const char* key, int64_t& value, int64_t min, int64_t max) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_number_integer(), "{}: '{}' must be an integer, got {}", source_, key, v.dump());
+    // Unsigned JSON integers may not fit int64: compare them unsigned first.
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(max) &&
+                                                       static_cast<int64_t>(v.get<uint64_t>()) >= min
+                                                 : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
+    TITAN_CHECK(in_range, "{}: '{}' = {} is outside [{}, {}]", source_, key, v.dump(), min, max);
+    value = v.get<int64_t>();
+  }
+  void get_positive(const char* key, int64_t& value, int64_t max) const { get(key, value, 1, max); }
+  // The keys that give the weights their shapes: a class default (transformers' 4096 for
+  // hidden_size) would build some other model and fail later on a tensor shape.
+  void get_required(const char* key, int64_t& value, int64_t max) const {
+    TITAN_CHECK(has(key), "{}: required key '{}' is missing{}", source_, key,
+                json_.contains(key) ? " (it is null)" : "");
+    get_positive(key, value, max);
+  }
+
+  void get(const char* key, double& value) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_number(), "{}: '{}' must be a number, got {}", source_, key, v.dump());
+    value = v.get<double>();
+    TITAN_CHECK(std::isfinite(value) && value > 0.0, "{}: '{}' must be a positive number, got {}", source_, key,
+                v.dump());
+  }
+
+  void get_non_negative(const char* key, double& value) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0.0,
+                "{}: '{}' must be a number >= 0, got {}", source_, key, v.dump());
+    value = v.get<double>();
+  }
+
+  // A list of layer indices, each in [0, layers).
+  void get_layers(const char* key, std::vector<int64_t>& value, int64_t layers) const {
+    if (!has(key)) return;
+    const Json& v = json_[key];
+    TITAN_CHECK(v.is_array(), "{}: '{}' must be a list of layer indices, got {}", source_, key, v.dump());
+    value.clear();
+    for (const Json& item : v) {
+      TITAN_CHECK(item.is_number_integer() && item.get<int64_t>() >= 0 && item.get<int64_t>() < layers,
+                  "{}: '{}' holds {}, which is not a layer index in [0, {})", source_, key, item.dump(), layers);
+      value.push_back(item.get<int64_t>());
+    }
+  }
+
+  void get(const char* key, bool& value) const {
+    if (!has(key)) return;
+    TITAN_CHECK(json_[key].is_boolean(), "{}: '{}' must be true or false, got {}", source_, key, json_[key].dump());
+    value = json_[key].get<bool>();
+  }
+
+  std::string get_string(const char* key) const {
+    if (!has(key)) return "";
+    TITAN_CHECK(json_[key].is_string(), "{}: '{}' must be a string, got {}", source_, key, json_[key].dump());
+    return json_[key].get<std::string>();
+  }
+
+  // Features titan's decoder does not have must be off (absent, or the value that means off).
+  void require_off(const char* key, const HfFamily& family) const {
+    bool on = false;
+    get(key, on);
+    TITAN_CHECK(!on, "{}: '{}' = true is not supported for {} (titan's decoder has no such feature)", source_, key,
+                family.architecture);
+  }
+  // Dropout probabilities must be zero: titan's decoder has no dropout.
+  void require_zero(const char* key, const HfFamily& family) const {
+    double value = 0.0;
+    get_non_negative(key, value);
+    TITAN_CHECK(value == 0.0, "{}: '{}' = {} is not supported for {} (titan's decoder has no dropout; set it to 0)",
+                source_, key, json_[key].dump(), family.architecture);
+  }
+
+ private:
+  const Json& json_;
+  const std::string& source_;
+};
+
+// A rope_scaling object (`key` names it in errors): none, or Llama 3's where the family has it.
+void read_rope_scaling_object(const Json& scaling, const std::string& key, const std::string& source,
+                              const HfFamily& family, HfConfig& config) {
+  TITAN_CHECK(scaling.is_object(), "{}: '{}' must be an object or null, got {}", source, key, scaling.dump());
+  const ConfigReader reader(scaling, source);
+  std::string type = reader.get_string("rope_type");
+  if (type.empty()) type = reader.get_string("type");  // older transformers name it "type"
+  if (type.empty() || type == "default") return;
+  TITAN_CHECK(type == "llama3" && family.llama3_rope_scaling,
+              "{}: {} type '{}' is not supported for {} (supported: {})", source, key, type, family.architecture,
+              family.llama3_rope_scaling ? "default, llama3" : "default");
+  TITAN_CHECK(reader.has("factor"), "{}: {} of type llama3 needs 'factor'", source, key);
+  ops::RopeScaling& s = config.rope_scaling;
+  s = ops::RopeScaling{};
+  reader.get("factor", s.factor);
+  reader.get("low_freq_factor", s.low_freq_factor);
+  reader.get("high_freq_factor", s.high_freq_factor);
+  reader.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
+  // The smoothing between the two wavelength bounds divides by their difference.
+  TITAN_CHECK(s.high_freq_factor > s.low_freq_factor, "{}: {} high_freq_factor {} must exceed low_freq_factor {}",
+              source, key, s.high_freq_factor, s.low_freq_factor);
+}
+
+void read_rope_scaling(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
+  if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return;
+  read_rope_scaling_object(json["rope_scaling"], "rope_scaling", source, family, config);
+}
+
+// transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type, ...}
+// (Gemma 3: one per layer type) in place of rope_theta / rope_scaling /
+// rope_local_base_freq; where a file has it, it decides.
+void read_rope_parameters(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
+  if (!json.contains("rope_parameters") || json["rope_parameters"].is_null()) return;
+  const Json& parameters = json["rope_parameters"];
+  TITAN_CHECK(parameters.is_object(), "{}: 'rope_parameters' must be an object, got {}", source, parameters.dump());
+  const auto read_one = [&](const Json& object, const std::string& key, double& theta, bool scaled) {
+    TITAN_CHECK(object.is_object(), "{}: '{}' must be an object, got {}", source, key, object.dump());
+    const ConfigReader reader(object, source);
+    reader.get("rope_theta", theta);
+    double rotary_fraction = 1.0;
+    reader.get("partial_rotary_factor", rotary_fraction);
+    TITAN_CHECK(rotary_fraction == 1.0,
+                "{}: '{}.partial_rotary_factor' = {} is not supported (titan rotates whole "
+                "heads)",
+                source, key, object["partial_rotary_factor"].dump());
+    if (scaled) {
+      config.rope_scaling = ops::RopeScaling{};
+      read_rope_scaling_object(object, key, source, family, config);
+    } else {
+      // Gemma 3's local table is never scaled: any type but default is refused.
+      HfFamily unscaled_family = family;
+      unscaled_family.llama3_rope_scaling = false;
+      HfConfig unscaled;
+      read_rope_scaling_object(object, key, source, unscaled_family, unscaled);
+    }
+  };
+  if (family.local_rope && (parameters.contains("full_attention") || parameters.contains("sliding_attention"))) {
+    for (const auto& [type, object] : parameters.items()) {
+      TITAN_CHECK(type == "full_attention" || type == "sliding_attention",
+                  "{}: 'rope_parameters' holds '{}', which is not a layer type of {}", source, type,
+                  family.architecture);
+      const bool global = type == "full_attention";
+      read_one(object, "rope_parameters." + type, global ? config.rope_theta : config.rope_local_base_freq, global);
+    }
+    return;
+  }
+  read_one(parameters, "rope_parameters", config.rope_theta, true);
+}
+
+void read_mixture_of_experts(const ConfigReader& reader, const std::string& source, const HfFamily& family,
+                             HfConfig& config) {
+  reader.get_required("num_experts", config.num_experts, kMaxDimension);
+  reader.get_required("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
+  reader.get_required("moe_intermediate_size", config.moe_intermediate_size, kMaxDimension);
+  reader.get("norm_topk_prob", config.norm_topk_prob);
+  reader.get_positive("decoder_sparse_step", config.decoder_sparse_step, kMaxLayers);
+  reader.get_layers("mlp_only_layers", config.mlp_only_layers, config.num_hidden_layers);
+  reader.get_non_negative("router_aux_loss_coef", config.router_aux_loss_coef);
+  reader.get("output_router_logits", config.output_router_logits);
+  TITAN_CHECK(config.num_experts_per_tok <= config.num_experts,
+              "{}: 'num_experts_per_tok' = {} exceeds 'num_experts' = {}", source, config.num_experts_per_tok,
+              config.num_experts);
+  // Qwen2-MoE's shared expert and gate have no place in a Qwen3-MoE layer.
+  int64_t shared = 0;
+  reader.get("shared_expert_intermediate_size", shared, 0, kMaxDimension);
+  TITAN_CHECK(shared == 0,
+              "{}: 'shared_expert_intermediate_size' = {} is not supported for {} (it has no shared "
+              "experts)",
+              source, shared, family.architecture);
+}
+
+// The activation of the gate: Gemma's GeGLU (transformers reads hidden_activation; published files carry
+// hidden_act too, and both must agree), everyone else's SwiGLU.
+void read_activation(const ConfigReader& reader, const std::string& source, const HfFamily& family) {
+  const char* expected = family.gemma ? "gelu_pytorch_tanh" : "silu";
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (!family.gemma && std::string_view(key) == "hidden_activation") continue;
+    const std::string activation = reader.get_string(key);
+    TITAN_CHECK(activation.empty() || activation == expected, "{}: {} '{}' is not supported for {} (titan uses {})",
+                source, key, activation, family.architecture, expected);
+  }
+}
+
+// Which layers slide, resolved into config.sliding_layers: `layer_types` where the file has it, else the
+// family's rule. A null or absent window (where the family's default is none) means no layer slides.
+void read_sliding_window(const Json& json, const ConfigReader& reader, const std::string& source,
+                         const HfFamily& family, HfConfig& config) {
+  if (family.sliding == HfSlidingLayers::none) return;  // Qwen 2's inactive window keys are not read
+  if (reader.is_null("sliding_window")) config.sliding_window = 0;
+  reader.get_positive("sliding_window", config.sliding_window, kMaxPositions);
+  if (family.sliding == HfSlidingLayers::pattern) {
+    reader.get_positive("sliding_window_pattern", config.sliding_window_pattern, kMaxLayers);
+  }
+  std::vector<bool> layers = hf_sliding_rule(family, config.num_hidden_layers, config.sliding_window_pattern);
+  if (reader.has("layer_types")) {
+    const Json& types = json["layer_types"];
+    TITAN_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == config.num_hidden_layers,
+                "{}: 'layer_types' must list one entry per layer ({}), got {}", source, config.num_hidden_layers,
+                types.dump());
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool sliding = types[i] == "sliding_attention";
+      TITAN_CHECK(sliding || types[i] == "full_attention",
+                  "{}: 'layer_types' holds {} at layer {}, which is not supported for {} (sliding_attention or "
+                  "full_attention)",
+                  source, types[i].dump(), i, family.architecture);
+      layers[i] = sliding;
+    }
+  }
+  config.sliding_layers = config.sliding_window > 0 ? layers : std::vector<bool>{};
+}
+
+// Gemma's score scale, soft-caps (null: off) and Gemma 3's local RoPE base.
+void read_gemma(const ConfigReader& reader, const HfFamily& family, HfConfig& config) {
+  reader.get("query_pre_attn_scalar", config.query_pre_attn_scalar);
+  for (auto [key, value] : {std::pair{"attn_logit_softcapping", &config.attn_logit_softcapping},
+                            std::pair{"final_logit_softcapping", &config.final_logit_softcapping}}) {
+    if (reader.is_null(key)) *value = 0.0;
+    reader.get(key, *value);
+  }
+}
+
+}  // namespace
+
+std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_t pattern) {
+  std::vector<bool> sliding(static_cast<size_t>(std::max<int64_t>(layers, 0)), false);
+  for (int64_t i = 0; i < layers; ++i) {
+    switch (family.sliding) {
+      case HfSlidingLayers::none:
+        break;
+      case HfSlidingLayers::all:
+        sliding[static_cast<size_t>(i)] = true;
+        break;
+      case HfSlidingLayers::even:
+        sliding[static_cast<size_t>(i)] = i % 2 == 0;
+        break;
+      case HfSlidingLayers::pattern:
+        sliding[static_cast<size_t>(i)] = pattern <= 0 || (i + 1) % pattern != 0;
+        break;
+    }
+  }
+  return sliding;
+}
+
+const std::vector<HfFamily>& hf_families() {
+  static const std::vector<HfFamily> families{llama3::hf_family(),  qwen3::hf_family(), qwen3_moe::hf_family(),
+                                              mistral::hf_family(), qwen2::hf_family(), gemma2::hf_family(),
+                                              gemma3::hf_family(),  olmo2::hf_family(), phi3::hf_family()};
+  return families;
+}
+
+const HfFamily& hf_family_for_model(const std::string& model_name) {
+  for (const HfFamily& family : hf_families()) {
+    if (family.model == model_name) return family;
+  }
+  fail("model '{}' has no Hugging Face adapter", model_name);
+}
+
+const HfFamily& hf_family(const HfConfig& config) {
+  for (const HfFamily& family : hf_families()) {
+    if (family.architecture == config.architecture) return family;
+  }
+  fail("unsupported architecture '{}' (supported: {})", config.architecture,
+       fmt::join(supported_architectures(), ", "));
+}
+
+std::string hf_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      fail("dtype {} has no Hugging Face torch_dtype name (use f32, bf16 or f16)", dtype_name(dtype));
+  }
+}
+
+std::optional<DType> hf_dtype(const std::string& torch_dtype) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    if (hf_dtype_name(dtype) == torch_dtype) return dtype;
+  }
+  return std::nullopt;
+}
+
+HfConfig parse_hf_config(std::string_view json_text, const std::string& source) {
+  Json json;
+  try {
+    json = Json::parse(json_text);
+  } catch (const Json::exception& error) {
+    fail("{}: not valid JSON: {}", source, error.what());
+  }
+  TITAN_CHECK(json.is_object(), "{}: config is not a JSON object", source);
+  const ConfigReader reader(json, source);
+
+  std::string architecture;
+  if (reader.has("architectures")) {
+    const Json& list = json["architectures"];
+    TITAN_CHECK(list.is_array() && !list.empty() && list[0].is_string(),
+                "{}: 'architectures' must be a non-empty list of names, got {}", source, list.dump());
+    TITAN_CHECK(list.size() == 1, "{}: 'architectures' lists {} models; titan converts one: {}", source, list.size(),
+                list.dump());
+    architecture = list[0].get<std::string>();
+  }
+  const std::string model_type = reader.get_string("model_type");
+  TITAN_CHECK(!architecture.empty() || !model_type.empty(),
+              "{}: neither 'architectures' nor 'model_type' says which model this is", source);
+  const HfFamily* family = nullptr;
+  for (const HfFamily& candidate : hf_families()) {
+    if (architecture.empty() ? candidate.model_type == model_type : candidate.architecture == architecture) {
+      family = &candidate;
+    }
+  }
+  TITAN_CHECK(family != nullptr, "{}: unsupported {} '{}' (supported: {})", source,
+              architecture.empty() ? "model_type" : "architecture", architecture.empty() ? model_type : architecture,
+              fmt::join(supported_architectures(), ", "));
+  TITAN_CHECK(model_type.empty() || model_type == family->model_type,
+              "{}: unsupported model_type '{}' for architecture {} (expected '{}')", source, model_type,
+              family->architecture, family->model_type);
+
+  HfConfig config = family->defaults;
+  config.architecture = family->architecture;
+  config.model_type = family->model_type;
+  reader.get_required("hidden_size", config.hidden_size, kMaxDimension);
+  reader.get_required("intermediate_size", config.intermediate_size, kMaxDimension);
+  reader.get_required("num_hidden_layers", config.num_hidden_layers, kMaxLayers);
+  reader.get_required("num_attention_heads", config.num_attention_heads, kMaxDimension);
+  reader.get_positive("num_key_value_heads", config.num_key_value_heads, kMaxDimension);
+  reader.get_positive("head_dim", config.head_dim, kMaxDimension);
+  reader.get_required("vocab_size", config.vocab_size, kMaxDimension);
+  reader.get_positive("max_position_embeddings", config.max_position_embeddings, kMaxPositions);
+  reader.get("rms_norm_eps", config.rms_norm_eps);
+  reader.get("rope_theta", config.rope_theta);
+  reader.get("tie_word_embeddings", config.tie_word_embeddings);
+  read_rope_scaling(json, source, *family, config);
+  if (family->local_rope) reader.get("rope_local_base_freq", config.rope_local_base_freq);
+  read_rope_parameters(json, source, *family, config);
+  // Newer transformers write "dtype", older "torch_dtype".
+  const std::string dtype = reader.has("torch_dtype") ? reader.get_string("torch_dtype") : reader.get_string("dtype");
+  TITAN_CHECK(dtype.empty() || hf_dtype(dtype).has_value(),
+              "{}: torch_dtype '{}' is not supported (float32, bfloat16, float16)", source, dtype);
+  config.torch_dtype = dtype;
+
+  read_activation(reader, source, *family);
+  // Features titan's decoder lacks: each must be off. Qwen 2's q/k/v biases always exist (its config has no
+  // attention_bias key); a family that slides by its own rule has no use_sliding_window switch.
+  for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"}) reader.require_zero(key, *family);
+  reader.require_off("mlp_bias", *family);
+  if (!family->qkv_bias) reader.require_off("attention_bias", *family);
+  if (family->sliding == HfSlidingLayers::none) reader.require_off("use_sliding_window", *family);
+  for (const std::string& key : family->disabled_features) reader.require_off(key.c_str(), *family);
+  double rotary_fraction = 1.0;
+  reader.get("partial_rotary_factor", rotary_fraction);
+  TITAN_CHECK(rotary_fraction == 1.0,
+              "{}: 'partial_rotary_factor' = {} is not supported for {} (titan rotates whole heads)", source,
+              json["partial_rotary_factor"].dump(), family->architecture);
+
+  if (family->mixture_of_experts) read_mixture_of_experts(reader, source, *family, config);
+  read_sliding_window(json, reader, source, *family, config);
+  if (family->gemma) read_gemma(reader, *family, config);
+
+  const int64_t heads = config.num_attention_heads;
+  const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
+  TITAN_CHECK(heads % kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", source,
+              heads, kv_heads);
+  TITAN_CHECK(config.head_dim > 0 || config.hidden_size % heads == 0,
+              "{}: hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)", source,
+              config.hidden_size, heads);
+  const int64_t head_dim = config.head_dim > 0 ? config.head_dim : config.hidden_size / heads;
+  TITAN_CHECK(head_dim % 2 == 0, "{}: head_dim {} must be even for rotary embeddings", source, head_dim);
+  // Implied sizes made explicit, as the writer writes them, so that written text parses back to this config.
+  config.num_key_value_heads = kv_heads;
+  config.head_dim = head_dim;
+  return config;
+}
+
+HfConfig read_hf_config_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  TITAN_CHECK(file.good(), "cannot open '{}'", path);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parse_hf_config(text.str(), path);
+}
+
+std::string hf_config_json(const HfConfig& config) {
+  const HfFamily& family = hf_family(config);
+  using OrderedJson = nlohmann::ordered_json;
+  OrderedJson json;
+  json["architectures"] = {config.architecture};
+  json["model_type"] = config.model_type;
+  json["hidden_size"] = config.hidden_size;
+  json["intermediate_size"] = config.intermediate_size;
+  json["num_hidden_layers"] = config.num_hidden_layers;
+  json["num_attention_heads"] = config.num_attention_heads;
+  json["num_key_value_heads"] =
+      config.num_key_value_heads > 0 ? config.num_key_value_heads : config.num_attention_heads;
+  json["head_dim"] = config.head_dim > 0 ? config.head_dim : config.hidden_size / config.num_attention_heads;
+  json["vocab_size"] = config.vocab_size;
+  json["max_position_embeddings"] = config.max_position_embeddings;
+  json["rms_norm_eps"] = config.rms_norm_eps;
+  json["rope_theta"] = config.rope_theta;
+  if (config.rope_scaling.factor > 0) {
+    json["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", config.rope_scaling.factor},
+                            {"low_freq_factor", config.rope_scaling.low_freq_factor},
+                            {"high_freq_factor", config.rope_scaling.high_freq_factor},
+                            {"original_max_position_embeddings", config.rope_scaling.original_max_position}};
+  } else {
+    json["rope_scaling"] = nullptr;
+  }
+  json["tie_word_embeddings"] = config.tie_word_embeddings;
+  if (family.mixture_of_experts) {
+    json["num_experts"] = config.num_experts;
+    json["num_experts_per_tok"] = config.num_experts_per_tok;
+    json["moe_intermediate_size"] = config.moe_intermediate_size;
+    json["norm_topk_prob"] = config.norm_topk_prob;
+    json["decoder_sparse_step"] = config.decoder_sparse_step;
+    json["mlp_only_layers"] = config.mlp_only_layers;
+    json["router_aux_loss_coef"] = config.router_aux_loss_coef;
+    json["output_router_logits"] = config.output_router_logits;
+  }
+  if (family.sliding != HfSlidingLayers::none) {
+    json["sliding_window"] = config.sliding_window > 0 ? OrderedJson(config.sliding_window) : OrderedJson(nullptr);
+    if (family.sliding == HfSlidingLayers::pattern) json["sliding_window_pattern"] = config.sliding_window_pattern;
+    // Gemma's configs have layer_types (newer transformers); elsewhere it is written only where the file read
+    // had a pattern the family's rule does not give.
+    const bool rule =
+        config.sliding_layers == hf_sliding_rule(family, config.num_hidden_layers, config.sliding_window_pattern);
+    if (config.sliding_window > 0 && (family.gemma || !rule)) {
+      std::vector<std::string> types;
+      for (bool sliding : config.sliding_layers) types.emplace_back(sliding ? "sliding_attention" : "full_attention");
+      json["layer_types"] = types;
+    }
+  }
+  if (family.gemma) {
+    const auto cap = [](double value) { return value > 0 ? OrderedJson(value) : OrderedJson(nullptr); };
+    json["query_pre_attn_scalar"] = config.query_pre_attn_scalar;
+    json["attn_logit_softcapping"] = cap(config.attn_logit_softcapping);
+    json["final_logit_softcapping"] = cap(config.final_logit_softcapping);
+    if (family.local_rope) json["rope_local_base_freq"] = config.rope_local_base_freq;
+  }
+  if (!config.torch_dtype.empty()) json["torch_dtype"] = config.torch_dtype;
+  if (family.gemma) {
+    json["hidden_activation"] = "gelu_pytorch_tanh";
+  } else {
+    json["hidden_act"] = "silu";
+  }
+  for (const std::string& key : family.disabled_features) json[key] = false;
+  return json.dump(2) + "\n";
+}
+
+}  // namespace titan::models

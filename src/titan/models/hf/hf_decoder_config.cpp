@@ -1,0 +1,239 @@
+#include "titan/models/hf/hf_decoder_config.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace titan::models {
+
+DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
+  const HfFamily& family = hf_family(hf);
+  // Gemma's norms scale by (1 + w), its embeddings by sqrt(hidden_size), its gate by tanh-GELU.
+  const double norm_offset = family.gemma ? 1.0 : 0.0;
+  DecoderConfig config;
+  config.vocab_size = hf.vocab_size;
+  const int64_t implied_head_dim = hf.hidden_size / hf.num_attention_heads;
+  for (int64_t i = 0; i < hf.num_hidden_layers; ++i) {
+    const bool sliding = hf.sliding_window > 0 && static_cast<size_t>(i) < hf.sliding_layers.size() &&
+                         hf.sliding_layers[static_cast<size_t>(i)];
+    nn::TransformerBlockConfig block;
+    block.attention = {.dim = hf.hidden_size,
+                       .n_heads = hf.num_attention_heads,
+                       .n_kv_heads = hf.num_key_value_heads > 0 ? hf.num_key_value_heads : hf.num_attention_heads,
+                       // Left 0 when implied, as titan's own flavors leave it.
+                       .head_dim = hf.head_dim > 0 && hf.head_dim != implied_head_dim ? hf.head_dim : 0,
+                       .qk_norm = family.qk_norm,
+                       .qk_norm_whole_projection = family.qk_norm_whole_projection,
+                       .qk_norm_weight_offset = norm_offset,
+                       .norm_eps = hf.rms_norm_eps,
+                       .qkv_bias = family.qkv_bias,
+                       .rope_style = family.rope_style,
+                       .local_rope = family.local_rope && sliding,
+                       .sliding_window = sliding ? hf.sliding_window : 0,
+                       .scale_dim = family.gemma ? hf.query_pre_attn_scalar : 0.0,
+                       .logit_softcap = static_cast<float>(hf.attn_logit_softcapping)};
+    block.norm_eps = hf.rms_norm_eps;
+    block.norm_weight_offset = norm_offset;
+    block.pre_norms = family.norms != HfNorms::post;
+    block.post_norms = family.norms != HfNorms::pre;
+    // Hugging Face's rule (Qwen3MoeDecoderLayer): MoE unless listed dense, every decoder_sparse_step-th layer.
+    const bool dense_only =
+        std::find(hf.mlp_only_layers.begin(), hf.mlp_only_layers.end(), i) != hf.mlp_only_layers.end();
+    if (family.mixture_of_experts && !dense_only && hf.num_experts > 0 && (i + 1) % hf.decoder_sparse_step == 0) {
+      block.moe = nn::MoEConfig{.dim = hf.hidden_size,
+                                .hidden_dim = hf.moe_intermediate_size,
+                                .num_experts = hf.num_experts,
+                                .top_k = hf.num_experts_per_tok,
+                                .normalize_top_k = hf.norm_topk_prob,
+                                .aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef : 0.0};
+    } else {
+      block.feed_forward = {
+          .dim = hf.hidden_size,
+          .hidden_dim = hf.intermediate_size,
+          .activation = family.gemma ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu};
+    }
+    config.layers.push_back(block);
+  }
+  config.rope_theta = hf.rope_theta;
+  config.rope_scaling = hf.rope_scaling;
+  config.local_rope_theta = family.local_rope ? hf.rope_local_base_freq : 0.0;
+  config.embedding_scale = family.gemma ? std::sqrt(static_cast<double>(hf.hidden_size)) : 0.0;
+  config.loss.softcap = static_cast<float>(hf.final_logit_softcapping);
+  config.tie_embeddings = hf.tie_word_embeddings;
+  config.max_seq_len = hf.max_position_embeddings;
+  return config;
+}
+
+namespace {
+
+// The MoE layers' shared settings, and the dense layers among them (Hugging
+// Face says which layers are dense by listing them, with decoder_sparse_step 1).
+void describe_experts(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
+  const nn::MoEConfig* first = nullptr;
+  int64_t dense_width = 0;
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::TransformerBlockConfig& block = config.layers[static_cast<size_t>(i)];
+    if (!block.moe) {
+      TITAN_CHECK(dense_width == 0 || dense_width == block.feed_forward.hidden_dim,
+                  "dense layers of different widths ({} and {}) have no {} equivalent", dense_width,
+                  block.feed_forward.hidden_dim, family.architecture);
+      dense_width = block.feed_forward.hidden_dim;
+      if (family.mixture_of_experts) hf.mlp_only_layers.push_back(i);
+      continue;
+    }
+    TITAN_CHECK(family.mixture_of_experts, "layer {} is a mixture of experts, which {} has not", i,
+                family.architecture);
+    const nn::MoEConfig& moe = *block.moe;
+    TITAN_CHECK(moe.score == nn::RouterScore::softmax && moe.num_shared_experts == 0 && moe.route_scale == 1.0,
+                "layer {}: a sigmoid router, shared experts or a route scale have no {} equivalent", i,
+                family.architecture);
+    TITAN_CHECK(
+        first == nullptr || (moe.num_experts == first->num_experts && moe.top_k == first->top_k &&
+                             moe.hidden_dim == first->hidden_dim && moe.normalize_top_k == first->normalize_top_k &&
+                             moe.aux_loss_coef == first->aux_loss_coef),
+        "layer {}: its experts differ from the first MoE layer's, which {} cannot express", i, family.architecture);
+    first = &moe;
+  }
+  if (dense_width > 0) hf.intermediate_size = dense_width;
+  if (first == nullptr) return;
+  hf.num_experts = first->num_experts;
+  hf.num_experts_per_tok = first->top_k;
+  hf.moe_intermediate_size = first->hidden_dim;
+  hf.norm_topk_prob = first->normalize_top_k;
+  hf.decoder_sparse_step = 1;
+  hf.output_router_logits = first->aux_loss_coef > 0;
+  if (first->aux_loss_coef > 0) hf.router_aux_loss_coef = first->aux_loss_coef;
+}
+
+}  // namespace
+
+namespace {
+
+std::string pattern_string(const std::vector<bool>& sliding) {
+  std::string text;
+  for (bool s : sliding) text += s ? 'S' : 'G';
+  return text;
+}
+
+// What every layer's attention and block must share, and what the family
+// fixes, checked against layer 0; the window is collected and checked apart.
+void check_layers(const DecoderConfig& config, const HfFamily& family, const std::string& model_name) {
+  const std::string& architecture = family.architecture;
+  const double norm_offset = family.gemma ? 1.0 : 0.0;
+  const nn::TransformerBlockConfig& first = config.layers.front();
+  const auto& a = first.attention;
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::TransformerBlockConfig& block = config.layers[static_cast<size_t>(i)];
+    const auto& b = block.attention;
+    const auto require = [&](bool ok, const char* what) {
+      TITAN_CHECK(ok, "this {} model's layer {}: {} has no {} equivalent", model_name, i, what, architecture);
+    };
+    require(b.n_heads == a.n_heads && b.kv_heads() == a.kv_heads() && b.head_size() == a.head_size() &&
+                block.norm_eps == first.norm_eps && b.scale_dim == a.scale_dim && b.logit_softcap == a.logit_softcap &&
+                b.norm_eps == a.norm_eps,
+            "attention different from layer 0's (heads, head size, norm eps, score scale or soft-cap)");
+    require(b.rope && b.rope_style == family.rope_style, "its RoPE pairing (or a layer without RoPE)");
+    require(b.qk_norm == family.qk_norm, b.qk_norm ? "a q/k norm" : "no q/k norm");
+    require(!b.qk_norm || (b.qk_norm_whole_projection == family.qk_norm_whole_projection &&
+                           b.qk_norm_weight_offset == norm_offset && b.norm_eps == block.norm_eps),
+            "its kind of q/k norm (per head or whole projection, weight offset, or an eps other than the block's)");
+    require(b.qkv_bias == family.qkv_bias, b.qkv_bias ? "q/k/v biases" : "q/k/v projections without biases");
+    require(block.norm_weight_offset == norm_offset, "its norm weight offset");
+    require(block.pre_norms == (family.norms != HfNorms::post) && block.post_norms == (family.norms != HfNorms::pre),
+            "its placement of norms (before and/or after the sublayers)");
+    const auto activation = family.gemma ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu;
+    require(block.moe || block.feed_forward.activation == activation, "its feed-forward activation");
+    require(b.local_rope == (family.local_rope && b.sliding_window > 0),
+            "its choice of RoPE table (local RoPE goes with sliding layers)");
+    require(family.gemma || b.scale_dim == 0.0 || b.scale_dim == static_cast<double>(b.head_size()),
+            "a score scale other than head_dim^-1/2");
+    require(family.gemma || b.logit_softcap == 0.0f, "attention logit soft-capping");
+  }
+}
+
+// The window and which layers slide, as the family's rule must give them.
+void describe_sliding(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
+  const int64_t n = config.n_layers();
+  int64_t window = 0;
+  std::vector<bool> sliding;
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    const int64_t w = block.attention.sliding_window;
+    TITAN_CHECK(w == 0 || window == 0 || w == window,
+                "layers with different windows ({} and {}) have no {} equivalent (it has one sliding_window)", window,
+                w, family.architecture);
+    if (w > 0) window = w;
+    sliding.push_back(w > 0);
+  }
+  hf.sliding_window = window;
+  hf.sliding_layers = window > 0 ? sliding : std::vector<bool>{};
+  if (family.sliding == HfSlidingLayers::pattern) {
+    // Layer i is global iff (i + 1) % pattern == 0: the first global layer says the pattern (none: n + 1).
+    int64_t first_global = n;
+    for (int64_t i = 0; i < n && first_global == n; ++i) {
+      if (!sliding[static_cast<size_t>(i)]) first_global = i;
+    }
+    hf.sliding_window_pattern = first_global + 1;
+    // Every layer global still needs a window in config.json; it is never used.
+    if (window == 0) {
+      hf.sliding_window = family.defaults.sliding_window;
+      hf.sliding_layers = sliding;
+    }
+  }
+  if (window == 0 && family.sliding != HfSlidingLayers::even) return;
+  TITAN_CHECK(family.sliding != HfSlidingLayers::none, "sliding-window attention has no {} equivalent",
+              family.architecture);
+  const std::vector<bool> rule = hf_sliding_rule(family, n, hf.sliding_window_pattern);
+  TITAN_CHECK(sliding == rule,
+              "layers that slide as {} (S: sliding, G: global) have no {} equivalent: its layers slide as {}",
+              pattern_string(sliding), family.architecture, pattern_string(rule));
+}
+
+}  // namespace
+
+HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConfig& config, DType dtype) {
+  const HfFamily& family = hf_family_for_model(model_name);
+  TITAN_CHECK(config.n_layers() > 0, "a model without layers has no {} equivalent", family.architecture);
+  check_layers(config, family, model_name);
+  const auto& a = config.layers.front().attention;
+  TITAN_CHECK(config.rope_scaling.factor <= 0 || family.llama3_rope_scaling,
+              "{} has no llama3 RoPE scaling; this {} model uses it", family.architecture, model_name);
+  const double norm_eps = config.layers.front().norm_eps;
+  TITAN_CHECK(!a.qk_norm || a.norm_eps == norm_eps,
+              "q/k norm eps {} differs from the layer norm eps {}: {} has one rms_norm_eps", a.norm_eps, norm_eps,
+              family.architecture);
+  const double dim_root = std::sqrt(static_cast<double>(config.dim()));
+  TITAN_CHECK(
+      family.gemma ? std::abs(config.embedding_scale - dim_root) <= 1e-9 * dim_root : config.embedding_scale == 0.0,
+      "embeddings scaled by {} have no {} equivalent ({})", config.embedding_scale, family.architecture,
+      family.gemma ? "it scales them by sqrt(hidden_size)" : "it does not scale them");
+  TITAN_CHECK(family.gemma || config.loss.softcap == 0.0f, "final logit soft-capping has no {} equivalent",
+              family.architecture);
+  TITAN_CHECK(family.local_rope || config.local_rope_theta == 0.0,
+              "a second RoPE table (local_rope_theta {}) has no {} equivalent", config.local_rope_theta,
+              family.architecture);
+  HfConfig hf = family.defaults;
+  hf.architecture = family.architecture;
+  hf.model_type = family.model_type;
+  hf.hidden_size = config.dim();
+  describe_experts(config, family, hf);
+  describe_sliding(config, family, hf);
+  hf.num_hidden_layers = config.n_layers();
+  hf.num_attention_heads = a.n_heads;
+  hf.num_key_value_heads = a.kv_heads();
+  hf.head_dim = a.head_size();
+  hf.vocab_size = config.vocab_size;
+  hf.max_position_embeddings = config.max_seq_len;
+  hf.rms_norm_eps = norm_eps;
+  hf.rope_theta = config.rope_theta;
+  hf.rope_scaling = config.rope_scaling;
+  hf.tie_word_embeddings = config.tie_embeddings;
+  if (family.gemma) {
+    hf.query_pre_attn_scalar = a.scale_dim > 0 ? a.scale_dim : static_cast<double>(a.head_size());
+    hf.attn_logit_softcapping = a.logit_softcap;
+    hf.final_logit_softcapping = config.loss.softcap;
+  }
+  if (family.local_rope && config.local_rope_theta > 0) hf.rope_local_base_freq = config.local_rope_theta;
+  hf.torch_dtype = hf_dtype_name(dtype);
+  return hf;
+}
+
+}  // namespace titan::models

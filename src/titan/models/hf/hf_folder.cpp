@@ -1,0 +1,265 @@
+#include "titan/models/hf/hf_folder.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/models/hf/hf_index.h"
+#include "titan/core/staging_folder.h"
+#include "titan/core/copy.h"
+
+namespace titan::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  TITAN_CHECK(file.good(), "cannot open '{}'", path.string());
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+HfFolderReader::HfFolderReader(std::string folder) : folder_(std::move(folder)) {
+  const fs::path root(folder_);
+  TITAN_CHECK(fs::is_directory(root), "'{}' is not a folder", folder_);
+  const fs::path config = root / "config.json";
+  TITAN_CHECK(fs::is_regular_file(config), "{}: missing config.json (not a Hugging Face model folder?)", folder_);
+  config_ = models::read_hf_config_file(config.string());
+
+  const fs::path index_path = root / kHfIndexFile;
+  if (fs::is_regular_file(index_path)) {
+    const std::string source = index_path.string();
+    const HfIndex index = parse_hf_index(read_text_file(index_path), source);
+    std::map<std::string, size_t> shard_of_file;
+    for (const std::string& file : index.files()) {
+      TITAN_CHECK(fs::is_regular_file(root / file), "{}: shard '{}' does not exist", source, file);
+      shard_of_file[file] = shards_.size();
+      shards_.push_back(std::make_unique<checkpoint::SafetensorsReader>((root / file).string()));
+    }
+    for (const auto& [tensor, file] : index.weight_map) {
+      const size_t shard = shard_of_file.at(file);
+      TITAN_CHECK(shards_[shard]->contains(tensor), "{}: tensor '{}' is mapped to '{}', which does not hold it", source,
+                  tensor, file);
+      where_[tensor] = shard;
+    }
+    // A tensor the index does not list would be silently skipped by HF's loaders: refuse it here.
+    for (const auto& shard : shards_) {
+      for (const auto& entry : shard->header().entries) {
+        TITAN_CHECK(where_.count(entry.name) != 0 && shards_[where_.at(entry.name)].get() == shard.get(),
+                    "{}: tensor '{}' is not listed for this shard in {}", shard->path(), entry.name, kHfIndexFile);
+      }
+    }
+    return;
+  }
+  const fs::path single = root / kHfSingleFile;
+  TITAN_CHECK(fs::is_regular_file(single), "{}: neither {} nor {} is there", folder_, kHfSingleFile, kHfIndexFile);
+  shards_.push_back(std::make_unique<checkpoint::SafetensorsReader>(single.string()));
+  for (const auto& entry : shards_.front()->header().entries) where_[entry.name] = 0;
+}
+
+std::vector<std::string> HfFolderReader::tensor_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, shard] : where_) names.push_back(name);
+  return names;
+}
+
+const checkpoint::SafetensorsReader& HfFolderReader::shard_of(const std::string& name) const {
+  auto found = where_.find(name);
+  TITAN_CHECK(found != where_.end(), "{}: no tensor named '{}'", folder_, name);
+  return *shards_[found->second];
+}
+
+const std::string& HfFolderReader::file_of(const std::string& name) const { return shard_of(name).path(); }
+const checkpoint::SafetensorsEntry& HfFolderReader::entry(const std::string& name) const { return shard_of(name).entry(name); }
+Tensor HfFolderReader::read(const std::string& name) const { return shard_of(name).read(name); }
+
+namespace {
+
+// The shape of an HF tensor made of `plan`'s parts: their rows stacked.
+Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Shape>& titan_shapes) {
+  Shape shape;
+  for (const models::HfTensorPart& part : plan.parts) {
+    const Shape piece = models::hf_part_shape(part, titan_shapes.at(part.titan_name));
+    TITAN_CHECK(!piece.empty(), "tensor '{}' has no rows to place in '{}'", part.titan_name, plan.hf_name);
+    if (shape.empty()) {
+      shape = piece;
+    } else {
+      TITAN_CHECK(Shape(piece.begin() + 1, piece.end()) == Shape(shape.begin() + 1, shape.end()),
+                  "tensors stacked into '{}' differ in shape past their rows ({} vs {})", plan.hf_name,
+                  shape_str(piece), shape_str(shape));
+      shape[0] += piece[0];
+    }
+  }
+  return shape;
+}
+
+// One HF tensor checked against the shape titan expects (as stored).
+Tensor read_checked(const HfFolderReader& reader, const models::HfTensorPlan& plan, const Shape& shape) {
+  const std::string& hf_name = plan.hf_name;
+  TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
+              plan.parts.front().titan_name, reader.config().architecture);
+  const checkpoint::SafetensorsEntry& entry = reader.entry(hf_name);
+  TITAN_CHECK(entry.shape == shape, "{}: tensor '{}' has shape {}, but config.json implies {}", reader.file_of(hf_name),
+              hf_name, shape_str(entry.shape), shape_str(shape));
+  TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
+              "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
+              dtype_name(entry.dtype));
+  return reader.read(hf_name);
+}
+
+// An HF tensor from titan's tensors: each part in HF layout, cast to `dtype`, their rows stacked.
+Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string, const Tensor*>& titan,
+                    const models::DecoderConfig& config, DType dtype) {
+  std::vector<Tensor> pieces;
+  for (const models::HfTensorPart& part : plan.parts) {
+    const Tensor& tensor = *titan.at(part.titan_name);
+    const Tensor source = part.expert >= 0 ? tensor.select(0, part.expert) : tensor;
+    pieces.push_back(models::to_hf_layout(part.titan_name, source, config).to(dtype));
+  }
+  if (pieces.size() == 1) return pieces.front();
+  Shape shape = pieces.front().shape();
+  for (size_t i = 1; i < pieces.size(); ++i) shape[0] += pieces[i].size(0);
+  Tensor stacked = Tensor::empty(shape, dtype);
+  int64_t row = 0;
+  for (const Tensor& piece : pieces) {
+    titan::copy_(stacked.narrow(0, row, piece.size(0)), piece.to(Device::cpu()));
+    row += piece.size(0);
+  }
+  return stacked;
+}
+
+// Whether a titan buffer may be left out of an HF folder: the aux-loss-free
+// expert bias, which Qwen3MoeForCausalLM has no place for, only while it is zero.
+bool omitted_from_hf(const std::string& name, const Tensor& tensor) {
+  if (!name.ends_with("moe.expert_bias")) return false;
+  for (float value : tensor.to_floats()) {
+    TITAN_CHECK(value == 0.0f,
+                "'{}' is non-zero (aux-loss-free load balancing has moved it), and Hugging Face's model has no "
+                "place for it: exporting would change which experts the model picks",
+                name);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
+                                              std::optional<DType> dtype) {
+  const std::string& architecture = reader.config().architecture;
+  const models::HfFamily& family = models::hf_family(reader.config());
+  // Names and shapes only: a meta-device model allocates nothing.
+  const auto expected = config.build(Device::meta());
+  std::vector<std::pair<std::string, Shape>> titan_tensors;
+  std::map<std::string, Shape> titan_shapes;
+  for (auto& [name, parameter] : expected->named_parameters()) {
+    titan_tensors.emplace_back(name, parameter->data.shape());
+    titan_shapes[name] = parameter->data.shape();
+  }
+  std::map<std::string, Tensor> state;
+  std::set<std::string> used;
+  for (const models::HfTensorPlan& plan : models::hf_tensor_plan(family, titan_tensors)) {
+    const Tensor hf = read_checked(reader, plan, hf_shape(plan, titan_shapes));
+    used.insert(plan.hf_name);
+    // Each part's rows, back in titan layout; an expert's slice goes into its stacked tensor.
+    int64_t row = 0;
+    for (const models::HfTensorPart& part : plan.parts) {
+      const Shape& shape = titan_shapes.at(part.titan_name);
+      const int64_t rows = models::hf_part_shape(part, shape)[0];
+      Tensor piece = hf.narrow(0, row, rows).contiguous();
+      row += rows;
+      piece = models::from_hf_layout(part.titan_name, piece, config);
+      if (dtype) piece = piece.to(*dtype);
+      if (part.expert < 0) {
+        state[part.titan_name] = piece;
+        continue;
+      }
+      auto [at, inserted] = state.try_emplace(part.titan_name);
+      if (inserted) at->second = Tensor::empty(shape, piece.dtype());
+      titan::copy_(at->second.select(0, part.expert), piece);
+    }
+  }
+  // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
+  for (auto& [name, buffer] : expected->named_persistent_buffers()) {
+    state[name] = Tensor::zeros(buffer->shape(), buffer->dtype());
+  }
+  for (const std::string& name : reader.tensor_names()) {
+    TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),
+                "{}: unexpected tensor '{}' (not part of a {} with this config.json)", reader.file_of(name), name,
+                architecture);
+  }
+  return state;
+}
+
+void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
+                     const checkpoint::NamedTensors& tensors, const HfWriteOptions& options) {
+  const models::HfConfig hf = models::hf_config_from_decoder(model_name, config, options.dtype);
+  // Every HF tensor as rows of titan tensors (most: one whole tensor). Plan
+  // the shards from sizes alone, so only one shard's converted tensors are in
+  // memory at a time.
+  std::vector<std::pair<std::string, Shape>> titan_tensors;
+  std::map<std::string, Shape> titan_shapes;
+  std::map<std::string, const Tensor*> titan;
+  for (const auto& [name, tensor] : tensors) {
+    if (omitted_from_hf(name, tensor)) continue;
+    titan_tensors.emplace_back(name, tensor.shape());
+    titan_shapes[name] = tensor.shape();
+    titan[name] = &tensor;
+  }
+  const std::vector<models::HfTensorPlan> planned = models::hf_tensor_plan(models::hf_family(hf), titan_tensors);
+  std::vector<std::vector<size_t>> shards;
+  uint64_t shard_bytes = 0, total_bytes = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const Shape shape = hf_shape(planned[i], titan_shapes);
+    int64_t numel = 1;
+    for (int64_t size : shape) numel *= size;
+    const uint64_t bytes = static_cast<uint64_t>(numel) * dtype_size(options.dtype);
+    if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes)) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(i);
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+  TITAN_CHECK(!shards.empty(), "no tensors to write to {}", folder);
+
+  StagingFolder staging_folder(folder);
+  const fs::path& staging = staging_folder.path();
+  {
+    checkpoint::write_file_durably((staging / "config.json").string(), models::hf_config_json(hf));
+    HfIndex index;
+    index.total_size = total_bytes;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      const std::string file = shards.size() == 1
+                                   ? std::string(kHfSingleFile)
+                                   : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+      checkpoint::NamedTensors shard;
+      for (size_t i : shards[s]) {
+        shard.emplace_back(planned[i].hf_name, to_hf_tensor(planned[i], titan, config, options.dtype));
+        index.weight_map[planned[i].hf_name] = file;
+      }
+      // transformers refuses safetensors files without format = pt.
+      checkpoint::write_safetensors((staging / file).string(), shard, {{"format", "pt"}});
+    }
+    if (shards.size() > 1) checkpoint::write_file_durably((staging / kHfIndexFile).string(), hf_index_json(index));
+    for (const auto& [name, source] : options.extra_files) fs::copy_file(source, staging / name);
+  }
+  staging_folder.publish();
+}
+
+bool is_hf_model_folder(const std::string& path) {
+  // A titan model export of a job that read an HF config.json carries that file too: its job.toml tells them apart.
+  return !path.empty() && fs::is_regular_file(fs::path(path) / "config.json") &&
+         !fs::exists(fs::path(path) / "metadata.json") && !fs::exists(fs::path(path) / "job.toml");
+}
+
+}  // namespace titan::models

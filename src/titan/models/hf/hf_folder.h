@@ -1,0 +1,69 @@
+// A Hugging Face model folder: config.json plus the weights, either in one
+// model.safetensors or in shards listed by model.safetensors.index.json.
+// Reading checks the index against the shards; writing goes to a temporary
+// folder renamed into place, so a failure never leaves a half-written folder
+// or touches an existing one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "titan/checkpoint/safetensors.h"
+#include "titan/models/hf/hf_decoder_config.h"
+
+namespace titan::models {
+
+class HfFolderReader {
+ public:
+  // Opens config.json and the weights; errors name the folder and the file.
+  explicit HfFolderReader(std::string folder);
+  const std::string& folder() const { return folder_; }
+  const models::HfConfig& config() const { return config_; }
+  // Every tensor name, sorted.
+  std::vector<std::string> tensor_names() const;
+  bool contains(const std::string& name) const { return where_.count(name) != 0; }
+  // The shard file holding `name`, and its header entry (dtype, shape).
+  const std::string& file_of(const std::string& name) const;
+  const checkpoint::SafetensorsEntry& entry(const std::string& name) const;
+  Tensor read(const std::string& name) const;
+
+ private:
+  const checkpoint::SafetensorsReader& shard_of(const std::string& name) const;
+  std::string folder_;
+  models::HfConfig config_;
+  std::vector<std::unique_ptr<checkpoint::SafetensorsReader>> shards_;
+  std::map<std::string, size_t> where_;  // tensor -> shard
+};
+
+// The titan-named weights of `config`'s model from an HF folder, in titan
+// layout, cast to `dtype` (nullopt: as stored). Every tensor the model needs
+// must be there with its shape, and every tensor there must be one the model
+// needs (or one HF keeps that titan ignores); errors name file and tensor.
+std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
+                                              std::optional<DType> dtype = std::nullopt);
+
+struct HfWriteOptions {
+  DType dtype = DType::f32;
+  // A new shard starts when the next tensor would take one past this; one
+  // shard is written as model.safetensors with no index.
+  uint64_t max_shard_bytes = uint64_t{5} << 30;
+  // Files copied in as they are: (name in the folder, source path).
+  std::vector<std::pair<std::string, std::string>> extra_files;
+};
+
+// Writes titan-named `tensors` (in titan layout) of `model_name`'s model
+// described by `config` as an HF folder at `folder`, replacing it if present
+// once the new one is complete.
+void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
+                     const checkpoint::NamedTensors& tensors, const HfWriteOptions& options);
+
+// Whether `path` is a Hugging Face model folder: a config.json and no titan
+// checkpoint metadata beside it.
+bool is_hf_model_folder(const std::string& path);
+
+}  // namespace titan::models

@@ -1,0 +1,280 @@
+#include "titan/models/hf/hf_tensor_names.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace titan::models {
+
+namespace {
+
+// A per-layer tensor (after "layers.N." / "model.layers.N."): titan's name, and
+// the HF tensor holding it as rows `part` of `parts` equal-purpose pieces.
+struct LayerName {
+  const char* titan;
+  const char* hf;
+  int part = 0;
+  int parts = 1;
+};
+
+// The per-layer names of `family`'s models; which norms a block has and
+// whether q/k/v and gate/up are fused decide them.
+std::vector<LayerName> layer_names(const HfFamily& family) {
+  std::vector<LayerName> names;
+  if (family.fused_projections) {
+    names.push_back({"attention.wq.weight", "self_attn.qkv_proj.weight", 0, 3});
+    names.push_back({"attention.wk.weight", "self_attn.qkv_proj.weight", 1, 3});
+    names.push_back({"attention.wv.weight", "self_attn.qkv_proj.weight", 2, 3});
+    names.push_back({"feed_forward.w1.weight", "mlp.gate_up_proj.weight", 0, 2});
+    names.push_back({"feed_forward.w3.weight", "mlp.gate_up_proj.weight", 1, 2});
+  } else {
+    names.push_back({"attention.wq.weight", "self_attn.q_proj.weight"});
+    names.push_back({"attention.wk.weight", "self_attn.k_proj.weight"});
+    names.push_back({"attention.wv.weight", "self_attn.v_proj.weight"});
+    names.push_back({"feed_forward.w1.weight", "mlp.gate_proj.weight"});
+    names.push_back({"feed_forward.w3.weight", "mlp.up_proj.weight"});
+  }
+  names.push_back({"attention.wo.weight", "self_attn.o_proj.weight"});
+  names.push_back({"feed_forward.w2.weight", "mlp.down_proj.weight"});
+  if (family.qkv_bias) {
+    names.push_back({"attention.wq.bias", "self_attn.q_proj.bias"});
+    names.push_back({"attention.wk.bias", "self_attn.k_proj.bias"});
+    names.push_back({"attention.wv.bias", "self_attn.v_proj.bias"});
+  }
+  if (family.qk_norm) {
+    names.push_back({"attention.q_norm.weight", "self_attn.q_norm.weight"});
+    names.push_back({"attention.k_norm.weight", "self_attn.k_norm.weight"});
+  }
+  switch (family.norms) {
+    case HfNorms::pre:
+      names.push_back({"attention_norm.weight", "input_layernorm.weight"});
+      names.push_back({"ffn_norm.weight", "post_attention_layernorm.weight"});
+      break;
+    case HfNorms::pre_and_post:
+      // HF's post_attention_layernorm is the norm *after* attention here, not the pre-FFN norm as in Llama.
+      names.push_back({"attention_norm.weight", "input_layernorm.weight"});
+      names.push_back({"post_attention_norm.weight", "post_attention_layernorm.weight"});
+      names.push_back({"ffn_norm.weight", "pre_feedforward_layernorm.weight"});
+      names.push_back({"post_ffn_norm.weight", "post_feedforward_layernorm.weight"});
+      break;
+    case HfNorms::post:
+      names.push_back({"post_attention_norm.weight", "post_attention_layernorm.weight"});
+      names.push_back({"post_ffn_norm.weight", "post_feedforward_layernorm.weight"});
+      break;
+  }
+  if (family.mixture_of_experts) names.push_back({"moe.router.gate.weight", "mlp.gate.weight"});
+  return names;
+}
+
+// A MoE layer's experts: one titan tensor [E, ...] per projection, one HF tensor per expert.
+struct NamePair {
+  const char* titan;
+  const char* hf;
+};
+constexpr NamePair kExpertNames[] = {
+    {"moe.experts.w1", "gate_proj.weight"},
+    {"moe.experts.w2", "down_proj.weight"},
+    {"moe.experts.w3", "up_proj.weight"},
+};
+constexpr NamePair kTopNames[] = {
+    {"tok_embeddings.weight", "model.embed_tokens.weight"},
+    {"norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+
+// Reads canonical decimal digits of `text` at `at` ("3", not "03"); -1 when there are none.
+int64_t read_index(const std::string& text, size_t& at) {
+  const size_t begin = at;
+  int64_t value = 0;
+  while (at < text.size() && text[at] >= '0' && text[at] <= '9' && at - begin < 12)
+    value = value * 10 + (text[at++] - '0');
+  if (at == begin || (text[begin] == '0' && at - begin > 1)) return -1;
+  return value;
+}
+
+bool consume(const std::string& text, size_t& at, const std::string& expected) {
+  if (text.compare(at, expected.size(), expected) != 0) return false;
+  at += expected.size();
+  return true;
+}
+
+// Splits "<prefix><layer>.<suffix>" into layer and suffix; nullopt if `name` has no such form.
+std::optional<std::pair<int64_t, std::string>> split_layer_name(const std::string& name, const std::string& prefix) {
+  size_t at = 0;
+  if (!consume(name, at, prefix)) return std::nullopt;
+  const int64_t layer = read_index(name, at);
+  if (layer < 0 || !consume(name, at, ".")) return std::nullopt;
+  return std::make_pair(layer, name.substr(at));
+}
+
+// The per-layer entry of `titan_name` and its layer; nullopt for a name the family has not.
+std::optional<std::pair<int64_t, LayerName>> find_layer_name(const HfFamily& family, const std::string& titan_name) {
+  const auto split = split_layer_name(titan_name, "layers.");
+  if (!split) return std::nullopt;
+  for (const LayerName& entry : layer_names(family)) {
+    if (split->second == entry.titan) return std::make_pair(split->first, entry);
+  }
+  return std::nullopt;
+}
+
+struct PermutedHeads {
+  int64_t heads, head_dim;
+};
+
+// Rows of one q/k projection (or the entries of a q/k norm) of the layer
+// `titan_name` belongs to form `heads` groups of head_dim; nullopt when the
+// tensor is not permuted (not a q/k tensor, or a half-rotation layer).
+std::optional<PermutedHeads> permuted_heads(const std::string& titan_name, const DecoderConfig& config) {
+  if (!titan_name.starts_with("layers.")) return std::nullopt;
+  const int64_t layer = std::atoll(titan_name.c_str() + 7);
+  if (layer < 0 || layer >= config.n_layers()) return std::nullopt;
+  const auto& a = config.layers[static_cast<size_t>(layer)].attention;
+  if (a.rope_style != ops::RopeStyle::interleaved || !a.rope) return std::nullopt;
+  if (titan_name.ends_with("attention.wq.weight") || titan_name.ends_with("attention.wq.bias")) {
+    return PermutedHeads{a.n_heads, a.head_size()};
+  }
+  if (titan_name.ends_with("attention.wk.weight") || titan_name.ends_with("attention.wk.bias")) {
+    return PermutedHeads{a.kv_heads(), a.head_size()};
+  }
+  // A norm over the whole projection has every head's entries; a per-head norm one head's.
+  if (titan_name.ends_with("attention.q_norm.weight")) {
+    return PermutedHeads{a.qk_norm_whole_projection ? a.n_heads : 1, a.head_size()};
+  }
+  if (titan_name.ends_with("attention.k_norm.weight")) {
+    return PermutedHeads{a.qk_norm_whole_projection ? a.kv_heads() : 1, a.head_size()};
+  }
+  return std::nullopt;
+}
+
+// out row r = in row source(r), where a head's HF row j < D/2 holds its
+// interleaved row 2j and HF row D/2 + j holds row 2j + 1.
+Tensor permute_head_rows(const std::string& titan_name, const Tensor& tensor, int64_t heads, int64_t head_dim,
+                         bool to_hf) {
+  TITAN_CHECK(tensor.dim() >= 1 && tensor.size(0) == heads * head_dim,
+              "tensor '{}' of shape {}: expected {} rows ({} heads x head_dim {})", titan_name,
+              shape_str(tensor.shape()), heads * head_dim, heads, head_dim);
+  const Tensor in = tensor.to(Device::cpu()).contiguous();
+  Tensor out = Tensor::empty(in.shape(), in.dtype());
+  const size_t row_bytes = in.nbytes() / static_cast<size_t>(in.size(0));
+  const auto* src = static_cast<const char*>(in.data_ptr());
+  auto* dst = static_cast<char*>(out.data_ptr());
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t j = 0; j < head_dim; ++j) {
+      const int64_t interleaved = j < half ? 2 * j : 2 * (j - half) + 1;  // HF row j of this head
+      const int64_t hf_row = h * head_dim + j, titan_row = h * head_dim + interleaved;
+      const int64_t out_row = to_hf ? hf_row : titan_row, in_row = to_hf ? titan_row : hf_row;
+      std::memcpy(dst + static_cast<size_t>(out_row) * row_bytes, src + static_cast<size_t>(in_row) * row_bytes,
+                  row_bytes);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string hf_expert_tensor_name(const std::string& titan_name, int64_t expert) {
+  const auto split = split_layer_name(titan_name, "layers.");
+  if (!split) return "";
+  for (const NamePair& pair : kExpertNames) {
+    if (split->second == pair.titan)
+      return fmt::format("model.layers.{}.mlp.experts.{}.{}", split->first, expert, pair.hf);
+  }
+  return "";
+}
+
+std::optional<std::pair<std::string, int64_t>> titan_expert_tensor(const std::string& hf_name) {
+  size_t at = 0;
+  if (!consume(hf_name, at, "model.layers.")) return std::nullopt;
+  const int64_t layer = read_index(hf_name, at);
+  if (layer < 0 || !consume(hf_name, at, ".mlp.experts.")) return std::nullopt;
+  const int64_t expert = read_index(hf_name, at);
+  if (expert < 0 || !consume(hf_name, at, ".")) return std::nullopt;
+  for (const NamePair& pair : kExpertNames) {
+    if (hf_name.compare(at, std::string::npos, pair.hf) == 0) {
+      return std::make_pair(fmt::format("layers.{}.{}", layer, pair.titan), expert);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string hf_tensor_name(const HfFamily& family, const std::string& titan_name) {
+  for (const NamePair& pair : kTopNames) {
+    if (titan_name == pair.titan) return pair.hf;
+  }
+  const auto found = find_layer_name(family, titan_name);
+  if (!found || found->second.parts != 1) return "";
+  return fmt::format("model.layers.{}.{}", found->first, found->second.hf);
+}
+
+std::string titan_tensor_name(const HfFamily& family, const std::string& hf_name) {
+  for (const NamePair& pair : kTopNames) {
+    if (hf_name == pair.hf) return pair.titan;
+  }
+  const auto split = split_layer_name(hf_name, "model.layers.");
+  if (!split) return "";
+  for (const LayerName& entry : layer_names(family)) {
+    if (entry.parts == 1 && split->second == entry.hf) return fmt::format("layers.{}.{}", split->first, entry.titan);
+  }
+  return "";
+}
+
+Shape hf_part_shape(const HfTensorPart& part, const Shape& titan_shape) {
+  if (part.expert < 0) return titan_shape;
+  return Shape(titan_shape.begin() + 1, titan_shape.end());
+}
+
+std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
+                                         const std::vector<std::pair<std::string, Shape>>& titan_tensors) {
+  std::vector<HfTensorPlan> plan;
+  std::map<std::string, size_t> fused;  // HF name -> its entry in `plan`, for tensors of several parts
+  for (const auto& [name, shape] : titan_tensors) {
+    if (family.mixture_of_experts && !hf_expert_tensor_name(name, 0).empty()) {
+      TITAN_CHECK(!shape.empty(), "tensor '{}' of experts has no expert dimension", name);
+      for (int64_t e = 0; e < shape[0]; ++e) plan.push_back({hf_expert_tensor_name(name, e), {{name, e}}});
+      continue;
+    }
+    const std::string whole = hf_tensor_name(family, name);
+    if (!whole.empty()) {
+      plan.push_back({whole, {{name, -1}}});
+      continue;
+    }
+    const auto found = find_layer_name(family, name);
+    TITAN_CHECK(found.has_value(), "tensor '{}' has no Hugging Face name in {}", name, family.architecture);
+    const auto& [layer, entry] = *found;
+    const std::string hf_name = fmt::format("model.layers.{}.{}", layer, entry.hf);
+    auto [at, inserted] = fused.try_emplace(hf_name, plan.size());
+    if (inserted) plan.push_back({hf_name, std::vector<HfTensorPart>(static_cast<size_t>(entry.parts))});
+    HfTensorPart& part = plan[at->second].parts[static_cast<size_t>(entry.part)];
+    TITAN_CHECK(part.titan_name.empty(), "tensor '{}' is listed twice", name);
+    part.titan_name = name;
+  }
+  for (const auto& [hf_name, index] : fused) {
+    for (size_t i = 0; i < plan[index].parts.size(); ++i) {
+      // Name the missing part by what its siblings are called in titan.
+      const std::string present = plan[index].parts[i == 0 ? 1 : 0].titan_name;
+      TITAN_CHECK(!plan[index].parts[i].titan_name.empty(),
+                  "{}'s tensor '{}' is rows of several titan tensors, and part {} of them is missing (next to '{}')",
+                  family.architecture, hf_name, i, present);
+    }
+  }
+  return plan;
+}
+
+bool hf_tensor_ignored(const std::string& hf_name, const DecoderConfig& config) {
+  return hf_name.ends_with("rotary_emb.inv_freq") || (config.tie_embeddings && hf_name == "lm_head.weight");
+}
+
+Tensor to_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config) {
+  const auto heads = permuted_heads(titan_name, config);
+  if (!heads) return tensor;
+  return permute_head_rows(titan_name, tensor, heads->heads, heads->head_dim, true);
+}
+
+Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config) {
+  const auto heads = permuted_heads(titan_name, config);
+  if (!heads) return tensor;
+  return permute_head_rows(titan_name, tensor, heads->heads, heads->head_dim, false);
+}
+
+}  // namespace titan::models

@@ -1,0 +1,68 @@
+// Where each titan parameter lives in a Hugging Face checkpoint of its family:
+// tensor names (which depend on the family: its norms, its biases, its fused
+// projections), the plan of HF tensors (one HF tensor may be the rows of
+// several titan tensors, Phi-3's qkv_proj, or one expert's slice of a stacked
+// titan tensor, Qwen3-MoE's experts), and the per-tensor layout change (the
+// q/k row permutation of interleaved-RoPE families).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "titan/core/tensor.h"
+#include "titan/models/decoder.h"
+#include "titan/models/hf/hf_config.h"
+
+namespace titan::models {
+
+// The HF name of a titan parameter FQN of `family`'s model
+// ("layers.3.attention.wq.weight" -> "model.layers.3.self_attn.q_proj.weight"),
+// and back. "" when the name is not one the family has, or when the tensor has
+// no HF tensor of its own (a part of a fused projection, a stacked expert
+// tensor: hf_tensor_plan places those).
+std::string hf_tensor_name(const HfFamily& family, const std::string& titan_name);
+std::string titan_tensor_name(const HfFamily& family, const std::string& hf_name);
+// A MoE layer's experts are one titan tensor per projection, stacked along dim
+// 0 ("layers.3.moe.experts.w1" [E, hidden, dim]), and one HF tensor per expert
+// ("model.layers.3.mlp.experts.5.gate_proj.weight"): the HF name of expert
+// e's slice ("" for a tensor that is not such a stack), and back.
+std::string hf_expert_tensor_name(const std::string& titan_name, int64_t expert);
+std::optional<std::pair<std::string, int64_t>> titan_expert_tensor(const std::string& hf_name);
+
+// One HF tensor as titan holds it: the rows of `parts` stacked in order (dim
+// 0), each a whole titan tensor or, with expert >= 0, that expert's slice of a
+// stacked one. Most HF tensors have one whole part.
+struct HfTensorPart {
+  std::string titan_name;
+  int64_t expert = -1;
+};
+struct HfTensorPlan {
+  std::string hf_name;
+  std::vector<HfTensorPart> parts;
+};
+// Every HF tensor of a model whose titan tensors (names and shapes, in the
+// model's order) are `titan_tensors`, in that order (a fused tensor where its
+// first part is). Errors name a titan tensor the family has no place for, and
+// a fused HF tensor some of whose parts are missing. Reading and writing HF
+// folders both follow it, so the two directions cannot drift apart.
+std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
+                                         const std::vector<std::pair<std::string, Shape>>& titan_tensors);
+// The shape of a part (an expert's slice drops dim 0) and of the HF tensor
+// (parts' rows added up), from the titan shapes by name.
+Shape hf_part_shape(const HfTensorPart& part, const Shape& titan_shape);
+
+// Tensors HF checkpoints may hold that carry no weights titan needs (e.g. a
+// stored rotary_emb.inv_freq, or lm_head.weight next to tied embeddings).
+bool hf_tensor_ignored(const std::string& hf_name, const DecoderConfig& config);
+
+// A titan parameter in HF layout and back (host tensors; row permutations
+// only, so any dtype round-trips bit for bit). Only q/k projections (and q/k
+// norms) of an interleaved-RoPE model change: each head's rows go from pairs
+// (2i, 2i+1) to halves (i, i + head_dim/2), which is what HF's rotate_half
+// expects.
+Tensor to_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config);
+Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config);
+
+}  // namespace titan::models

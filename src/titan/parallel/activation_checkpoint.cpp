@@ -1,0 +1,49 @@
+#include "titan/parallel/activation_checkpoint.h"
+
+#include <memory>
+
+#include "titan/autograd/checkpoint.h"
+#include "titan/autograd/offload.h"
+
+namespace titan::parallel {
+
+ActivationCheckpointMode parse_activation_checkpoint_mode(const std::string& name) {
+  if (name == "none") return ActivationCheckpointMode::none;
+  if (name == "full") return ActivationCheckpointMode::full;
+  if (name == "selective") return ActivationCheckpointMode::selective;
+  if (name == "offload") return ActivationCheckpointMode::offload;
+  fail("activation checkpointing mode '{}' is not one of none, full, selective, offload", name);
+}
+
+void apply_activation_checkpointing(const std::vector<nn::TransformerBlock*>& blocks, ActivationCheckpointMode mode,
+                                    int64_t every) {
+  switch (mode) {
+    case ActivationCheckpointMode::none:
+      return;
+    case ActivationCheckpointMode::offload: {
+      auto offloader = std::make_shared<autograd::ActivationOffloader>(static_cast<int64_t>(blocks.size()));
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        blocks[i]->set_runner([offloader, i](const nn::BlockBody& body, const Tensor& x) {
+          return offloader->run(static_cast<int64_t>(i), body, x);
+        });
+      }
+      return;
+    }
+    case ActivationCheckpointMode::full:
+    case ActivationCheckpointMode::selective: {
+      TITAN_CHECK(every > 0, "activation checkpointing: selective_every must be > 0, got {}", every);
+      const nn::BlockRunner checkpointed = [](const nn::BlockBody& body, const Tensor& x) {
+        return autograd::checkpoint([body](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; },
+                                    {x})[0];
+      };
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        if (mode == ActivationCheckpointMode::full || i % static_cast<size_t>(every) == 0) {
+          blocks[i]->set_runner(checkpointed);
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace titan::parallel

@@ -1,0 +1,359 @@
+#include "titan/parallel/fsdp.h"
+
+#include <algorithm>
+
+#include "titan/autograd/engine.h"
+#include "titan/autograd/function_node.h"
+#include "titan/autograd/grad_mode.h"
+#include "titan/nn/functional.h"
+#include "titan/core/copy.h"
+#include "titan/ops/elementwise.h"
+
+namespace titan::parallel {
+
+ReshardPolicy parse_reshard_policy(const std::string& name) {
+  if (name == "always") return ReshardPolicy::always;
+  if (name == "never") return ReshardPolicy::never;
+  if (name == "default") return ReshardPolicy::default_policy;
+  fail("fsdp reshard_after_forward '{}' is not one of always, never, default", name);
+}
+
+// One bucket of parameters gathered and reduced together.
+//
+// Layout: parameter i has N_i rows of R_i elements, cut into W chunks of
+// c_i = ceil(N_i / W) rows (the last ones shorter or empty). Rank r stores
+// rows [r c_i, r c_i + n_i(r)). The unit's local buffer concatenates every
+// parameter's chunk padded to c_i rows (L elements in all), so one all-gather
+// of L elements per rank yields every full parameter, and one reduce-scatter
+// of a W x L gradient bucket yields every shard gradient. Frozen parameters
+// (requires_grad false: LoRA's base weights) are gathered like the others but
+// have no place in the gradient bucket (G <= L elements per rank), so their
+// gradients are neither computed nor reduced.
+class FsdpUnit {
+  struct Entry {
+    nn::Parameter* parameter;
+    Shape full_shape;
+    int64_t rows, row_size, chunk_rows, local_offset, full_offset;
+    int64_t grad_offset = -1;  // in a rank's part of the gradient bucket; -1: frozen
+  };
+
+ public:
+  FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters, std::shared_ptr<comm::ProcessGroup> shard_group,
+           comm::ProcessGroup& replicate_group, const FsdpOptions& options, float gradient_scale,
+           const bool* reduce_in_backward)
+      : name_(std::move(name)),
+        reduce_in_backward_(reduce_in_backward),
+        shard_group_(std::move(shard_group)),
+        shard_(*shard_group_),
+        replicate_(replicate_group),
+        options_(options),
+        gradient_scale_(gradient_scale),
+        device_(parameters.empty() ? Device::cpu() : parameters.front()->data.device()) {
+    const int64_t world = shard_.size(), rank = shard_.rank();
+    int64_t full_offset = 0;
+    for (nn::Parameter* parameter : parameters) {
+      const Tensor full = parameter->data;
+      TITAN_CHECK(full.dim() >= 1 && full.dtype() == DType::f32,
+                  "fsdp unit {}: parameters must be f32 tensors of >= 1 dims", name_);
+      Entry e{parameter, full.shape(), full.size(0), full.size(0) > 0 ? full.numel() / full.size(0) : 0, 0,
+              0,         full_offset};
+      e.chunk_rows = (e.rows + world - 1) / world;
+      e.local_offset = local_size_;
+      local_size_ += e.chunk_rows * e.row_size;
+      const bool trainable = full.requires_grad();
+      if (trainable) {
+        e.grad_offset = grad_size_;
+        grad_size_ += e.chunk_rows * e.row_size;
+      }
+      full_offset += full.numel();
+      entries_.push_back(e);
+      // This rank keeps its rows as the new leaf; the full tensor is dropped.
+      const int64_t begin = std::min(e.rows, rank * e.chunk_rows), count = rows_on(e, rank);
+      Tensor shard = full.narrow(0, begin, count).clone();
+      shard.set_requires_grad(trainable);
+      parameter->data = shard;
+      if (!parameter->layout.sharded()) parameter->layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
+      parameter->layout.offsets[0] += begin;
+    }
+    full_ = Tensor::empty({full_offset}, options_.param_dtype, device_);
+    for (const Entry& e : entries_)
+      full_views_.push_back(full_.narrow(0, e.full_offset, shape_numel(e.full_shape)).view(e.full_shape));
+    full_.storage()->release_memory();
+  }
+
+  static int64_t rows_on(const Entry& e, int64_t rank) {
+    return std::clamp<int64_t>(e.rows - rank * e.chunk_rows, 0, e.chunk_rows);
+  }
+
+  void unshard_async() {
+    if (state_ != State::sharded) return;
+    full_.storage()->reallocate();
+    const int64_t world = shard_.size();
+    if (world == 1) {
+      for (size_t i = 0; i < entries_.size(); ++i) titan::copy_(full_views_[i], entries_[i].parameter->data);
+      state_ = State::unsharded;
+      return;
+    }
+    Tensor send = Tensor::zeros({local_size_}, options_.param_dtype, device_);
+    for (const Entry& e : entries_) {
+      const Tensor& shard = e.parameter->data;
+      if (shard.numel() > 0) titan::copy_(send.narrow(0, e.local_offset, shard.numel()).view(shard.shape()), shard);
+    }
+    gathered_ = Tensor::empty({world * local_size_}, options_.param_dtype, device_);
+    // In flight across the forward of the block that prefetched it.
+    send.storage()->keep_on_device();
+    gathered_.storage()->keep_on_device();
+    gather_work_ = shard_.all_gather(gathered_, send);
+    state_ = State::gathering;
+  }
+
+  void wait_unsharded() {
+    unshard_async();
+    if (state_ != State::gathering) return;
+    gather_work_->wait();
+    gather_work_.reset();
+    const int64_t world = shard_.size();
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      const Tensor flat = full_views_[i].view({-1});
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t count = rows_on(e, r) * e.row_size;
+        if (count == 0) continue;
+        titan::copy_(flat.narrow(0, r * e.chunk_rows * e.row_size, count),
+                   gathered_.narrow(0, r * local_size_ + e.local_offset, count));
+      }
+    }
+    gathered_ = Tensor();
+    state_ = State::unsharded;
+  }
+
+  // The master weights of the unit, gathered in f32.
+  std::vector<std::pair<nn::Parameter*, Tensor>> gather_f32() {
+    const int64_t world = shard_.size();
+    Tensor send = Tensor::zeros({local_size_}, DType::f32, device_);
+    for (const Entry& e : entries_) {
+      const Tensor& shard = e.parameter->data;
+      if (shard.numel() > 0) titan::copy_(send.narrow(0, e.local_offset, shard.numel()).view(shard.shape()), shard);
+    }
+    Tensor gathered = Tensor::empty({world * local_size_}, DType::f32, device_);
+    shard_.all_gather(gathered, send)->wait();
+    std::vector<std::pair<nn::Parameter*, Tensor>> result;
+    for (const Entry& e : entries_) {
+      Tensor full = Tensor::empty(e.full_shape, DType::f32, device_);
+      const Tensor flat = full.view({-1});
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t count = rows_on(e, r) * e.row_size;
+        if (count > 0) {
+          titan::copy_(flat.narrow(0, r * e.chunk_rows * e.row_size, count),
+                     gathered.narrow(0, r * local_size_ + e.local_offset, count));
+        }
+      }
+      result.emplace_back(e.parameter, full);
+    }
+    return result;
+  }
+
+  void reshard() {
+    if (state_ == State::gathering) wait_unsharded();
+    if (state_ != State::unsharded) return;
+    full_.storage()->release_memory();
+    state_ = State::sharded;
+  }
+
+  // The full parameter i for forward: an autograd op whose backward hands the
+  // gradient to the unit (which reduce-scatters it) instead of to the leaf.
+  Tensor materialize(size_t i) {
+    wait_unsharded();
+    Tensor full = full_views_[i].detach();
+    const bool recorded = autograd::record("FsdpAllGatherBackward", {&entries_[i].parameter->data}, {&full},
+                                           [this, i](const auto& grads) {
+                                             accumulate_grad(i, grads[0]);
+                                             return std::vector<Tensor>{Tensor()};
+                                           });
+    // A parameter may be used more than once (tied embeddings): the unit is
+    // complete when every recorded use has delivered its gradient.
+    if (recorded) ++expected_;
+    return full;
+  }
+
+  void accumulate_grad(size_t i, const Tensor& grad) {
+    if (grad.defined()) {
+      const Entry& e = entries_[i];
+      const int64_t world = shard_.size();
+      TITAN_CHECK(e.grad_offset >= 0, "fsdp unit {}: a gradient arrived for a frozen parameter", name_);
+      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * grad_size_}, DType::f32, device_);
+      const Tensor flat = grad.contiguous().view({-1});
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t count = rows_on(e, r) * e.row_size;
+        if (count == 0) continue;
+        ops::add_(bucket_.narrow(0, r * grad_size_ + e.grad_offset, count),
+                  flat.narrow(0, r * e.chunk_rows * e.row_size, count).to(DType::f32));
+      }
+    }
+    arrived();
+  }
+
+  void arrived() {
+    if (++arrived_ == expected_ && *reduce_in_backward_) reduce_async();
+  }
+
+  // A unit with frozen parameters: their gathered weights serve the block's
+  // backward (input gradients) even after every trainable gradient arrived, so
+  // the unit is complete only once the gradient of the block's input has been
+  // computed too. (Frozen weights are used in backward only for an input that
+  // requires grad: through a trainable parameter earlier in the block, whose
+  // gradient comes later, or through the block input, tracked here.)
+  Tensor track_input(const Tensor& x) {
+    if (grad_size_ == local_size_ || !x.requires_grad() || !autograd::grad_enabled()) return x;
+    ++expected_;
+    return F::observe_gradient(x, [this](const Tensor&) { arrived(); });
+  }
+
+  // Every gradient of the unit is in: reduce-scatter them (averaged over the
+  // shards) while backward goes on, and free the gathered parameters.
+  void reduce_async() {
+    if (!bucket_.defined() || reduce_work_ || reduced_.defined()) return;
+    if (gradient_scale_ != 1.0f) ops::scale_(bucket_, gradient_scale_);
+    if (shard_.size() == 1) {
+      reduced_ = bucket_;
+    } else {
+      reduced_ = Tensor::empty({grad_size_}, DType::f32, device_);
+      reduce_work_ = shard_.reduce_scatter(reduced_, bucket_, comm::ReduceOp::avg);
+    }
+    reshard();
+  }
+
+  // Waits for the reduction and adds this rank's shard gradients into the
+  // leaves; with sync_replicas, averages the accumulated shard gradients over
+  // the replicate group (HSDP / DDP) first.
+  void finish(bool sync_replicas) {
+    reduce_async();
+    if (reduce_work_) reduce_work_->wait();
+    reduce_work_.reset();
+    if (reduced_.defined()) {
+      for (const Entry& e : entries_) {
+        Tensor& shard = e.parameter->data;
+        if (e.grad_offset < 0) continue;
+        if (shard.numel() == 0) {
+          if (!shard.grad().defined()) shard.set_grad(Tensor::zeros(shard.shape(), DType::f32, device_));
+          continue;
+        }
+        const Tensor piece = reduced_.narrow(0, e.grad_offset, shard.numel()).view(shard.shape());
+        if (shard.grad().defined()) {
+          ops::add_(shard.grad(), piece);
+        } else {
+          shard.set_grad(piece.clone());
+        }
+      }
+    }
+    bucket_ = Tensor();
+    reduced_ = Tensor();
+    arrived_ = 0;
+    expected_ = 0;
+    reshard();
+    if (sync_replicas && replicate_.size() > 1) all_reduce_replicas();
+  }
+
+ private:
+  enum class State { sharded, gathering, unsharded };
+
+  // One all-reduce over the replicas for the whole unit's shard gradients.
+  void all_reduce_replicas() {
+    if (grad_size_ == 0) return;
+    Tensor flat = Tensor::zeros({grad_size_}, DType::f32, device_);
+    for (const Entry& e : entries_) {
+      const Tensor& grad = e.parameter->data.grad();
+      if (e.grad_offset >= 0 && grad.defined() && grad.numel() > 0)
+        titan::copy_(flat.narrow(0, e.grad_offset, grad.numel()).view(grad.shape()), grad);
+    }
+    replicate_.all_reduce(flat, comm::ReduceOp::avg)->wait();
+    for (const Entry& e : entries_) {
+      const Tensor& grad = e.parameter->data.grad();
+      if (e.grad_offset >= 0 && grad.defined() && grad.numel() > 0)
+        titan::copy_(grad, flat.narrow(0, e.grad_offset, grad.numel()).view(grad.shape()));
+    }
+  }
+
+  std::string name_;
+  const bool* reduce_in_backward_;  // the Fsdp's setting
+  std::shared_ptr<comm::ProcessGroup> shard_group_;
+  comm::ProcessGroup& shard_;
+  comm::ProcessGroup& replicate_;
+  FsdpOptions options_;
+  float gradient_scale_;
+  Device device_;  // where the unit's parameters live: every buffer goes there
+  std::vector<Entry> entries_;
+  int64_t local_size_ = 0;
+  int64_t grad_size_ = 0;  // the trainable parameters' part of local_size_
+  Tensor full_, gathered_;
+  std::vector<Tensor> full_views_;
+  std::shared_ptr<comm::Work> gather_work_, reduce_work_;
+  State state_ = State::sharded;
+  Tensor bucket_, reduced_;
+  size_t arrived_ = 0, expected_ = 0;  // gradients delivered / uses recorded since the last finish
+
+  friend class Fsdp;
+};
+
+Fsdp::Fsdp(std::shared_ptr<comm::ProcessGroup> shard_group, std::shared_ptr<comm::ProcessGroup> replicate_group,
+           FsdpOptions options)
+    : shard_group_(std::move(shard_group)), replicate_group_(std::move(replicate_group)), options_(options) {}
+
+Fsdp::~Fsdp() = default;
+
+size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters) {
+  return add_unit(name, parameters, shard_group_, 1.0f);
+}
+
+size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
+                      std::shared_ptr<comm::ProcessGroup> shard_group, float gradient_scale) {
+  auto unit = std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_,
+                                         gradient_scale, &reduce_in_backward_);
+  FsdpUnit* raw = unit.get();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });
+  }
+  units_.push_back(std::move(unit));
+  return units_.size() - 1;
+}
+
+void Fsdp::gather(size_t unit) { units_.at(unit)->wait_unsharded(); }
+
+void Fsdp::wrap_block(nn::TransformerBlock& block, size_t index, bool reshard) {
+  FsdpUnit* unit = units_.at(index).get();
+  FsdpUnit* next = index + 1 < units_.size() ? units_[index + 1].get() : nullptr;
+  FsdpUnit* previous = index > 0 ? units_[index - 1].get() : nullptr;
+  const nn::BlockRunner inner = block.runner();
+  block.set_runner([unit, next, previous, inner, reshard](const nn::BlockBody& body, const Tensor& x) {
+    unit->wait_unsharded();
+    if (next != nullptr) next->unshard_async();  // overlaps this block's compute
+    const Tensor input = unit->track_input(x);
+    Tensor y = inner ? inner(body, input) : body(input);
+    if (reshard && !autograd::grad_enabled()) unit->reshard();
+    if (y.requires_grad()) {
+      if (reshard) unit->reshard();
+      // Before this block's backward: gather it again (no-op if never freed), prefetch the one before.
+      autograd::register_hook(y, [unit, previous](const Tensor&) {
+        unit->wait_unsharded();
+        if (previous != nullptr) previous->unshard_async();
+        return Tensor();
+      });
+    }
+    return y;
+  });
+}
+
+std::vector<std::pair<nn::Parameter*, Tensor>> Fsdp::gather_full_parameters() {
+  std::vector<std::pair<nn::Parameter*, Tensor>> result;
+  for (auto& unit : units_) {
+    auto part = unit->gather_f32();
+    result.insert(result.end(), part.begin(), part.end());
+  }
+  return result;
+}
+
+void Fsdp::finish_backward() {
+  for (auto& unit : units_) unit->finish(sync_replicas_);
+}
+
+}  // namespace titan::parallel

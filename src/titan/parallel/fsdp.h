@@ -1,0 +1,85 @@
+// Fully sharded data parallelism, SimpleFSDP-style: each parameter is stored
+// as this rank's rows (dim-0 shard, f32 master), and forward materialises it
+// through its parametrization: an all-gather (in the compute dtype) whose
+// backward is a reduce-scatter (in f32). Parameters are bucketed in units (one
+// per transformer block, plus the root's leftovers): one collective per unit,
+// not per tensor. HSDP adds an all-reduce of the shard gradients over the
+// replicate group; with dp_shard = 1 this is plain DDP.
+//
+// Model code never sees any of it: parallelize installs the parametrizations
+// and wraps each block's runner, which gathers the block's unit (prefetching
+// the next one), frees it after forward when resharding, and registers a hook
+// on the block output that re-gathers it before the block's backward.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/comm/process_group.h"
+#include "titan/nn/module.h"
+#include "titan/nn/transformer_block.h"
+
+namespace titan::parallel {
+
+enum class ReshardPolicy { always, never, default_policy };
+ReshardPolicy parse_reshard_policy(const std::string& name);
+
+struct FsdpOptions {
+  DType param_dtype = DType::bf16;  // what forward computes with (mixed_precision_param)
+  ReshardPolicy reshard_after_forward = ReshardPolicy::default_policy;
+};
+
+class FsdpUnit;
+
+class Fsdp {
+ public:
+  // shard_group: dp_shard (size 1: no sharding, DDP); replicate_group: dp_replicate.
+  Fsdp(std::shared_ptr<comm::ProcessGroup> shard_group, std::shared_ptr<comm::ProcessGroup> replicate_group, FsdpOptions options);
+  ~Fsdp();
+
+  // Shards `parameters` (in place: each Parameter's data becomes this rank's
+  // rows) into one unit; returns its index. Units are gathered in the order added.
+  size_t add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters);
+  // A unit sharded over its own group instead of shard_group, its reduced
+  // gradients multiplied by `gradient_scale`: experts under expert
+  // parallelism, sharded over dp_shard_mod_ep, whose gradients already sum
+  // the tokens of the ep ranks (scale 1 / ep brings them to the data-parallel mean).
+  size_t add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
+                  std::shared_ptr<comm::ProcessGroup> shard_group, float gradient_scale);
+  // Makes `block` run with unit `unit` gathered (prefetching the next unit);
+  // `reshard` frees it after the block's forward (re-gathered for backward).
+  void wrap_block(nn::TransformerBlock& block, size_t unit, bool reshard);
+  // Gathers a unit that no block wraps (the root: embeddings, final norm, output).
+  void gather(size_t unit);
+
+  // Whether this backward's gradients are reduced across replicas now (the
+  // last micro-batch of a step) or kept local to accumulate (the others).
+  void set_sync_replicas(bool sync) { sync_replicas_ = sync; }
+  // Whether a unit reduce-scatters as soon as every use delivered its
+  // gradient (overlapping the rest of backward), or only in finish_backward.
+  // Pipeline parallelism defers: its micro-batches' backwards interleave with
+  // forwards, so a unit is "complete" many times a step, and one reduction
+  // per step of the summed gradients is all it needs.
+  void set_reduce_in_backward(bool reduce) { reduce_in_backward_ = reduce; }
+  // After autograd::backward: reduces what is still pending, waits for every
+  // collective, adds the shard gradients into each parameter's .grad(), and
+  // frees gathered parameters. Call once per backward.
+  void finish_backward();
+
+  // The full f32 parameters of every unit, gathered from the shards (every
+  // rank must call it; every rank gets them). For exporting a trained model.
+  std::vector<std::pair<nn::Parameter*, Tensor>> gather_full_parameters();
+
+  size_t num_units() const { return units_.size(); }
+  const comm::ProcessGroup& shard_group() const { return *shard_group_; }
+
+ private:
+  std::shared_ptr<comm::ProcessGroup> shard_group_, replicate_group_;
+  FsdpOptions options_;
+  std::vector<std::unique_ptr<FsdpUnit>> units_;
+  bool sync_replicas_ = true;
+  bool reduce_in_backward_ = true;
+};
+
+}  // namespace titan::parallel

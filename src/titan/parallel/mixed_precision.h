@@ -1,0 +1,13 @@
+// Mixed precision as a parametrization: every parameter reaches forward cast
+// to the compute dtype (its gradient cast back to the f32 master weight's).
+// Model-agnostic: any module tree.
+#pragma once
+
+#include "titan/nn/module.h"
+
+namespace titan::parallel {
+
+// No-op for f32.
+void apply_mixed_precision(nn::Module& model, DType dtype);
+
+}  // namespace titan::parallel

@@ -70,6 +70,14 @@ std::optional<nlohmann::json> run_families_peer(const std::string& model, const 
 
 }  // namespace
 
+std::vector<std::string> default_family_bench_models() {
+  std::vector<std::string> models{"llama3"};
+  for (const std::string& name : models::model_names()) {
+    if (models::model_spec(name).from_hf_config) models.push_back(name);
+  }
+  return models;
+}
+
 int run_families_bench(const FamiliesBenchOptions& o) {
   const double tokens = static_cast<double>(o.batch * o.seq_len);
   std::printf(

@@ -8,8 +8,12 @@
 
 namespace titan::bench {
 
+// llama3 and every family whose flavors are Hugging Face config.json texts,
+// from the model registry: the architectures the PyTorch peer builds.
+std::vector<std::string> default_family_bench_models();
+
 struct FamiliesBenchOptions {
-  std::vector<std::string> models = {"llama3", "mistral", "qwen2", "gemma2", "gemma3", "olmo2", "phi3"};
+  std::vector<std::string> models = default_family_bench_models();
   int steps = 6;  // timed steps (median reported)
   int warmup = 2;
   int64_t seq_len = 256;

@@ -79,31 +79,31 @@ struct Layout {
 std::map<std::string, std::vector<int64_t>> check_mesh(const DeviceMesh& mesh) {
   const ParallelDims& dims = mesh.dims();
   const Layout layout{{dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp}};
-  const std::map<std::string, std::vector<int>> varying{{"pp", {0}},
-                                                        {"dp_replicate", {1}},
-                                                        {"dp_shard", {2}},
-                                                        {"cp", {3}},
-                                                        {"tp", {4}},
-                                                        {"dp", {1, 2}},
-                                                        {"dp_shard_cp", {2, 3}},
-                                                        {"dp_cp", {1, 2, 3}},
-                                                        {"world", {0, 1, 2, 3, 4}}};
+  const std::vector<std::pair<MeshDim, std::vector<int>>> varying{{MeshDim::pp, {0}},
+                                                                  {MeshDim::dp_replicate, {1}},
+                                                                  {MeshDim::dp_shard, {2}},
+                                                                  {MeshDim::cp, {3}},
+                                                                  {MeshDim::tp, {4}},
+                                                                  {MeshDim::dp, {1, 2}},
+                                                                  {MeshDim::dp_shard_cp, {2, 3}},
+                                                                  {MeshDim::dp_cp, {1, 2, 3}},
+                                                                  {MeshDim::world, {0, 1, 2, 3, 4}}};
   const int me = world().rank();
   std::map<std::string, std::vector<int64_t>> members;
-  for (const auto& [name, dims_varied] : varying) {
+  for (const auto& [dim, dims_varied] : varying) {
+    const std::string name = mesh_dim_name(dim);
     const auto expected = layout.peers(me, dims_varied);
-    const auto& group = mesh.group(name);
+    const auto& group = mesh.group(dim);
     members[name] = member_world_ranks(*group);
     EXPECT_EQ(members[name], expected) << "group " << name << " on world rank " << me;
     EXPECT_EQ(group->size(), static_cast<int>(expected.size())) << name;
     EXPECT_EQ(expected[group->rank()], me) << name;
-    EXPECT_EQ(mesh.coordinate(name), group->rank()) << name;
+    EXPECT_EQ(mesh.coordinate(dim), group->rank()) << name;
   }
-  EXPECT_THROW(mesh.group("no_such_dim"), Error);
   // Without expert parallelism ep is every rank alone and dp_shard_mod_ep is dp_shard.
   if (dims.ep == 1) {
-    EXPECT_EQ(mesh.size("ep"), 1);
-    EXPECT_EQ(member_world_ranks(*mesh.group("dp_shard_mod_ep")), members.at("dp_shard"));
+    EXPECT_EQ(mesh.size(comm::MeshDim::ep), 1);
+    EXPECT_EQ(member_world_ranks(*mesh.group(comm::MeshDim::dp_shard_mod_ep)), members.at("dp_shard"));
   }
   return members;
 }
@@ -120,8 +120,8 @@ TEST(Groups, MeshDpReplicate2DpShard2) {
   EXPECT_EQ(members.at("dp_replicate"), replicate[me]);
   EXPECT_EQ(members.at("dp"), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(members.at("tp"), (std::vector<int64_t>{me}));
-  EXPECT_EQ(mesh.coordinate("dp_shard"), me % 2);
-  EXPECT_EQ(mesh.coordinate("dp_replicate"), me / 2);
+  EXPECT_EQ(mesh.coordinate(comm::MeshDim::dp_shard), me % 2);
+  EXPECT_EQ(mesh.coordinate(comm::MeshDim::dp_replicate), me / 2);
 }
 
 // Expert parallelism splits dp_shard 4 into [dp_shard_mod_ep 2, ep 2]: the ep
@@ -135,9 +135,9 @@ TEST(Groups, MeshDpShard4Ep2) {
   EXPECT_EQ(members.at("dp_shard"), (std::vector<int64_t>{0, 1, 2, 3}));
   const std::vector<std::vector<int64_t>> ep{{0, 1}, {0, 1}, {2, 3}, {2, 3}};
   const std::vector<std::vector<int64_t>> mod_ep{{0, 2}, {1, 3}, {0, 2}, {1, 3}};
-  EXPECT_EQ(member_world_ranks(*mesh.group("ep")), ep[me]);
-  EXPECT_EQ(member_world_ranks(*mesh.group("dp_shard_mod_ep")), mod_ep[me]);
-  EXPECT_EQ(mesh.coordinate("ep"), me % 2);
+  EXPECT_EQ(member_world_ranks(*mesh.group(comm::MeshDim::ep)), ep[me]);
+  EXPECT_EQ(member_world_ranks(*mesh.group(comm::MeshDim::dp_shard_mod_ep)), mod_ep[me]);
+  EXPECT_EQ(mesh.coordinate(comm::MeshDim::ep), me % 2);
 }
 
 TEST(Groups, MeshTp2DpShard2) {
@@ -155,7 +155,7 @@ TEST(Groups, MeshTp2DpShard2) {
 
   // A reduction over dp_shard sums the two ranks with the same tp coordinate.
   const Tensor value = Tensor::from_vector(std::vector<int64_t>{int64_t{1} << me}, {1});
-  mesh.group("dp_shard")->all_reduce(value, ReduceOp::sum)->wait();
+  mesh.group(comm::MeshDim::dp_shard)->all_reduce(value, ReduceOp::sum)->wait();
   EXPECT_EQ(value.to_ints()[0], (int64_t{1} << (me % 2)) + (int64_t{1} << (me % 2 + 2)));
 }
 
@@ -166,8 +166,8 @@ TEST(Groups, MeshOneDimSpansTheWorld) {
   EXPECT_EQ(shards.dims().dp_shard, n);
   check_mesh(shards);
   const DeviceMesh tensor_parallel({.dp_shard = 1, .tp = n}, World::instance().group());
-  EXPECT_EQ(tensor_parallel.size("tp"), n);
-  EXPECT_EQ(tensor_parallel.size("dp"), 1);
+  EXPECT_EQ(tensor_parallel.size(comm::MeshDim::tp), n);
+  EXPECT_EQ(tensor_parallel.size(comm::MeshDim::dp), 1);
   check_mesh(tensor_parallel);
   // Degrees that do not multiply to the world are refused before any split.
   EXPECT_THROW(DeviceMesh({.dp_shard = n + 1}, World::instance().group()), Error);

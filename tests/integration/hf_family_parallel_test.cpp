@@ -12,6 +12,7 @@
 
 #include "cli_job.h"
 #include "parity_job.h"
+#include "support/families.h"
 #include "support/reference.h"
 
 namespace titan {
@@ -102,8 +103,7 @@ TEST_P(HfFamilyParallel, FsdpTwoByTpTwoMatchesOneProcess) {
              family, worst_loss, worst_norm, worst_weight);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfFamilyParallel,
-                         ::testing::Values("mistral", "qwen2", "gemma2", "gemma3", "olmo2", "phi3"),
+INSTANTIATE_TEST_SUITE_P(Families, HfFamilyParallel, ::testing::ValuesIn(testing::families_from_hf_config()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "integration/cli_job.h"
+#include "titan/autograd/engine.h"
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/core/copy.h"
 #include "titan/core/error.h"
 #include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
@@ -301,12 +304,27 @@ TEST(Goodput, PartsAddUpToTheWallTimeAndARestartCountsRecomputedSteps) {
   EXPECT_NEAR(record["goodput"]["wall_seconds"].get<double>(), g.total_seconds(), 1e-9);
 }
 
+// A NaN in `parameter`'s gradient at step `step`, as a bad batch or an
+// overflow would leave it: a post-accumulate hook on the leaf (the public
+// autograd API) counts the backwards (one per step here: no accumulation).
+void inject_nonfinite_gradient(train::Trainer& trainer, int64_t step, const std::string& parameter) {
+  for (auto& [name, p] : trainer.model().named_parameters()) {
+    if (name != parameter) continue;
+    auto backwards = std::make_shared<int64_t>(0);
+    autograd::register_post_accumulate_grad_hook(p->data, [backwards, step](const Tensor& leaf) {
+      if (++*backwards == step) titan::fill_(leaf.grad().view({-1}).narrow(0, 0, 1), std::nan(""));
+    });
+    return;
+  }
+  FAIL() << "no parameter " << parameter;
+}
+
 TEST(NonFinite, InjectedNanStopsNamingStepAndParameterAfterSavingACheckpoint) {
   train::JobConfig config = small_job("nan_stop");
   config.checkpoint.enable = true;
   config.checkpoint.interval = 100;
   train::Trainer trainer(config, batches());
-  trainer.inject_nonfinite_gradient(2, "layers.3.feed_forward.w2.weight");
+  inject_nonfinite_gradient(trainer, 2, "layers.3.feed_forward.w2.weight");
   try {
     trainer.train();
     FAIL() << "a NaN gradient must stop the job";
@@ -329,7 +347,7 @@ TEST(NonFinite, SkipNonfiniteStepsSkipsAndCountsWithoutTouchingTheWeights) {
   config.training.skip_nonfinite_steps = true;
   config.training.steps = 3;
   train::Trainer trainer(config, batches());
-  trainer.inject_nonfinite_gradient(2, "layers.0.attention.wq.weight");
+  inject_nonfinite_gradient(trainer, 2, "layers.0.attention.wq.weight");
   const auto& history = trainer.train();
   ASSERT_EQ(history.size(), 3u);
   EXPECT_EQ(history[0].skipped_steps, 0);

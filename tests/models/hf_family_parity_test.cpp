@@ -24,15 +24,16 @@
 #include <random>
 
 #include "data/peer_support.h"
+#include "support/families.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/models/hf/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
-#include "titan/parallel/mixed_precision.h"
 #include "titan/models/generate.h"
 #include "titan/models/hf/hf_decoder_config.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/models/model_spec.h"
+#include "titan/parallel/mixed_precision.h"
 #include "titan/train/trainer.h"
 
 namespace titan {
@@ -43,7 +44,7 @@ using data::testing::run_command;
 using data::testing::shell_quote;
 using data::testing::TempDir;
 
-const std::vector<std::string> kFamilies{"mistral", "qwen2", "gemma2", "gemma3", "olmo2", "phi3"};
+const std::vector<std::string> kFamilies = testing::families_from_hf_config();
 
 // The forward case: 2 sequences of 24 tokens (six windows), a few labels ignored.
 constexpr int64_t kBatch = 2, kSeq = 24;

@@ -14,10 +14,10 @@
 
 #include "support/reference.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/models/hf/hf_folder.h"
-#include "titan/models/hf/hf_weights.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/models/hf/hf_decoder_config.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/models/hf/hf_weights.h"
 #include "titan/models/lora_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
@@ -116,10 +116,12 @@ TEST(Lora, TracksPlainPyTorchReference) {
       // Adam divides each element's step by its own gradient scale, so an element
       // whose gradient is near zero turns f32 rounding into a visibly different
       // step: compared as a whole tensor (1e-5 relative L2 and a few) and elementwise
-      // with an absolute floor far under the steps' size (lr = 3e-3).
+      // with an absolute floor far under the steps' size (lr = 3e-3): 1e-4, a
+      // thirtieth of one step (one element of 1,024 ended 3e-5 off on a Zen 5
+      // EPYC, whose GEMMs sum in another order than Zen 4's).
       const Tensor expected = ref.get("final." + name);
       EXPECT_LE(testing::relative_l2_error(parameter->data, expected), 3e-5) << name;
-      EXPECT_TRUE(testing::all_close(parameter->data, expected, 2e-5, 1e-5)) << name;
+      EXPECT_TRUE(testing::all_close(parameter->data, expected, 1e-4, 1e-5)) << name;
     } else {
       // Bit for bit.
       const Tensor& before = base_before.at(name);

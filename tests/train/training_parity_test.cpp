@@ -53,7 +53,11 @@ TEST_P(TrainingParityTest, TracksPyTorchLossCurve) {
   for (int64_t step = 1; step <= steps; ++step) {
     const train::StepMetrics m = trainer.train_step();
     const double expected = losses[static_cast<size_t>(step - 1)];
-    EXPECT_NEAR(m.loss, expected, 1e-4 * expected) << "step " << step;
+    // The two programs' f32 GEMMs sum in different orders (oneDNN's blocking
+    // follows the CPU's caches), and 20 AdamW updates amplify the rounding: up
+    // to 1.2e-4 relative on a Zen 5 EPYC (AVX-512), under 1e-4 on Zen 4. A
+    // wrong op or gradient is off by orders of magnitude more.
+    EXPECT_NEAR(m.loss, expected, 3e-4 * expected) << "step " << step;
     const double aux = aux_losses[static_cast<size_t>(step - 1)];
     EXPECT_EQ(m.aux_loss.has_value(), aux > 0) << "step " << step;
     if (m.aux_loss) {

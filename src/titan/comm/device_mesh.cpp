@@ -4,6 +4,36 @@
 
 namespace titan::comm {
 
+const char* mesh_dim_name(MeshDim dim) {
+  switch (dim) {
+    case MeshDim::world:
+      return "world";
+    case MeshDim::pp:
+      return "pp";
+    case MeshDim::dp_replicate:
+      return "dp_replicate";
+    case MeshDim::dp_shard:
+      return "dp_shard";
+    case MeshDim::cp:
+      return "cp";
+    case MeshDim::tp:
+      return "tp";
+    case MeshDim::ep:
+      return "ep";
+    case MeshDim::dp_shard_mod_ep:
+      return "dp_shard_mod_ep";
+    case MeshDim::dp:
+      return "dp";
+    case MeshDim::dp_shard_cp:
+      return "dp_shard_cp";
+    case MeshDim::dp_shard_mod_ep_cp:
+      return "dp_shard_mod_ep_cp";
+    case MeshDim::dp_cp:
+      return "dp_cp";
+  }
+  return "?";
+}
+
 ParallelDims ParallelDims::resolved(int64_t world) const {
   ParallelDims out = *this;
   std::array<int64_t*, 5> degrees{&out.pp, &out.dp_replicate, &out.dp_shard, &out.cp, &out.tp};
@@ -39,7 +69,8 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> w
     : dims_(dims.resolved(world->size())) {
   // Row-major over [pp, dp_replicate, dp_shard_mod_ep, ep, cp, tp]: with ep = 1
   // the same layout as [pp, dp_replicate, dp_shard, cp, tp].
-  const std::array<std::string, 6> names{"pp", "dp_replicate", "dp_shard_mod_ep", "ep", "cp", "tp"};
+  const std::array<MeshDim, 6> axes{MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard_mod_ep,
+                                    MeshDim::ep, MeshDim::cp,           MeshDim::tp};
   const std::array<int64_t, 6> sizes{dims_.pp, dims_.dp_replicate, dims_.dp_shard / dims_.ep,
                                      dims_.ep, dims_.cp,           dims_.tp};
   // This rank's coordinates.
@@ -51,7 +82,7 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> w
   }
   // A group varies the dims in `members` and fixes the others: its color is
   // this rank's position among the fixed dims, its key the position among the varying ones.
-  const auto make_group = [&](const std::string& name, const std::vector<size_t>& members) {
+  const auto make_group = [&](MeshDim dim, const std::vector<size_t>& members) {
     int64_t color = 0, key = 0;
     for (size_t d = 0; d < sizes.size(); ++d) {
       const bool varying = std::find(members.begin(), members.end(), d) != members.end();
@@ -61,21 +92,16 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> w
         color = color * sizes[d] + coordinate[d];
       }
     }
-    groups_[name] = world->split(static_cast<int>(color), static_cast<int>(key), name);
+    groups_[static_cast<size_t>(dim)] =
+        world->split(static_cast<int>(color), static_cast<int>(key), mesh_dim_name(dim));
   };
-  for (size_t d = 0; d < names.size(); ++d) make_group(names[d], {d});
-  make_group("dp_shard", {2, 3});
-  make_group("dp", {1, 2, 3});
-  make_group("dp_shard_cp", {2, 3, 4});
-  make_group("dp_shard_mod_ep_cp", {2, 4});
-  make_group("dp_cp", {1, 2, 3, 4});
-  groups_["world"] = world;
-}
-
-const std::shared_ptr<ProcessGroup>& DeviceMesh::group(const std::string& dim) const {
-  auto found = groups_.find(dim);
-  TITAN_CHECK(found != groups_.end(), "device mesh: no dim '{}'", dim);
-  return found->second;
+  for (size_t d = 0; d < axes.size(); ++d) make_group(axes[d], {d});
+  make_group(MeshDim::dp_shard, {2, 3});
+  make_group(MeshDim::dp, {1, 2, 3});
+  make_group(MeshDim::dp_shard_cp, {2, 3, 4});
+  make_group(MeshDim::dp_shard_mod_ep_cp, {2, 4});
+  make_group(MeshDim::dp_cp, {1, 2, 3, 4});
+  groups_[static_cast<size_t>(MeshDim::world)] = world;
 }
 
 }  // namespace titan::comm

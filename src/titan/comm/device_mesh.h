@@ -11,7 +11,7 @@
 // that hold the same experts shard them with FSDP.
 #pragma once
 
-#include <map>
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +19,28 @@
 #include "titan/comm/process_group.h"
 
 namespace titan::comm {
+
+// The mesh's dims and flattened views, named here once: "dp" is dp_replicate x
+// dp_shard, "dp_shard_cp" FSDP's ranks under context parallelism,
+// "dp_shard_mod_ep" (dp_shard / ep) and "dp_shard_mod_ep_cp" the ranks that
+// shard the same experts, "dp_cp" the ranks that see different tokens.
+enum class MeshDim {
+  world,
+  pp,
+  dp_replicate,
+  dp_shard,
+  cp,
+  tp,
+  ep,
+  dp_shard_mod_ep,
+  dp,
+  dp_shard_cp,
+  dp_shard_mod_ep_cp,
+  dp_cp,
+};
+inline constexpr size_t kNumMeshDims = static_cast<size_t>(MeshDim::dp_cp) + 1;
+// "pp", "dp_shard_cp", ...: the group's name in flight recorder dumps and errors.
+const char* mesh_dim_name(MeshDim dim);
 
 struct ParallelDims {
   int64_t pp = 1;
@@ -41,17 +63,14 @@ class DeviceMesh {
   DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> world);
 
   const ParallelDims& dims() const { return dims_; }
-  // "pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "dp_shard_mod_ep" (dp_shard / ep), or the
-  // flattened "dp" (dp_replicate x dp_shard), "dp_shard_cp" (FSDP's ranks under context
-  // parallelism), "dp_shard_mod_ep_cp" (its experts'), "dp_cp", "world".
-  const std::shared_ptr<ProcessGroup>& group(const std::string& dim) const;
+  const std::shared_ptr<ProcessGroup>& group(MeshDim dim) const { return groups_[static_cast<size_t>(dim)]; }
   // This rank's index along a dim (or flattened view).
-  int coordinate(const std::string& dim) const { return group(dim)->rank(); }
-  int size(const std::string& dim) const { return group(dim)->size(); }
+  int coordinate(MeshDim dim) const { return group(dim)->rank(); }
+  int size(MeshDim dim) const { return group(dim)->size(); }
 
  private:
   ParallelDims dims_;
-  std::map<std::string, std::shared_ptr<ProcessGroup>> groups_;
+  std::array<std::shared_ptr<ProcessGroup>, kNumMeshDims> groups_;
 };
 
 }  // namespace titan::comm

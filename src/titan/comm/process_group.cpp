@@ -75,4 +75,11 @@ std::vector<std::vector<double>> gather_per_rank(ProcessGroup& group, const std:
   return result;
 }
 
+double all_reduce_scalar(ProcessGroup& group, double value, ReduceOp op) {
+  if (group.size() == 1) return value;
+  Tensor total = Tensor::full({1}, value, DType::f32);
+  group.all_reduce(total, op)->wait();
+  return total.item();
+}
+
 }  // namespace titan::comm

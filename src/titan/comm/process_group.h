@@ -76,6 +76,11 @@ class ProcessGroup {
 // result[value][rank]: for metrics that report each rank's own figures.
 std::vector<std::vector<double>> gather_per_rank(ProcessGroup& group, const std::vector<double>& mine);
 
+// `value` reduced over the group's members, through an f32 collective (so
+// rounded to f32 when the group has more than one member): for host figures
+// such as a step's loss.
+double all_reduce_scalar(ProcessGroup& group, double value, ReduceOp op);
+
 // Checks shared by backends: shapes and dtypes that fit each collective.
 void check_all_gather(const ProcessGroup& group, const Tensor& output, const Tensor& input);
 void check_reduce_scatter(const ProcessGroup& group, const Tensor& output, const Tensor& input);

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "titan/core/units.h"
+
 namespace titan::models {
 namespace {
 
@@ -254,7 +256,7 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
 }
 
 std::string format_memory_estimate(const MemoryEstimate& e) {
-  auto gib = [](double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); };
+  auto gib = [](double bytes) { return bytes / kBytesPerGiB; };
   std::ostringstream out;
   out << fmt::format("parameters        {:>16}\n", e.parameters);
   if (e.adapter_parameters > 0) out << fmt::format("  LoRA adapters   {:>16}\n", e.adapter_parameters);

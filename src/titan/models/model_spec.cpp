@@ -2,18 +2,18 @@
 
 #include <algorithm>
 
-#include "titan/models/gemma2/flavors.h"
-#include "titan/models/gemma3/flavors.h"
+#include "titan/models/families.h"
 #include "titan/models/hf/hf_decoder_config.h"
-#include "titan/models/llama3/flavors.h"
-#include "titan/models/mistral/flavors.h"
-#include "titan/models/olmo2/flavors.h"
-#include "titan/models/phi3/flavors.h"
-#include "titan/models/qwen2/flavors.h"
-#include "titan/models/qwen3/flavors.h"
-#include "titan/models/qwen3_moe/flavors.h"
 
 namespace titan::models {
+
+// Each family's entry point, declared from the list (its folder defines it).
+#define TITAN_DECLARE_FAMILY_SPEC(name) \
+  namespace name {                      \
+  ModelSpec spec();                     \
+  }
+TITAN_MODEL_FAMILIES(TITAN_DECLARE_FAMILY_SPEC)
+#undef TITAN_DECLARE_FAMILY_SPEC
 
 std::vector<std::string> decoder_module_fqns(const DecoderConfig& config) {
   std::vector<std::string> fqns{"tok_embeddings"};
@@ -38,6 +38,7 @@ ModelSpec decoder_model_spec(std::string name, HfFamily (*hf_family)()) {
 ModelSpec make_hf_model_spec(std::string name, const std::map<std::string, std::string>& (*flavors)(),
                              HfFamily (*hf_family)()) {
   ModelSpec spec = decoder_model_spec(std::move(name), hf_family);
+  spec.from_hf_config = true;
   for (const auto& [flavor, json] : flavors()) spec.flavors.push_back(flavor);
   spec.config = [flavors, model = spec.name](const std::string& flavor, int64_t vocab_size) {
     HfConfig hf = parse_hf_config(flavors().at(flavor), fmt::format("{} flavor {}", model, flavor));
@@ -49,9 +50,9 @@ ModelSpec make_hf_model_spec(std::string name, const std::map<std::string, std::
 
 namespace {
 const std::vector<ModelSpec>& registry() {
-  static const std::vector<ModelSpec> specs{llama3::spec(),  qwen3::spec(), qwen3_moe::spec(),
-                                            mistral::spec(), qwen2::spec(), gemma2::spec(),
-                                            gemma3::spec(),  olmo2::spec(), phi3::spec()};
+#define TITAN_FAMILY_SPEC(name) name::spec(),
+  static const std::vector<ModelSpec> specs{TITAN_MODEL_FAMILIES(TITAN_FAMILY_SPEC)};
+#undef TITAN_FAMILY_SPEC
   return specs;
 }
 }  // namespace

@@ -1,8 +1,6 @@
 // The model registry: what each family registers, and the only way the
 // trainer, `convert`, `generate` and `estimate-memory` reach a model. A new
-// family is a folder under models/ plus one line in model_spec.cpp (and, for
-// Hugging Face interop, one in hf_config.cpp's adapter list, which the config
-// parser's fuzzer compiles without any tensor code).
+// family is a folder under models/ plus its line in models/families.h.
 #pragma once
 
 #include <functional>
@@ -28,8 +26,8 @@ struct ModelSpec {
   std::function<std::shared_ptr<Decoder>(const DecoderConfig& config, Device device)> build;
   // Tensor, sequence and expert parallelism, activation checkpointing, FSDP
   // or mixed precision, applied to a built model.
-  std::function<ParallelizedModel(Decoder& model, const comm::DeviceMesh& mesh,
-                                  const ParallelizeOptions& options)>
+  std::function<parallel::ParallelizedModel(Decoder& model, const comm::DeviceMesh& mesh,
+                                            const ParallelizeOptions& options)>
       parallelize;
   // The model's top-level modules in forward order ("tok_embeddings",
   // "layers.0", ..., "norm", "output"): the units a pipeline split hands to stages.
@@ -39,6 +37,10 @@ struct ModelSpec {
   std::function<MemoryEstimate(const DecoderConfig& config, const MemoryEstimateOptions& options)> memory_estimate;
   // Hugging Face interop (names, layouts and config.json both ways); null when the family has none.
   HfFamily (*hf_family)() = nullptr;
+  // Its flavors are published config.json texts (make_hf_model_spec): the
+  // model is exactly what Hugging Face's config describes, and the
+  // Hugging Face reference (tests/reference/hf_families.py) is its parity.
+  bool from_hf_config = false;
 };
 
 // The decoder's top-level modules in forward order (ModelSpec::module_fqns of every family so far).

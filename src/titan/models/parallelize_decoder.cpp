@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "titan/nn/functional.h"
 #include "titan/parallel/expert_parallel.h"
 #include "titan/parallel/mixed_precision.h"
 #include "titan/parallel/tensor_parallel.h"
-#include "titan/nn/functional.h"
 
 namespace titan::models {
 namespace {
@@ -110,7 +110,7 @@ void tensor_parallel_output(Decoder& model, const std::shared_ptr<ProcessGroup>&
     options.token_chunk = loss.token_chunk;
     options.vocab_chunk = loss.vocab_chunk;
     return parallel::vocab_parallel_cross_entropy(F::reshape(full, {-1, full.size(-1)}), local, labels.reshape({-1}),
-                                                     vocab, options, tp);
+                                                  vocab, options, tp);
   };
 }
 
@@ -128,11 +128,11 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
 // first used; they come after the blocks' units so as not to break the
 // blocks' prefetch chain.
 std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMesh& mesh,
-                                              const ParallelizeOptions& options) {
+                                           const ParallelizeOptions& options) {
   // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
   auto fsdp =
-      std::make_shared<parallel::Fsdp>(mesh.group("dp_shard_cp"), mesh.group("dp_replicate"),
-                                          parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward});
+      std::make_shared<parallel::Fsdp>(mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
+                                       parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward});
   std::vector<nn::Parameter*> root;
   for (auto& [name, parameter] : model.named_parameters()) {
     if (!name.starts_with("layers.")) root.push_back(parameter);
@@ -151,22 +151,21 @@ std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMes
     if (!experts.empty()) expert_units.emplace_back(where + ".moe.experts", experts);
     const size_t unit = fsdp->add_unit(where, parameters);
     // The last block's backward comes right after its forward: keep it gathered unless told to always reshard.
-    const bool reshard =
-        options.reshard_after_forward == parallel::ReshardPolicy::always ||
-        (options.reshard_after_forward == parallel::ReshardPolicy::default_policy && i + 1 < layers);
+    const bool reshard = options.reshard_after_forward == parallel::ReshardPolicy::always ||
+                         (options.reshard_after_forward == parallel::ReshardPolicy::default_policy && i + 1 < layers);
     fsdp->wrap_block(block, unit, reshard);
   }
   // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
-  const float expert_scale = 1.0f / static_cast<float>(mesh.size("ep"));
+  const float expert_scale = 1.0f / static_cast<float>(mesh.size(comm::MeshDim::ep));
   for (const auto& [name, experts] : expert_units) {
-    fsdp->add_unit(name, experts, mesh.group("dp_shard_mod_ep_cp"), expert_scale);
+    fsdp->add_unit(name, experts, mesh.group(comm::MeshDim::dp_shard_mod_ep_cp), expert_scale);
   }
   return fsdp;
 }
 
 // Every MoE layer's experts split over the ep group.
 void apply_expert_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
-  const std::shared_ptr<ProcessGroup> ep = mesh.group("ep");
+  const std::shared_ptr<ProcessGroup> ep = mesh.group(comm::MeshDim::ep);
   if (ep->size() == 1) return;
   // The config, not the layers held: a pipeline stage may hold only dense ones.
   const auto& configs = model.config.layers;
@@ -180,11 +179,11 @@ void apply_expert_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
 
 // Every attention layer computes ring attention over cp on its slice of the sequence.
 std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, const comm::DeviceMesh& mesh,
-                                                                   const ParallelizeOptions& options) {
-  const std::shared_ptr<ProcessGroup> cp = mesh.group("cp");
+                                                                const ParallelizeOptions& options) {
+  const std::shared_ptr<ProcessGroup> cp = mesh.group(comm::MeshDim::cp);
   if (cp->size() == 1) return nullptr;
   auto ring = std::make_shared<parallel::RingAttention>(cp, options.context_parallel_rotate,
-                                                           options.context_parallel_load_balance);
+                                                        options.context_parallel_load_balance);
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::Attention& attention = *(*model.layers)[i]->attention;
     TITAN_CHECK(attention.config.attention_impl == "flash",
@@ -200,7 +199,7 @@ std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, 
 }  // namespace
 
 void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
-  const std::shared_ptr<ProcessGroup> tp = mesh.group("tp");
+  const std::shared_ptr<ProcessGroup> tp = mesh.group(comm::MeshDim::tp);
   if (tp->size() == 1) return;
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
@@ -210,21 +209,25 @@ void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   }
   // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
   if (model.tok_embeddings) {
-    model.tok_embeddings->input_hooks.push_back(
-        [tp](const Tensor& ids) { return parallel::slice_sequence(ids, *tp); });
+    model.tok_embeddings->input_hooks.push_back([tp](const Tensor& ids) { return parallel::slice_sequence(ids, *tp); });
   }
   tensor_parallel_output(model, tp);
 }
 
-ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
-                                      const ParallelizeOptions& options) {
+parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
+                                                const ParallelizeOptions& options_in) {
+  ParallelizeOptions options = options_in;
+  if (options.pipelined && options.reshard_after_forward == parallel::ReshardPolicy::default_policy) {
+    options.reshard_after_forward = parallel::ReshardPolicy::never;
+  }
   apply_tensor_parallel(model, mesh);
   apply_expert_parallel(model, mesh);
-  ParallelizedModel parallelized;
+  parallel::ParallelizedModel parallelized(mesh, options.pipelined);
   parallelized.ring_attention = apply_context_parallel(model, mesh, options);
   parallel::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
   if (mesh.dims().dp() * mesh.dims().cp > 1) {
     parallelized.fsdp = apply_fsdp(model, mesh, options);
+    if (options.pipelined) parallelized.fsdp->set_reduce_in_backward(false);
   } else {
     parallel::apply_mixed_precision(model, options.param_dtype);
   }

@@ -11,11 +11,12 @@
 
 #include <memory>
 
+#include "titan/comm/device_mesh.h"
+#include "titan/models/decoder.h"
 #include "titan/parallel/activation_checkpoint.h"
 #include "titan/parallel/context_parallel.h"
-#include "titan/comm/device_mesh.h"
 #include "titan/parallel/fsdp.h"
-#include "titan/models/decoder.h"
+#include "titan/parallel/parallelized_model.h"
 
 namespace titan::models {
 
@@ -26,15 +27,14 @@ struct ParallelizeOptions {
   parallel::ReshardPolicy reshard_after_forward = parallel::ReshardPolicy::default_policy;
   parallel::RotateMethod context_parallel_rotate = parallel::RotateMethod::allgather;
   bool context_parallel_load_balance = true;  // head-tail chunks
+  // The model holds pipeline stages: FSDP then reduces once per pass (not as
+  // each unit completes) and, by default, keeps blocks gathered for the
+  // step's many micro-batches, as TorchTitan does.
+  bool pipelined = false;
 };
 
-struct ParallelizedModel {
-  std::shared_ptr<parallel::Fsdp> fsdp;                     // null without data or context parallelism
-  std::shared_ptr<parallel::RingAttention> ring_attention;  // null without context parallelism
-};
-
-ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
-                                      const ParallelizeOptions& options);
+parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
+                                                const ParallelizeOptions& options);
 
 // The tensor-parallel plan alone, over the mesh's tp group: attention's q/k/v
 // and a dense FFN's w1/w3 split by output features (column-parallel), their

@@ -29,3 +29,9 @@ void register_backends() {
 void ensure_backends_registered() { titan::ensure_backends_registered(); }
 
 }  // namespace titan::ops
+
+// Named by the link of every program that links titan_ops (--undefined, in
+// src/titan/CMakeLists.txt), so that this file, and the registrar above, is
+// linked even into a program that calls no op and only uses Tensor's own
+// methods (whose tables core looks up through the registrar).
+extern "C" const bool titan_ops_backends_linked = titan::ops::kRegistrarNamed;

@@ -16,8 +16,8 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/chunk_file.h"
 #include "titan/checkpoint/safetensors_header.h"
-#include "titan/core/error.h"
 #include "titan/core/copy.h"
+#include "titan/core/error.h"
 #include "titan/train/config_loader.h"
 
 namespace titan::train {
@@ -42,7 +42,7 @@ std::string read_text(const fs::path& path) {
 // A collective that also serves as a barrier: the max over ranks of each flag.
 std::vector<float> max_over_world(const comm::DeviceMesh& mesh, std::vector<float> flags) {
   Tensor t = Tensor::from_vector(flags, {static_cast<int64_t>(flags.size())});
-  const auto& world = mesh.group("world");
+  const auto& world = mesh.group(comm::MeshDim::world);
   if (world->size() > 1) world->all_reduce(t, comm::ReduceOp::max)->wait();
   return t.to_floats();
 }
@@ -61,11 +61,10 @@ std::function<void()> die_midway_hook(int64_t step) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(const JobConfig& config, const comm::DeviceMesh& mesh)
-    : config_(config), mesh_(mesh) {
+Checkpointer::Checkpointer(const JobConfig& config, const comm::DeviceMesh& mesh) : config_(config), mesh_(mesh) {
   root_ = (fs::path(config_.job.dump_folder) / config_.checkpoint.folder).string();
-  rank_ = mesh_.coordinate("world");
-  world_ = mesh_.size("world");
+  rank_ = mesh_.coordinate(comm::MeshDim::world);
+  world_ = mesh_.size(comm::MeshDim::world);
 }
 
 Checkpointer::~Checkpointer() {

@@ -8,17 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "titan/comm/world.h"
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
-#include "titan/comm/world.h"
+#include "titan/core/units.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/train/pipeline_plan.h"
 
 namespace titan::train {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // MemAvailable (what can be allocated without swapping), or physical memory
 // on kernels without it; capped by a cgroup v2 limit when one is set.
@@ -51,7 +50,8 @@ double host_available_bytes(std::string& source) {
 
 // "512 MiB", "1.25 GiB": small jobs' parts are not all 0.00 GiB.
 std::string size_text(double bytes) {
-  return bytes < kGiB ? fmt::format("{:.3g} MiB", bytes / (1024.0 * 1024.0)) : fmt::format("{:.2f} GiB", bytes / kGiB);
+  return bytes < kBytesPerGiB ? fmt::format("{:.3g} MiB", bytes / (1024.0 * 1024.0))
+                              : fmt::format("{:.2f} GiB", bytes / kBytesPerGiB);
 }
 
 }  // namespace
@@ -140,9 +140,10 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
 }
 
 std::string MemoryBudget::summary() const {
-  if (available_bytes <= 0) return fmt::format("needs about {:.3g} GiB per rank", needed_bytes / kGiB);
-  return fmt::format("needs about {:.3g} GiB per rank of {:.3g} GiB available ({:.0f}%; {})", needed_bytes / kGiB,
-                     available_bytes / kGiB, 100.0 * needed_bytes / available_bytes, source);
+  if (available_bytes <= 0) return fmt::format("needs about {:.3g} GiB per rank", needed_bytes / kBytesPerGiB);
+  return fmt::format("needs about {:.3g} GiB per rank of {:.3g} GiB available ({:.0f}%; {})",
+                     needed_bytes / kBytesPerGiB, available_bytes / kBytesPerGiB,
+                     100.0 * needed_bytes / available_bytes, source);
 }
 
 MemoryBudget check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,
@@ -156,7 +157,7 @@ MemoryBudget check_job_fits_memory(const JobConfig& config, const models::Decode
       "training.local_batch_size or training.seq_len, a smaller lora.rank, or keep the AdamW moments in bf16 "
       "(optimizer.state_dtype); `titan estimate-memory` shows the same numbers. training.memory_check = false "
       "starts it anyway",
-      budget.needed_bytes / kGiB, budget.breakdown, budget.available_bytes / kGiB, budget.source,
+      budget.needed_bytes / kBytesPerGiB, budget.breakdown, budget.available_bytes / kBytesPerGiB, budget.source,
       100.0 * MemoryBudget::kUsableFraction);
 }
 
@@ -170,11 +171,13 @@ MemoryBudget check_generation_fits_memory(const models::DecoderConfig& model, DT
   budget.breakdown = fmt::format(
       "KV cache of {} positions {:.2f} GiB, the prompt's forward {:.2f} GiB; the weights "
       "({:.2f} GiB) are already loaded",
-      capacity, memory.kv_cache_bytes / kGiB, memory.forward_bytes / kGiB, memory.weight_bytes / kGiB);
+      capacity, memory.kv_cache_bytes / kBytesPerGiB, memory.forward_bytes / kBytesPerGiB,
+      memory.weight_bytes / kBytesPerGiB);
   TITAN_CHECK(budget.fits(),
               "generate: this needs about {:.2f} GiB more ({}) but {:.2f} GiB are available ({}): lower "
               "--max-new-tokens or shorten the prompt",
-              budget.needed_bytes / kGiB, budget.breakdown, budget.available_bytes / kGiB, budget.source);
+              budget.needed_bytes / kBytesPerGiB, budget.breakdown, budget.available_bytes / kBytesPerGiB,
+              budget.source);
   return budget;
 }
 

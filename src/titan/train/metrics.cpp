@@ -11,6 +11,7 @@
 
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
+#include "titan/core/units.h"
 #include "titan/train/tensorboard_writer.h"
 
 namespace titan::train {
@@ -168,9 +169,9 @@ nlohmann::json metrics_record(const StepMetrics& m) {
 
 double device_memory_gib(Device device) {
   const int64_t capacity = device.is_cpu() ? 0 : memory_stats(device.type).capacity_bytes;
-  if (capacity > 0) return static_cast<double>(capacity) / (1024.0 * 1024.0 * 1024.0);
+  if (capacity > 0) return static_cast<double>(capacity) / kBytesPerGiB;
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
-  return static_cast<double>(pages) * static_cast<double>(page_size) / (1024.0 * 1024.0 * 1024.0);
+  return static_cast<double>(pages) * static_cast<double>(page_size) / kBytesPerGiB;
 }
 
 }  // namespace titan::train

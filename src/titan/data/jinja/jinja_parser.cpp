@@ -10,7 +10,7 @@ namespace titan::data::jinja {
 namespace {
 
 // Deeper nesting than this is refused rather than risking the stack.
-constexpr int kMaxNesting = 200;
+constexpr int kMaxTemplateNesting = 200;
 
 std::string describe(const Token& token) {
   switch (token.kind) {
@@ -46,7 +46,7 @@ class Parser {
  private:
   struct DepthGuard {
     explicit DepthGuard(Parser& parser) : parser_(parser) {
-      if (++parser_.depth_ > kMaxNesting) parser_.error("the template nests too deeply");
+      if (++parser_.depth_ > kMaxTemplateNesting) parser_.error("the template nests too deeply");
     }
     ~DepthGuard() { --parser_.depth_; }
     Parser& parser_;

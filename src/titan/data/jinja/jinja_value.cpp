@@ -13,10 +13,10 @@ namespace {
 
 // Printing a value that holds itself (a namespace) or a huge shared structure
 // stops here instead of recursing or growing without bound.
-constexpr int kMaxNesting = 64;
+constexpr int kMaxValueNesting = 64;
 
 void check_depth(int depth) {
-  if (depth > kMaxNesting) throw ValueError("the value nests too deeply to print or compare");
+  if (depth > kMaxValueNesting) throw ValueError("the value nests too deeply to print or compare");
 }
 
 // Text being printed: charged to the render's heap as it grows, and refused

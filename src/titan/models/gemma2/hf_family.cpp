@@ -10,7 +10,12 @@ HfFamily hf_family() {
   family.rope_style = ops::RopeStyle::half;
   family.norms = HfNorms::pre_and_post;
   family.sliding = HfSlidingLayers::even;
-  family.gemma = true;
+  family.norm_weight_offset = 1.0;
+  family.scaled_embeddings = true;
+  family.activation = HfActivation::gelu_pytorch_tanh;
+  family.activation_key = "hidden_activation";
+  family.score_scale_and_softcaps = true;
+  family.writes_layer_types = true;
   // transformers' Gemma2Config defaults, for keys a config.json leaves out.
   HfConfig& d = family.defaults;
   d.hidden_size = 2304;

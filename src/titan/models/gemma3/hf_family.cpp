@@ -11,7 +11,12 @@ HfFamily hf_family() {
   family.qk_norm = true;
   family.norms = HfNorms::pre_and_post;
   family.sliding = HfSlidingLayers::pattern;
-  family.gemma = true;
+  family.norm_weight_offset = 1.0;
+  family.scaled_embeddings = true;
+  family.activation = HfActivation::gelu_pytorch_tanh;
+  family.activation_key = "hidden_activation";
+  family.score_scale_and_softcaps = true;
+  family.writes_layer_types = true;
   family.local_rope = true;
   // transformers' Gemma3TextConfig defaults, for keys a config.json leaves out.
   HfConfig& d = family.defaults;

@@ -9,17 +9,17 @@
 #include <sstream>
 
 #include "titan/core/error.h"
-#include "titan/models/gemma2/hf_family.h"
-#include "titan/models/gemma3/hf_family.h"
-#include "titan/models/llama3/hf_family.h"
-#include "titan/models/mistral/hf_family.h"
-#include "titan/models/olmo2/hf_family.h"
-#include "titan/models/phi3/hf_family.h"
-#include "titan/models/qwen2/hf_family.h"
-#include "titan/models/qwen3/hf_family.h"
-#include "titan/models/qwen3_moe/hf_family.h"
+#include "titan/models/families.h"
 
 namespace titan::models {
+
+// Each family's traits, declared from the list (its folder's hf_family.cpp defines them).
+#define TITAN_DECLARE_HF_FAMILY(name) \
+  namespace name {                    \
+  HfFamily hf_family();               \
+  }
+TITAN_MODEL_FAMILIES(TITAN_DECLARE_HF_FAMILY)
+#undef TITAN_DECLARE_HF_FAMILY
 
 namespace {
 
@@ -221,10 +221,11 @@ void read_mixture_of_experts(const ConfigReader& reader, const std::string& sour
 // The activation of the gate: Gemma's GeGLU (transformers reads hidden_activation; published files carry
 // hidden_act too, and both must agree), everyone else's SwiGLU.
 void read_activation(const ConfigReader& reader, const std::string& source, const HfFamily& family) {
-  const char* expected = family.gemma ? "gelu_pytorch_tanh" : "silu";
-  for (const char* key : {"hidden_act", "hidden_activation"}) {
-    if (!family.gemma && std::string_view(key) == "hidden_activation") continue;
-    const std::string activation = reader.get_string(key);
+  const char* expected = hf_activation_name(family.activation);
+  std::vector<std::string> keys{"hidden_act"};
+  if (family.activation_key != keys.front()) keys.push_back(family.activation_key);
+  for (const std::string& key : keys) {
+    const std::string activation = reader.get_string(key.c_str());
     TITAN_CHECK(activation.empty() || activation == expected, "{}: {} '{}' is not supported for {} (titan uses {})",
                 source, key, activation, family.architecture, expected);
   }
@@ -258,8 +259,8 @@ void read_sliding_window(const Json& json, const ConfigReader& reader, const std
   config.sliding_layers = config.sliding_window > 0 ? layers : std::vector<bool>{};
 }
 
-// Gemma's score scale, soft-caps (null: off) and Gemma 3's local RoPE base.
-void read_gemma(const ConfigReader& reader, const HfFamily& family, HfConfig& config) {
+// The score scale and soft-caps (null: off).
+void read_score_scale_and_softcaps(const ConfigReader& reader, HfConfig& config) {
   reader.get("query_pre_attn_scalar", config.query_pre_attn_scalar);
   for (auto [key, value] : {std::pair{"attn_logit_softcapping", &config.attn_logit_softcapping},
                             std::pair{"final_logit_softcapping", &config.final_logit_softcapping}}) {
@@ -291,9 +292,9 @@ std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_
 }
 
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families{llama3::hf_family(),  qwen3::hf_family(), qwen3_moe::hf_family(),
-                                              mistral::hf_family(), qwen2::hf_family(), gemma2::hf_family(),
-                                              gemma3::hf_family(),  olmo2::hf_family(), phi3::hf_family()};
+#define TITAN_HF_FAMILY(name) name::hf_family(),
+  static const std::vector<HfFamily> families{TITAN_MODEL_FAMILIES(TITAN_HF_FAMILY)};
+#undef TITAN_HF_FAMILY
   return families;
 }
 
@@ -310,6 +311,10 @@ const HfFamily& hf_family(const HfConfig& config) {
   }
   fail("unsupported architecture '{}' (supported: {})", config.architecture,
        fmt::join(supported_architectures(), ", "));
+}
+
+const char* hf_activation_name(HfActivation activation) {
+  return activation == HfActivation::gelu_pytorch_tanh ? "gelu_pytorch_tanh" : "silu";
 }
 
 std::string hf_dtype_name(DType dtype) {
@@ -406,7 +411,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
 
   if (family->mixture_of_experts) read_mixture_of_experts(reader, source, *family, config);
   read_sliding_window(json, reader, source, *family, config);
-  if (family->gemma) read_gemma(reader, *family, config);
+  if (family->score_scale_and_softcaps) read_score_scale_and_softcaps(reader, config);
 
   const int64_t heads = config.num_attention_heads;
   const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
@@ -475,25 +480,21 @@ std::string hf_config_json(const HfConfig& config) {
     // had a pattern the family's rule does not give.
     const bool rule =
         config.sliding_layers == hf_sliding_rule(family, config.num_hidden_layers, config.sliding_window_pattern);
-    if (config.sliding_window > 0 && (family.gemma || !rule)) {
+    if (config.sliding_window > 0 && (family.writes_layer_types || !rule)) {
       std::vector<std::string> types;
       for (bool sliding : config.sliding_layers) types.emplace_back(sliding ? "sliding_attention" : "full_attention");
       json["layer_types"] = types;
     }
   }
-  if (family.gemma) {
+  if (family.score_scale_and_softcaps) {
     const auto cap = [](double value) { return value > 0 ? OrderedJson(value) : OrderedJson(nullptr); };
     json["query_pre_attn_scalar"] = config.query_pre_attn_scalar;
     json["attn_logit_softcapping"] = cap(config.attn_logit_softcapping);
     json["final_logit_softcapping"] = cap(config.final_logit_softcapping);
-    if (family.local_rope) json["rope_local_base_freq"] = config.rope_local_base_freq;
   }
+  if (family.local_rope) json["rope_local_base_freq"] = config.rope_local_base_freq;
   if (!config.torch_dtype.empty()) json["torch_dtype"] = config.torch_dtype;
-  if (family.gemma) {
-    json["hidden_activation"] = "gelu_pytorch_tanh";
-  } else {
-    json["hidden_act"] = "silu";
-  }
+  json[family.activation_key] = hf_activation_name(family.activation);
   for (const std::string& key : family.disabled_features) json[key] = false;
   return json.dump(2) + "\n";
 }

@@ -65,7 +65,13 @@ enum class HfNorms { pre, pre_and_post, post };
 // (Gemma 3); `layer_types` overrides the rule where a file has it.
 enum class HfSlidingLayers { none, all, even, pattern };
 
-// What a model family registers for HF interop.
+// The gate of the feed-forward: SwiGLU (silu) or GeGLU (gelu_pytorch_tanh), by config.json's name.
+enum class HfActivation { silu, gelu_pytorch_tanh };
+const char* hf_activation_name(HfActivation activation);
+
+// What a model family registers for HF interop: its names, transformers'
+// defaults, and its conventions as named traits (what the shared code reads
+// and writes for it), never a flag named after a family.
 struct HfFamily {
   std::string model;         // titan's model name ("llama3")
   std::string architecture;  // "LlamaForCausalLM"
@@ -81,11 +87,17 @@ struct HfFamily {
   bool fused_projections = false;         // Phi-3: qkv_proj and gate_up_proj in one tensor each
   HfNorms norms = HfNorms::pre;
   HfSlidingLayers sliding = HfSlidingLayers::none;
-  // Gemma: norms scale by (1 + w), embeddings by sqrt(hidden_size), GeGLU
-  // (gelu_pytorch_tanh), query_pre_attn_scalar and the soft-caps read.
-  bool gemma = false;
-  bool local_rope = false;  // Gemma 3: rope_local_base_freq on sliding layers
-  HfConfig defaults;        // transformers' defaults for absent keys
+  double norm_weight_offset = 0.0;  // norms scale by (offset + w): Gemma's 1
+  bool scaled_embeddings = false;   // embeddings times sqrt(hidden_size) (Gemma)
+  HfActivation activation = HfActivation::silu;
+  // The key its config class reads the activation from (Gemma's: hidden_activation;
+  // published files may carry hidden_act too, and both must then agree).
+  std::string activation_key = "hidden_act";
+  // query_pre_attn_scalar and the attention and final logit soft-caps (Gemma).
+  bool score_scale_and_softcaps = false;
+  bool writes_layer_types = false;  // layer_types written whenever a window is (Gemma's files have it)
+  bool local_rope = false;          // Gemma 3: rope_local_base_freq on sliding layers
+  HfConfig defaults;                // transformers' defaults for absent keys
   // Boolean keys its config class has for features titan's decoder lacks
   // (attention_bias, ...): written false, and refused when true on reading.
   std::vector<std::string> disabled_features;

@@ -4,11 +4,19 @@
 #include <cmath>
 
 namespace titan::models {
+namespace {
+
+// The decoder's gate for the family's config.json activation.
+nn::FeedForwardActivation gate(const HfFamily& family) {
+  return family.activation == HfActivation::gelu_pytorch_tanh ? nn::FeedForwardActivation::gelu_tanh
+                                                              : nn::FeedForwardActivation::silu;
+}
+
+}  // namespace
 
 DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
   const HfFamily& family = hf_family(hf);
-  // Gemma's norms scale by (1 + w), its embeddings by sqrt(hidden_size), its gate by tanh-GELU.
-  const double norm_offset = family.gemma ? 1.0 : 0.0;
+  const double norm_offset = family.norm_weight_offset;
   DecoderConfig config;
   config.vocab_size = hf.vocab_size;
   const int64_t implied_head_dim = hf.hidden_size / hf.num_attention_heads;
@@ -29,7 +37,7 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
                        .rope_style = family.rope_style,
                        .local_rope = family.local_rope && sliding,
                        .sliding_window = sliding ? hf.sliding_window : 0,
-                       .scale_dim = family.gemma ? hf.query_pre_attn_scalar : 0.0,
+                       .scale_dim = family.score_scale_and_softcaps ? hf.query_pre_attn_scalar : 0.0,
                        .logit_softcap = static_cast<float>(hf.attn_logit_softcapping)};
     block.norm_eps = hf.rms_norm_eps;
     block.norm_weight_offset = norm_offset;
@@ -46,17 +54,14 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
                                 .normalize_top_k = hf.norm_topk_prob,
                                 .aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef : 0.0};
     } else {
-      block.feed_forward = {
-          .dim = hf.hidden_size,
-          .hidden_dim = hf.intermediate_size,
-          .activation = family.gemma ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu};
+      block.feed_forward = {.dim = hf.hidden_size, .hidden_dim = hf.intermediate_size, .activation = gate(family)};
     }
     config.layers.push_back(block);
   }
   config.rope_theta = hf.rope_theta;
   config.rope_scaling = hf.rope_scaling;
   config.local_rope_theta = family.local_rope ? hf.rope_local_base_freq : 0.0;
-  config.embedding_scale = family.gemma ? std::sqrt(static_cast<double>(hf.hidden_size)) : 0.0;
+  config.embedding_scale = family.scaled_embeddings ? std::sqrt(static_cast<double>(hf.hidden_size)) : 0.0;
   config.loss.softcap = static_cast<float>(hf.final_logit_softcapping);
   config.tie_embeddings = hf.tie_word_embeddings;
   config.max_seq_len = hf.max_position_embeddings;
@@ -118,7 +123,7 @@ std::string pattern_string(const std::vector<bool>& sliding) {
 // fixes, checked against layer 0; the window is collected and checked apart.
 void check_layers(const DecoderConfig& config, const HfFamily& family, const std::string& model_name) {
   const std::string& architecture = family.architecture;
-  const double norm_offset = family.gemma ? 1.0 : 0.0;
+  const double norm_offset = family.norm_weight_offset;
   const nn::TransformerBlockConfig& first = config.layers.front();
   const auto& a = first.attention;
   for (int64_t i = 0; i < config.n_layers(); ++i) {
@@ -140,13 +145,12 @@ void check_layers(const DecoderConfig& config, const HfFamily& family, const std
     require(block.norm_weight_offset == norm_offset, "its norm weight offset");
     require(block.pre_norms == (family.norms != HfNorms::post) && block.post_norms == (family.norms != HfNorms::pre),
             "its placement of norms (before and/or after the sublayers)");
-    const auto activation = family.gemma ? nn::FeedForwardActivation::gelu_tanh : nn::FeedForwardActivation::silu;
-    require(block.moe || block.feed_forward.activation == activation, "its feed-forward activation");
+    require(block.moe || block.feed_forward.activation == gate(family), "its feed-forward activation");
     require(b.local_rope == (family.local_rope && b.sliding_window > 0),
             "its choice of RoPE table (local RoPE goes with sliding layers)");
-    require(family.gemma || b.scale_dim == 0.0 || b.scale_dim == static_cast<double>(b.head_size()),
+    require(family.score_scale_and_softcaps || b.scale_dim == 0.0 || b.scale_dim == static_cast<double>(b.head_size()),
             "a score scale other than head_dim^-1/2");
-    require(family.gemma || b.logit_softcap == 0.0f, "attention logit soft-capping");
+    require(family.score_scale_and_softcaps || b.logit_softcap == 0.0f, "attention logit soft-capping");
   }
 }
 
@@ -201,12 +205,12 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
               "q/k norm eps {} differs from the layer norm eps {}: {} has one rms_norm_eps", a.norm_eps, norm_eps,
               family.architecture);
   const double dim_root = std::sqrt(static_cast<double>(config.dim()));
-  TITAN_CHECK(
-      family.gemma ? std::abs(config.embedding_scale - dim_root) <= 1e-9 * dim_root : config.embedding_scale == 0.0,
-      "embeddings scaled by {} have no {} equivalent ({})", config.embedding_scale, family.architecture,
-      family.gemma ? "it scales them by sqrt(hidden_size)" : "it does not scale them");
-  TITAN_CHECK(family.gemma || config.loss.softcap == 0.0f, "final logit soft-capping has no {} equivalent",
-              family.architecture);
+  TITAN_CHECK(family.scaled_embeddings ? std::abs(config.embedding_scale - dim_root) <= 1e-9 * dim_root
+                                       : config.embedding_scale == 0.0,
+              "embeddings scaled by {} have no {} equivalent ({})", config.embedding_scale, family.architecture,
+              family.scaled_embeddings ? "it scales them by sqrt(hidden_size)" : "it does not scale them");
+  TITAN_CHECK(family.score_scale_and_softcaps || config.loss.softcap == 0.0f,
+              "final logit soft-capping has no {} equivalent", family.architecture);
   TITAN_CHECK(family.local_rope || config.local_rope_theta == 0.0,
               "a second RoPE table (local_rope_theta {}) has no {} equivalent", config.local_rope_theta,
               family.architecture);
@@ -226,7 +230,7 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
   hf.rope_theta = config.rope_theta;
   hf.rope_scaling = config.rope_scaling;
   hf.tie_word_embeddings = config.tie_embeddings;
-  if (family.gemma) {
+  if (family.score_scale_and_softcaps) {
     hf.query_pre_attn_scalar = a.scale_dim > 0 ? a.scale_dim : static_cast<double>(a.head_size());
     hf.attn_logit_softcapping = a.logit_softcap;
     hf.final_logit_softcapping = config.loss.softcap;

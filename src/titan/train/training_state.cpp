@@ -1,6 +1,5 @@
-// The trainer's side of checkpoints: what state it saves (model and AdamW
-// boxes, schedule, loader cursor, RNG), resuming from the newest complete
-// checkpoint or an initial load path, and the final save and model export.
+#include "titan/train/training_state.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,34 +7,49 @@
 #include <optional>
 
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/nonfinite_weights.h"
+#include "titan/core/copy.h"
+#include "titan/core/units.h"
 #include "titan/models/hf/hf_folder.h"
-#include "titan/parallel/tensor_parallel.h"
 #include "titan/models/lora_plan.h"
 #include "titan/train/model_export.h"
-#include "titan/train/trainer.h"
 
 namespace titan::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using comm::MeshDim;
+using Clock = SteadyClock;
 
 // A parameter's AdamW moment as the checkpoint names it.
 std::string moment_name(const char* moment, const std::string& parameter) {
   return fmt::format("optimizer.{}.{}", moment, parameter);
 }
 
+// The top-level module a state name belongs to: "layers.3.attention.wq.weight" -> "layers.3".
+std::string module_of(const std::string& name) {
+  const size_t first = name.find('.');
+  if (name.starts_with("layers.")) return name.substr(0, name.find('.', first + 1));
+  return name.substr(0, first);
+}
+
 }  // namespace
 
-std::vector<StateTensor> Trainer::state_tensors() {
+TrainingState::TrainingState(const JobConfig& config, const comm::DeviceMesh& mesh, Device device, Parts parts)
+    : config_(config),
+      mesh_(mesh),
+      device_(device),
+      parts_(parts),
+      rank_(mesh.coordinate(MeshDim::world)),
+      checkpointer_(config, mesh) {}
+
+std::vector<StateTensor> TrainingState::state_tensors() {
   // Replicas of a box (over dp_replicate, and over tp for parameters tensor
   // parallelism does not split) are saved by their first holder only.
-  const bool first_replica = mesh_->coordinate("dp_replicate") == 0;
-  const bool first_tp = mesh_->coordinate("tp") == 0;
-  const std::map<std::string, Tensor> moments = optimizer_->state_tensors();
+  const bool first_replica = mesh_.coordinate(MeshDim::dp_replicate) == 0;
+  const bool first_tp = mesh_.coordinate(MeshDim::tp) == 0;
+  const std::map<std::string, Tensor> moments = parts_.optimizer.state_tensors();
   std::vector<StateTensor> tensors;
-  for (auto& [name, parameter] : model_->named_parameters()) {
+  for (auto& [name, parameter] : parts_.job.model->named_parameters()) {
     StateTensor t;
     t.name = "model." + name;
     t.part = "model";
@@ -57,47 +71,47 @@ std::vector<StateTensor> Trainer::state_tensors() {
     }
   }
   // Buffers that are model state (the MoE expert bias): whole and alike on every rank, saved by the first.
-  const bool first_rank = mesh_->coordinate("dp_cp") == 0 && first_tp;
-  for (auto& [name, buffer] : model_->named_persistent_buffers()) {
+  const bool first_rank = mesh_.coordinate(MeshDim::dp_cp) == 0 && first_tp;
+  for (auto& [name, buffer] : parts_.job.model->named_persistent_buffers()) {
     tensors.push_back({"model." + name, "model", *buffer, buffer->shape(),
                        std::vector<int64_t>(buffer->shape().size(), 0), first_rank});
   }
   return tensors;
 }
 
-nlohmann::json Trainer::job_state(const std::vector<std::string>& contents) const {
-  const comm::ParallelDims& dims = mesh_->dims();
+nlohmann::json TrainingState::job_state(const std::vector<std::string>& contents) const {
+  const comm::ParallelDims& dims = mesh_.dims();
   return {{"contents", contents},
-          {"train_state", {{"step", step_}}},
-          {"optimizer", {{"steps_taken", optimizer_->steps_taken()}}},
+          {"train_state", {{"step", parts_.step}}},
+          {"optimizer", {{"steps_taken", parts_.optimizer.steps_taken()}}},
           // The schedule is a function of the step and these; they are recorded to flag a changed schedule.
           {"lr_scheduler",
-           {{"warmup_steps", schedule_.warmup_steps},
-            {"total_steps", schedule_.total_steps},
-            {"decay_ratio", schedule_.decay_ratio},
-            {"decay_type", schedule_.decay_type},
-            {"min_lr_factor", schedule_.min_lr_factor}}},
-          {"rng", {{"seed", generator_.seed()}, {"offset", generator_.offset()}}},
+           {{"warmup_steps", parts_.schedule.warmup_steps},
+            {"total_steps", parts_.schedule.total_steps},
+            {"decay_ratio", parts_.schedule.decay_ratio},
+            {"decay_type", parts_.schedule.decay_type},
+            {"min_lr_factor", parts_.schedule.min_lr_factor}}},
+          {"rng", {{"seed", parts_.generator.seed()}, {"offset", parts_.generator.offset()}}},
           {"mesh",
-           {{"world", mesh_->size("world")},
+           {{"world", mesh_.size(MeshDim::world)},
             {"dp_replicate", dims.dp_replicate},
             {"dp_shard", dims.dp_shard},
             {"tp", dims.tp},
             {"ep", dims.ep}}}};
 }
 
-nlohmann::json Trainer::rank_state() const {
-  if (!loader_) return nlohmann::json::object();
-  return {{"dp_rank", mesh_->coordinate("dp")}, {"dataloader", loader_->state_dict()}};
+nlohmann::json TrainingState::rank_state() const {
+  if (parts_.loader == nullptr) return nlohmann::json::object();
+  return {{"dp_rank", mesh_.coordinate(MeshDim::dp)}, {"dataloader", parts_.loader->state_dict()}};
 }
 
-double Trainer::save_checkpoint(bool async, const std::function<void(const std::string&)>& on_publish) {
-  return checkpointer_->save(step_, state_tensors(),
-                             job_state({"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}),
-                             rank_state(), async, on_publish);
+double TrainingState::save(bool async, const std::function<void(const std::string&)>& on_publish) {
+  return checkpointer_.save(parts_.step, state_tensors(),
+                            job_state({"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}),
+                            rank_state(), async, on_publish);
 }
 
-void Trainer::resume() {
+void TrainingState::load_newest() {
   const CheckpointSection& c = config_.checkpoint;
   std::vector<std::string> parts;
   for (const char* part : {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}) {
@@ -105,7 +119,7 @@ void Trainer::resume() {
       parts.emplace_back(part);
   }
   if (c.enable && !c.create_seed_checkpoint) {
-    const checkpoint::CheckpointScan scan = checkpoint::scan_checkpoints(checkpointer_->root());
+    const checkpoint::CheckpointScan scan = checkpoint::scan_checkpoints(checkpointer_.root());
     // An incomplete step folder is what an earlier save of this job left when
     // it was killed (this job holds the dump folder's lock, so no other job is
     // writing it): it is removed once, not warned about at every resume.
@@ -125,27 +139,49 @@ void Trainer::resume() {
     if (c.load_step >= 0) {
       TITAN_CHECK(std::find(scan.complete.begin(), scan.complete.end(), c.load_step) != scan.complete.end(),
                   "checkpoint.load_step {}: no complete checkpoint {} in {}", c.load_step,
-                  checkpoint::step_folder_name(c.load_step), checkpointer_->root());
+                  checkpoint::step_folder_name(c.load_step), checkpointer_.root());
       step = c.load_step;
     }
     if (step >= 0) {
-      load_checkpoint((std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(step)).string(),
-                      parts);
-      resumed_step_ = step_;
+      load((std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(step)).string(), parts);
+      resumed_step_ = parts_.step;
       return;
     }
   }
   if (!c.initial_load_path.empty() && !models::is_hf_model_folder(c.initial_load_path) &&
       !is_model_export_folder(c.initial_load_path))
-    load_checkpoint(c.initial_load_path, {"model"});
+    load(c.initial_load_path, {"model"});
 }
 
-void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::string>& parts) {
+void TrainingState::resume() {
+  load_newest();
+  // Loaded weights holding NaN or Inf are refused before the first step
+  // (each rank checks what it holds: its shards, its stages).
+  const std::string loaded_from =
+      resumed_step_ >= 0
+          ? (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(resumed_step_)).string()
+          : config_.checkpoint.initial_load_path;
+  if (loaded_from.empty()) return;
+  std::vector<std::pair<std::string, Tensor>> weights;
+  for (auto& [name, parameter] : parts_.job.model->named_parameters()) weights.emplace_back(name, parameter->data);
+  checkpoint::check_finite_weights(weights, loaded_from, config_.checkpoint.allow_nonfinite_weights,
+                                   "--checkpoint.allow_nonfinite_weights");
+}
+
+void TrainingState::save_seed() {
+  std::vector<StateTensor> model_only;
+  for (StateTensor& t : state_tensors()) {
+    if (t.part == "model") model_only.push_back(std::move(t));
+  }
+  checkpointer_.save(0, model_only, job_state({"model"}), rank_state(), /*async=*/false);
+}
+
+void TrainingState::load(const std::string& folder, const std::vector<std::string>& parts) {
   const auto start = Clock::now();
   // A pipeline rank holds its stages' tensors; the checkpoint may hold any of the whole model's.
   std::set<std::string> model_names;
-  if (pipeline_) {
-    const std::shared_ptr<models::Decoder> whole = model_->config.build(Device::meta());
+  if (parts_.job.pipeline) {
+    const std::shared_ptr<models::Decoder> whole = parts_.job.model->config.build(Device::meta());
     for (const auto& [name, tensor] : whole->named_state()) model_names.insert("model." + name);
     for (const auto& [name, parameter] : whole->named_parameters()) {
       for (const char* moment : {"exp_avg", "exp_avg_sq"}) model_names.insert(moment_name(moment, name));
@@ -156,37 +192,41 @@ void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::
   if (config_.lora.enable && folder == config_.checkpoint.initial_load_path) {
     std::erase_if(tensors, [](const StateTensor& t) { return t.name.find(".lora_") != std::string::npos; });
   }
-  const Checkpointer::Loaded loaded = Checkpointer::load(folder, tensors, parts, pipeline_ ? &model_names : nullptr);
+  const Checkpointer::Loaded loaded =
+      Checkpointer::load(folder, tensors, parts, parts_.job.pipeline ? &model_names : nullptr);
   auto use = [&](const char* part) {
     return std::find(parts.begin(), parts.end(), part) != parts.end() &&
            std::find(loaded.contents.begin(), loaded.contents.end(), part) != loaded.contents.end();
   };
   const nlohmann::json& state = loaded.state;
   if (use("train_state")) {
-    step_ = state.at("train_state").at("step").get<int64_t>();
-    generator_.set_state(state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>());
+    parts_.step = state.at("train_state").at("step").get<int64_t>();
+    parts_.generator.set_state(state.at("rng").at("seed").get<uint64_t>(),
+                               state.at("rng").at("offset").get<uint64_t>());
   }
-  if (use("optimizer")) optimizer_->set_steps_taken(state.at("optimizer").at("steps_taken").get<int64_t>());
+  if (use("optimizer")) parts_.optimizer.set_steps_taken(state.at("optimizer").at("steps_taken").get<int64_t>());
   if (use("lr_scheduler") && rank_ == 0) {
     const nlohmann::json& saved = state.at("lr_scheduler");
-    if (saved.at("warmup_steps") != schedule_.warmup_steps || saved.at("total_steps") != schedule_.total_steps ||
-        saved.at("decay_ratio") != schedule_.decay_ratio || saved.at("decay_type") != schedule_.decay_type ||
-        saved.at("min_lr_factor") != schedule_.min_lr_factor) {
+    if (saved.at("warmup_steps") != parts_.schedule.warmup_steps ||
+        saved.at("total_steps") != parts_.schedule.total_steps ||
+        saved.at("decay_ratio") != parts_.schedule.decay_ratio ||
+        saved.at("decay_type") != parts_.schedule.decay_type ||
+        saved.at("min_lr_factor") != parts_.schedule.min_lr_factor) {
       std::printf("titan: warning: %s was saved with LR schedule %s; this job's differs (the new one applies)\n",
                   folder.c_str(), saved.dump().c_str());
     }
   }
-  if (use("dataloader") && loader_) {
+  if (use("dataloader") && parts_.loader != nullptr) {
     // The loader state is a cursor into the global row stream, the same on
     // every data-parallel rank (data_loader.h), so any dp degree can take it.
     const nlohmann::json& loaders = state.at("dataloader");
-    const std::string mine = std::to_string(mesh_->coordinate("dp"));
+    const std::string mine = std::to_string(mesh_.coordinate(MeshDim::dp));
     const nlohmann::json& chosen = loaders.contains(mine) ? loaders.at(mine) : loaders.begin().value();
     for (const auto& [dp_rank, other] : loaders.items()) {
       TITAN_CHECK(other == chosen, "{}: data loader states of dp ranks {} and {} differ", folder, dp_rank, mine);
     }
     try {
-      loader_->load_state_dict(chosen);
+      parts_.loader->load_state_dict(chosen);
     } catch (const Error& error) {
       // The loader knows its own fields; the job's keys that set them are named here.
       fail(
@@ -198,37 +238,22 @@ void Trainer::load_checkpoint(const std::string& folder, const std::vector<std::
   }
   if (rank_ == 0) {
     std::printf("titan: loaded %s from %s (step %lld, %.3f GB read by rank 0 in %.2f s)\n",
-                fmt::format("{}", fmt::join(parts, ", ")).c_str(), folder.c_str(), static_cast<long long>(step_),
+                fmt::format("{}", fmt::join(parts, ", ")).c_str(), folder.c_str(), static_cast<long long>(parts_.step),
                 static_cast<double>(loaded.bytes_read) / 1e9, seconds_since(start));
     std::fflush(stdout);
   }
 }
 
-void Trainer::finish() {
-  checkpointer_->wait();
-  if (config_.checkpoint.enable && step_ == resumed_step_) return;  // that checkpoint (and its export) exists
-  // Sharded parameters are gathered (a collective: every rank takes part); rank 0 writes.
-  std::vector<std::pair<nn::Parameter*, Tensor>> full;
-  if (fsdp_) full = fsdp_->gather_full_parameters();
-  // Then the tensor-parallel parts and the expert-parallel experts.
-  const bool split_tp = mesh_->size("tp") > 1, split_ep = mesh_->size("ep") > 1;
-  if (split_tp || split_ep) {
-    if (full.empty()) {
-      for (auto& [name, parameter] : model_->named_parameters()) full.emplace_back(parameter, parameter->data);
-    }
-    for (auto& [parameter, tensor] : full) {
-      if (split_tp && parameter->tensor_parallel_dim >= 0) {
-        tensor = parallel::gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group("tp"));
-      }
-      if (split_ep && parameter->expert_parallel) {
-        tensor = parallel::gather_parameter(tensor, 0, *mesh_->group("ep"));
-      }
-    }
-  }
+void TrainingState::finish() {
+  checkpointer_.wait();
+  if (config_.checkpoint.enable && parts_.step == resumed_step_) return;  // that checkpoint (and its export) exists
+  // Split parameters are gathered (a collective: every rank takes part); rank 0 writes.
+  const std::vector<std::pair<nn::Parameter*, Tensor>> full =
+      parts_.job.parallelized->gather_full_parameters(*parts_.job.model);
   // Under pipeline parallelism the first stage's rank writes a whole model gathered from every stage.
   std::shared_ptr<models::Decoder> whole;
-  if (pipeline_) whole = gather_pipeline_model(full);
-  models::Decoder& exported = whole ? *whole : *model_;
+  if (parts_.job.pipeline) whole = gather_pipeline_model(full);
+  models::Decoder& exported = whole ? *whole : *parts_.job.model;
   const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
   // The full weights stand in for the shards while the export is written.
   auto with_full_weights = [&](const std::function<void()>& write) {
@@ -241,7 +266,7 @@ void Trainer::finish() {
     for (auto& [parameter, shard] : sharded) parameter->data = shard;
   };
   const std::string folder =
-      (std::filesystem::path(checkpointer_->root()) / checkpoint::step_folder_name(step_)).string();
+      (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(parts_.step)).string();
   // With LoRA the export holds the merged weights (a plain model, for generate
   // and for Hugging Face), and <export>/adapter the PEFT adapter alone.
   const bool lora = config_.lora.enable;
@@ -262,7 +287,7 @@ void Trainer::finish() {
     write();
   };
   if (config_.checkpoint.enable) {
-    save_checkpoint(/*async=*/false, [&](const std::string& staging) {
+    save(/*async=*/false, [&](const std::string& staging) {
       with_full_weights([&] {
         write_adapter(staging);
         write_export([&] { write_model_export_files(staging, exported, config_, dtype); });
@@ -283,6 +308,46 @@ void Trainer::finish() {
                   config_.model.name.c_str());
     }
   }
+}
+
+std::shared_ptr<models::Decoder> TrainingState::gather_pipeline_model(
+    const std::vector<std::pair<nn::Parameter*, Tensor>>& full) {
+  const auto& pp = mesh_.group(MeshDim::pp);
+  std::map<nn::Parameter*, Tensor> full_of(full.begin(), full.end());
+  std::map<std::string, Tensor> mine;
+  for (auto& [name, parameter] : parts_.job.model->named_parameters()) {
+    mine[name] = full_of.count(parameter) ? full_of.at(parameter) : parameter->data;
+  }
+  for (auto& [name, buffer] : parts_.job.model->named_persistent_buffers()) mine[name] = *buffer;
+  // Every tensor of the whole model, in its order (a meta build allocates nothing): the message tags.
+  const std::vector<std::pair<std::string, Tensor>> order =
+      parts_.job.model->config.build(Device::meta())->named_state();
+  if (pp->rank() != 0) {
+    std::vector<std::shared_ptr<comm::Work>> sends;
+    for (size_t tag = 0; tag < order.size(); ++tag) {
+      auto found = mine.find(order[tag].first);
+      if (found != mine.end()) sends.push_back(pp->send(found->second.contiguous(), 0, static_cast<int>(tag)));
+    }
+    for (const auto& send : sends) send->wait();
+    return nullptr;
+  }
+  std::map<std::string, int> owner;
+  const parallel::pipeline::Schedule& schedule = parts_.job.pipeline->schedule();
+  for (size_t stage = 0; stage < parts_.job.pipeline_parts.size(); ++stage) {
+    for (const std::string& module : parts_.job.pipeline_parts[stage]) owner[module] = schedule.stage_rank[stage];
+  }
+  auto whole = parts_.job.model->config.build(device_);
+  const std::vector<std::pair<std::string, Tensor>> state = whole->named_state();
+  for (size_t tag = 0; tag < state.size(); ++tag) {
+    const auto& [name, tensor] = state[tag];
+    auto found = mine.find(name);
+    if (found != mine.end()) {
+      titan::copy_(tensor, found->second);
+    } else {
+      pp->recv(tensor, owner.at(module_of(name)), static_cast<int>(tag))->wait();
+    }
+  }
+  return whole;
 }
 
 }  // namespace titan::train

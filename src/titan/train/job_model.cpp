@@ -1,0 +1,91 @@
+#include "titan/train/job_model.h"
+
+#include <cstdio>
+
+#include "titan/models/decoder_size.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/models/hf/hf_weights.h"
+#include "titan/models/lora_plan.h"
+#include "titan/models/model_spec.h"
+#include "titan/train/config_loader.h"
+#include "titan/train/job_model_config.h"
+#include "titan/train/memory_check.h"
+#include "titan/train/model_export.h"
+#include "titan/train/pipeline_plan.h"
+
+namespace titan::train {
+
+using comm::MeshDim;
+
+JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
+                         Generator& generator) {
+  const int rank = mesh.coordinate(MeshDim::world);
+  // A Hugging Face config.json fixes the vocabulary (its embedding rows); otherwise the tokenizer sizes it.
+  const bool from_hf = !config.model.hf_config.empty();
+  const int64_t requested_vocab =
+      config.model.vocab_size > 0 ? config.model.vocab_size : (from_hf ? 0 : tokenizer_vocab);
+  TITAN_CHECK(from_hf || requested_vocab > 0, "model.vocab_size is not set and there is no tokenizer to take it from");
+  const models::DecoderConfig model_config = resolve_model_config(config, requested_vocab);
+  TITAN_CHECK(model_config.vocab_size >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids",
+              model_config.vocab_size, tokenizer_vocab);
+  const models::ModelSpec& spec = models::model_spec(config.model.name);
+  const MemoryBudget memory = check_job_fits_memory(config, model_config, mesh.dims(), device);
+  if (rank == 0) std::printf("titan: memory: this job %s\n", memory.summary().c_str());
+
+  JobModel job;
+  job.model = spec.build(model_config, device);
+  generator = Generator(static_cast<uint64_t>(config.training.seed));
+  job.model->init_weights(generator);
+  // A Hugging Face folder holds full weights: they are read before the model is sharded.
+  if (models::is_hf_model_folder(config.checkpoint.initial_load_path)) {
+    models::load_hf_weights_into(*job.model, config.checkpoint.initial_load_path);
+  }
+  // So does a titan model export (a job with checkpoints off writes only that).
+  if (is_model_export_folder(config.checkpoint.initial_load_path)) {
+    load_exported_weights_into(*job.model, config.checkpoint.initial_load_path);
+  }
+  // LoRA: adapters on the loaded base weights, which freeze (before any split, so every parallelism sees them).
+  if (config.lora.enable) {
+    const LoraSection& l = config.lora;
+    models::apply_lora(*job.model, {l.rank, l.alpha, l.dropout, l.target_modules}, generator, &generator);
+    for (auto& [name, parameter] : job.model->named_parameters()) {
+      if (parameter->data.requires_grad()) job.lora_parameters += parameter->data.numel();
+    }
+  }
+  // Pipeline stages keep their parts of the same initial weights.
+  const bool pipelined = mesh.size(MeshDim::pp) > 1;
+  if (pipelined) {
+    models::PipelinePlacement placement = plan_pipeline(config, spec, job.model->config, mesh.coordinate(MeshDim::pp));
+    job.pipeline_micro_batches = pipeline_microbatches(config);
+    job.pipeline_parts = placement.parts;
+    job.model->retain_modules(placement.held_modules());
+    job.pipeline = std::make_unique<PipelineRunner>(*job.model, job.pipeline_parts, std::move(placement.schedule),
+                                                    mesh.group(MeshDim::pp));
+  }
+  // Every rank initialised the same full weights from the seed; parallelize keeps its shards.
+  job.compute_dtype = parse_dtype(config.training.mixed_precision_param);
+  models::ParallelizeOptions options;
+  options.param_dtype = job.compute_dtype;
+  options.activation_checkpoint = parallel::parse_activation_checkpoint_mode(config.activation_checkpoint.mode);
+  options.selective_every = config.activation_checkpoint.selective_every;
+  options.reshard_after_forward = parallel::parse_reshard_policy(config.parallelism.fsdp_reshard_after_forward);
+  options.context_parallel_rotate = parallel::parse_rotate_method(config.parallelism.context_parallel_rotate_method);
+  options.context_parallel_load_balance =
+      parallel::parse_load_balancer(config.parallelism.context_parallel_load_balancer);
+  options.pipelined = pipelined;
+  job.parallelized = std::make_unique<parallel::ParallelizedModel>(spec.parallelize(*job.model, mesh, options));
+
+  job.parameters = models::parameter_count(model_config);
+  job.flops_per_token = spec.flops_per_token(model_config, config.training.seq_len);
+  if (config.lora.enable) {
+    // The 6 FLOPs per weight per token are 2 forward, 2 for the input gradient and
+    // 2 for the weight gradient, which frozen base weights skip; the adapters
+    // cost the full 6. (Counted before any sharding: whole-model numbers.)
+    const double base_matrices = static_cast<double>(models::active_parameter_count(model_config) -
+                                                     model_config.vocab_size * model_config.dim());
+    job.flops_per_token += -2.0 * base_matrices + 6.0 * static_cast<double>(job.lora_parameters);
+  }
+  return job;
+}
+
+}  // namespace titan::train

@@ -1,0 +1,39 @@
+// Job set-up's model half: the model a job config describes, built and
+// initialised from the seed, loaded (a Hugging Face folder or a titan model
+// export; titan checkpoints are read later, in any mesh), given LoRA
+// adapters, cut to this rank's pipeline stages and parallelized, in that
+// order; and what the rest of the job needs to know of it.
+#pragma once
+
+#include <memory>
+
+#include "titan/comm/device_mesh.h"
+#include "titan/core/generator.h"
+#include "titan/models/decoder.h"
+#include "titan/models/model_parts.h"
+#include "titan/parallel/parallelized_model.h"
+#include "titan/train/job_config.h"
+#include "titan/train/pipeline_runner.h"
+
+namespace titan::train {
+
+struct JobModel {
+  std::shared_ptr<models::Decoder> model;  // this rank's part
+  std::unique_ptr<parallel::ParallelizedModel> parallelized;
+  std::unique_ptr<PipelineRunner> pipeline;  // null without pipeline parallelism
+  models::ModelParts pipeline_parts;         // every stage's modules
+  int64_t pipeline_micro_batches = 1;        // per micro-batch of a step
+  DType compute_dtype = DType::f32;          // training.mixed_precision_param
+  int64_t parameters = 0;                    // the whole model's
+  int64_t lora_parameters = 0;               // the adapters', whole (before any sharding)
+  double flops_per_token = 0.0;              // forward + backward, the whole model's, for MFU
+};
+
+// `vocab_size`: the tokenizer's ids (0 without one); a Hugging Face
+// config.json or model.vocab_size may set more rows. The memory check runs
+// before anything is allocated; rank 0 prints it. `generator` initialises the
+// weights and LoRA's adapters (and draws LoRA's dropout masks later).
+JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t vocab_size,
+                         Generator& generator);
+
+}  // namespace titan::train

@@ -4,11 +4,14 @@
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+TIDY_BUILD ?= build-tidy
 FUZZ_BUILD ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all configure build cli run test unit-test asan-test fuzz fuzz-one format format-check package bench-profiler clean
+.PHONY: all configure build cli run test unit-test asan-test tsan-test tidy fuzz fuzz-one format format-check package \
+	bench-profiler clean
 
 all: build
 
@@ -30,7 +33,7 @@ run: cli
 	@[ -f $(DATA)/manifest.json ] || $(BUILD)/bin/titan data prepare --train-tokenizer 2048 --output $(DATA)
 	$(BUILD)/bin/titan train --config configs/llama3_debug.toml
 
-test: unit-test asan-test fuzz format-check
+test: unit-test asan-test tsan-test fuzz tidy format-check
 
 unit-test: build
 	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 900
@@ -50,6 +53,31 @@ asan-test: configure
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TARGETS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest -j $(JOBS) --output-on-failure --timeout 1800 -R '^(core|ops|autograd|nn|data|distributed|integration\.Signals)\.'
+
+# The tests whose subject runs threads beside training, under ThreadSanitizer in a
+# tree of their own: the async checkpoint writer and the signal thread
+# (tests/threads, and the signal tests' real jobs), the data loader's prefetch, the MPI
+# process groups' workers and the stall census (the distributed tests). OpenMP runs
+# one thread: libgomp is not instrumented, so its own synchronisation would look like
+# races. Reports inside Open MPI's own threads are suppressed (tests/tsan.supp).
+TSAN_TARGETS = titan_cli titan_thread_tests titan_data_tests titan_distributed_tests \
+	titan_distributed_local_tests titan_fault_job titan_signal_tests
+tsan-test: configure
+	cmake --build $(BUILD) -j $(JOBS) --target titan_reference_cases
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTITAN_WERROR=ON -DTITAN_TSAN=ON \
+		-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" \
+		-DTITAN_REFERENCE_CASES_DIR=$(abspath $(BUILD))/reference_cases $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
+	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 \
+		TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(abspath tests/tsan.supp)" \
+		ctest -j $(JOBS) --output-on-failure --timeout 1800 \
+		-R '^(threads\.|data\.DataLoader|distributed\.|integration\.Signals\.)'
+
+# clang-tidy over src/ with the curated checks of .clang-tidy (warnings are
+# errors), on a compile database of the libraries' batched (unity) sources:
+# each batch parses the shared headers once (tests/lint/clang_tidy.sh).
+tidy:
+	tests/lint/clang_tidy.sh $(TIDY_BUILD) $(JOBS)
 
 # libFuzzer over every file parser (tokenizer.json, tiktoken ranks, token
 # shards, safetensors headers, checkpoint metadata, TOML job configs, Hugging
@@ -109,4 +137,4 @@ format-check:
 	@git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror && echo "format: clean"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(PACKAGE_BUILD) $(NOPROF_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(TIDY_BUILD) $(FUZZ_BUILD) $(PACKAGE_BUILD) $(NOPROF_BUILD)

@@ -14,7 +14,7 @@ packages=(
   python3-torch python3-numpy       # the PyTorch reference the tests compare against
   python3-protobuf                  # the independent TensorBoard event-file reader (tests/reference)
   libopenblas0-pthread              # an optimised BLAS for that peer (Debian's torch uses the system BLAS)
-  clang-format clang libclang-rt-14-dev  # formatting check, libFuzzer
+  clang-format clang-tidy clang libclang-rt-14-dev  # formatting and lint checks, libFuzzer
   nodejs npm                        # tokenizer compatibility peers
   fortunes                          # the embedded English corpus
   dict-gcide                        # 40 MB of English for the tokenizer training benchmark

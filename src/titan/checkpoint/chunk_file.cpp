@@ -172,7 +172,7 @@ void ChunkReader::read_box(const std::string& name, const Tensor& target, const 
               "checkpoint load of '{}': target not a contiguous "
               "host tensor",
               name);
-  const std::vector<int64_t> target_shape = target.shape();
+  const std::vector<int64_t>& target_shape = target.shape();
   const size_t element = dtype_size(tensor.dtype), dims = global_shape.size();
   const uint64_t block = metadata_.checksum_block_bytes;
   char* destination = static_cast<char*>(target.data_ptr());

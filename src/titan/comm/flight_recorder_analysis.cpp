@@ -173,6 +173,7 @@ std::optional<std::string> first_culprit(const GroupView& view, const std::set<i
       what = fmt::format(" ({})", describe(calls.begin()->second));
     } else if (by_signature.size() > 1) {
       std::vector<std::string> sides;
+      sides.reserve(by_signature.size());
       for (const auto& [key, ranks] : by_signature) {
         sides.push_back(fmt::format("{} issued {}", ranks_text(ranks), describe(calls.at(key))));
       }
@@ -215,7 +216,8 @@ std::vector<FlightDump> read_flight_dumps(const std::string& folder) {
     FlightDump dump = flight_dump_from_json(text.str(), path);
     TITAN_CHECK(std::to_string(dump.rank) == match[1].str(), "{}: holds the dump of rank {} (renamed?)", path,
                 dump.rank);
-    by_rank.emplace(dump.rank, std::make_pair(std::move(dump), path));
+    const int rank = dump.rank;  // read before the dump is moved into the map
+    by_rank.emplace(rank, std::make_pair(std::move(dump), path));
   }
   TITAN_CHECK(!by_rank.empty(), "flight recorder dumps: no rank_<N>.json in '{}'", folder);
   std::vector<FlightDump> dumps;

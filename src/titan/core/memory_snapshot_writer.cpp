@@ -51,6 +51,7 @@ std::vector<Total> totals_by(const DeviceTimeline& timeline, std::string Block::
     ++total.blocks;
   }
   std::vector<Total> out;
+  out.reserve(by_name.size());
   for (auto& [name, total] : by_name) out.push_back(std::move(total));
   std::sort(out.begin(), out.end(), [](const Total& a, const Total& b) {
     if (a.bytes != b.bytes) return a.bytes > b.bytes;

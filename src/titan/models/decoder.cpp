@@ -98,7 +98,7 @@ nn::AttentionInputs Decoder::attention_inputs(const Tensor& positions) const {
 }
 
 Tensor Decoder::embed(const Tensor& ids) const {
-  const Tensor h = tok_embeddings->forward(ids);
+  Tensor h = tok_embeddings->forward(ids);
   if (config.embedding_scale <= 0) return h;
   // Gemma multiplies by the scale rounded to the activations' dtype (its
   // "normalizer" tensor); F::scale rounds the product once.

@@ -124,7 +124,8 @@ double ring_attention_bytes(const DecoderConfig& config, const MemoryEstimateOpt
   double largest = 0.0;
   for (const nn::TransformerBlockConfig& block : config.layers) {
     const nn::AttentionConfig& a = block.attention;
-    const double local = static_cast<double>(o.batch * (o.seq_len / o.cp));
+    const int64_t local_seq = o.seq_len / o.cp;  // each rank's slice (the sequence divides into 2 cp chunks)
+    const double local = static_cast<double>(o.batch * local_seq);
     const double queries = local * static_cast<double>(a.n_heads * a.head_size());
     const double kv_per_rank = 2.0 * local * static_cast<double>(a.kv_heads() * a.head_size());
     const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));

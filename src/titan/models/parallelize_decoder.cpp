@@ -165,7 +165,7 @@ std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMes
 
 // Every MoE layer's experts split over the ep group.
 void apply_expert_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
-  const std::shared_ptr<ProcessGroup> ep = mesh.group(comm::MeshDim::ep);
+  const std::shared_ptr<ProcessGroup>& ep = mesh.group(comm::MeshDim::ep);
   if (ep->size() == 1) return;
   // The config, not the layers held: a pipeline stage may hold only dense ones.
   const auto& configs = model.config.layers;
@@ -180,7 +180,7 @@ void apply_expert_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
 // Every attention layer computes ring attention over cp on its slice of the sequence.
 std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, const comm::DeviceMesh& mesh,
                                                                 const ParallelizeOptions& options) {
-  const std::shared_ptr<ProcessGroup> cp = mesh.group(comm::MeshDim::cp);
+  const std::shared_ptr<ProcessGroup>& cp = mesh.group(comm::MeshDim::cp);
   if (cp->size() == 1) return nullptr;
   auto ring = std::make_shared<parallel::RingAttention>(cp, options.context_parallel_rotate,
                                                         options.context_parallel_load_balance);
@@ -199,7 +199,7 @@ std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, 
 }  // namespace
 
 void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
-  const std::shared_ptr<ProcessGroup> tp = mesh.group(comm::MeshDim::tp);
+  const std::shared_ptr<ProcessGroup>& tp = mesh.group(comm::MeshDim::tp);
   if (tp->size() == 1) return;
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];

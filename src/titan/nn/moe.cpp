@@ -142,7 +142,7 @@ MoE::MoE(const MoEConfig& config, Device device)
 Tensor MoE::forward(const Tensor& input, const std::shared_ptr<MoEAuxLoss>& aux) const {
   const ForwardScope scope(*this);
   const Tensor in = pre_forward(input);
-  const Shape shape = in.shape();
+  const Shape& shape = in.shape();
   const Tensor x = F::reshape(in, {-1, config.dim});
   const int64_t tokens = x.size(0), k = config.top_k;
   const Router::Routing routing = router->route(x, config.load_balance_coeff > 0 ? *expert_bias : Tensor());

@@ -16,4 +16,8 @@ void check_dtype(const char* op, const Tensor& tensor, std::initializer_list<DTy
 void check_rank(const char* op, const Tensor& tensor, int64_t rank, const char* what);
 void check_contiguous(const char* op, const Tensor& tensor, const char* what);
 
+// Whether a kernel has anything to write: an empty output, or one on the meta
+// device (shapes only), needs no kernel call.
+inline bool has_work(const Tensor& out) { return !out.device().is_meta() && out.numel() > 0; }
+
 }  // namespace titan::ops

@@ -22,7 +22,6 @@ void check_operands(const char* op, const Tensor& rows, const Tensor& w, const T
               shape_str(counts.shape()), w.size(0));
 }
 
-bool skip(const Tensor& out) { return out.device().is_meta() || out.numel() == 0; }
 
 }  // namespace
 
@@ -32,7 +31,7 @@ Tensor grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts) {
   TITAN_CHECK(x.size(1) == w.size(2), "grouped_gemm: rows {} do not match expert weights {} ([E, out, in])",
               shape_str(x.shape()), shape_str(w.shape()));
   Tensor y = Tensor::empty({x.size(0), w.size(1)}, x.dtype(), x.device());
-  if (!skip(y)) {
+  if (has_work(y)) {
     profiler::note_flops(2.0 * static_cast<double>(y.numel()) * static_cast<double>(x.size(1)));
     grouped_gemm_kernels(x.device(), GroupedGemmKind::forward, y, x.contiguous(), w.contiguous(), counts.contiguous());
   }
@@ -45,7 +44,7 @@ Tensor grouped_gemm_input_grad(const Tensor& grad_y, const Tensor& w, const Tens
   TITAN_CHECK(grad_y.size(1) == w.size(1), "grouped_gemm_input_grad: grad {} does not match expert weights {}",
               shape_str(grad_y.shape()), shape_str(w.shape()));
   Tensor grad_x = Tensor::empty({grad_y.size(0), w.size(2)}, grad_y.dtype(), grad_y.device());
-  if (!skip(grad_x)) {
+  if (has_work(grad_x)) {
     profiler::note_flops(2.0 * static_cast<double>(grad_x.numel()) * static_cast<double>(grad_y.size(1)));
     grouped_gemm_kernels(grad_y.device(), GroupedGemmKind::input_grad, grad_x, grad_y.contiguous(), w.contiguous(),
                          counts.contiguous());
@@ -64,7 +63,7 @@ Tensor grouped_gemm_weight_grad(const Tensor& grad_y, const Tensor& x, const Ten
   TITAN_CHECK(grad_y.size(0) == x.size(0), "grouped_gemm_weight_grad: {} gradient rows for {} input rows",
               grad_y.size(0), x.size(0));
   Tensor grad_w = Tensor::empty({counts.size(0), grad_y.size(1), x.size(1)}, grad_y.dtype(), grad_y.device());
-  if (!skip(grad_w)) {
+  if (has_work(grad_w)) {
     profiler::note_flops(2.0 * static_cast<double>(grad_y.numel()) * static_cast<double>(x.size(1)));
     grouped_gemm_kernels(grad_y.device(), GroupedGemmKind::weight_grad, grad_w, grad_y.contiguous(), x.contiguous(),
                          counts.contiguous());

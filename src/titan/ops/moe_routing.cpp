@@ -7,7 +7,6 @@
 namespace titan::ops {
 namespace {
 
-bool skip(const Tensor& out) { return out.device().is_meta() || out.numel() == 0; }
 
 void check_flat_pairs(const char* op, const Tensor& pairs, int64_t tokens, int64_t k, const char* what) {
   check_dtype(op, pairs, {DType::i64}, what);
@@ -25,7 +24,7 @@ TopK topk(const Tensor& scores, int64_t k) {
   TITAN_CHECK(k >= 1 && k <= scores.size(1), "topk: k = {} must be in [1, {}] (the row length)", k, scores.size(1));
   TopK out{Tensor::empty({scores.size(0), k}, DType::f32, scores.device()),
            Tensor::empty({scores.size(0), k}, DType::i64, scores.device())};
-  if (!skip(out.values)) topk_kernels(scores.device(), out.values, out.indices, scores.contiguous());
+  if (has_work(out.values)) topk_kernels(scores.device(), out.values, out.indices, scores.contiguous());
   return out;
 }
 
@@ -52,7 +51,7 @@ Tensor permute_tokens(const Tensor& x, const Tensor& order, int64_t k) {
   check_flat_pairs("permute_tokens", order, x.size(0), k, "order");
   check_same_device("permute_tokens", x, order);
   Tensor rows = Tensor::empty({order.size(0), x.size(1)}, x.dtype(), x.device());
-  if (!skip(rows)) permute_tokens_kernels(x.device(), rows, x.contiguous(), order.contiguous(), k);
+  if (has_work(rows)) permute_tokens_kernels(x.device(), rows, x.contiguous(), order.contiguous(), k);
   return rows;
 }
 
@@ -65,7 +64,7 @@ Tensor unpermute_sum(const Tensor& grad_rows, const Tensor& inverse, int64_t k) 
   const int64_t tokens = grad_rows.size(0) / k;
   check_flat_pairs("unpermute_sum", inverse, tokens, k, "inverse");
   Tensor grad_x = Tensor::empty({tokens, grad_rows.size(1)}, grad_rows.dtype(), grad_rows.device());
-  if (!skip(grad_x)) {
+  if (has_work(grad_x)) {
     unpermute_sum_kernels(grad_rows.device(), grad_x, grad_rows.contiguous(), inverse.contiguous(), k);
   }
   return grad_x;
@@ -81,7 +80,7 @@ Tensor combine_experts(const Tensor& rows, const Tensor& inverse, const Tensor& 
   TITAN_CHECK(rows.size(0) == tokens * k, "combine_experts: {} rows for {} tokens x {} slots", rows.size(0), tokens, k);
   check_flat_pairs("combine_experts", inverse, tokens, k, "inverse");
   Tensor out = Tensor::empty({tokens, rows.size(1)}, rows.dtype(), rows.device());
-  if (!skip(out)) {
+  if (has_work(out)) {
     combine_experts_kernels(rows.device(), out, rows.contiguous(), inverse.contiguous(), weights.contiguous());
   }
   return out;
@@ -96,7 +95,7 @@ CombineGrads combine_experts_backward(const Tensor& grad_out, const Tensor& rows
   check_same_dtype("combine_experts_backward", grad_out, rows);
   CombineGrads grads{Tensor::empty(rows.shape(), rows.dtype(), rows.device()),
                      Tensor::empty(weights.shape(), DType::f32, rows.device())};
-  if (!skip(grads.grad_rows)) {
+  if (has_work(grads.grad_rows)) {
     combine_experts_backward_kernels(rows.device(), grads.grad_rows, grads.grad_weights, grad_out.contiguous(),
                                      rows.contiguous(), inverse.contiguous(), weights.contiguous());
   }
@@ -112,7 +111,7 @@ Tensor gather_columns(const Tensor& x, const Tensor& indices) {
   TITAN_CHECK(indices.size(0) == x.size(0), "gather_columns: {} rows of indices for {} rows", indices.size(0),
               x.size(0));
   Tensor out = Tensor::empty(indices.shape(), DType::f32, x.device());
-  if (!skip(out)) gather_columns_kernels(x.device(), out, x.contiguous(), indices.contiguous());
+  if (has_work(out)) gather_columns_kernels(x.device(), out, x.contiguous(), indices.contiguous());
   return out;
 }
 
@@ -121,7 +120,7 @@ Tensor scatter_columns(const Tensor& grad, const Tensor& indices, int64_t column
   check_same_shape("scatter_columns", grad, indices);
   check_dtype("scatter_columns", grad, {DType::f32}, "grad");
   Tensor out = Tensor::zeros({grad.size(0), columns}, DType::f32, grad.device());
-  if (!skip(grad)) scatter_columns_kernels(grad.device(), out, grad.contiguous(), indices.contiguous());
+  if (has_work(grad)) scatter_columns_kernels(grad.device(), out, grad.contiguous(), indices.contiguous());
   return out;
 }
 
@@ -130,7 +129,7 @@ Tensor normalize_rows(const Tensor& x) {
   check_rank("normalize_rows", x, 2, "x");
   check_dtype("normalize_rows", x, {DType::f32}, "x");
   Tensor out = Tensor::empty(x.shape(), DType::f32, x.device());
-  if (!skip(out)) normalize_rows_kernels(x.device(), out, x.contiguous());
+  if (has_work(out)) normalize_rows_kernels(x.device(), out, x.contiguous());
   return out;
 }
 
@@ -138,7 +137,7 @@ Tensor normalize_rows_backward(const Tensor& grad_out, const Tensor& x) {
   const trace::OpScope op_scope("normalize_rows_backward");
   check_same_shape("normalize_rows_backward", grad_out, x);
   Tensor grad_x = Tensor::empty(x.shape(), DType::f32, x.device());
-  if (!skip(grad_x)) normalize_rows_backward_kernels(x.device(), grad_x, grad_out.contiguous(), x.contiguous());
+  if (has_work(grad_x)) normalize_rows_backward_kernels(x.device(), grad_x, grad_out.contiguous(), x.contiguous());
   return grad_x;
 }
 
@@ -146,7 +145,7 @@ Tensor sigmoid(const Tensor& x) {
   const trace::OpScope op_scope("sigmoid");
   check_defined("sigmoid", x, "x");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (!skip(y)) sigmoid_kernels(x.device(), y, x.contiguous());
+  if (has_work(y)) sigmoid_kernels(x.device(), y, x.contiguous());
   return y;
 }
 
@@ -155,7 +154,7 @@ Tensor sigmoid_backward(const Tensor& grad_out, const Tensor& y) {
   check_same_shape("sigmoid_backward", grad_out, y);
   check_same_dtype("sigmoid_backward", grad_out, y);
   Tensor grad_x = Tensor::empty(y.shape(), y.dtype(), y.device());
-  if (!skip(grad_x)) sigmoid_backward_kernels(y.device(), grad_x, grad_out.contiguous(), y.contiguous());
+  if (has_work(grad_x)) sigmoid_backward_kernels(y.device(), grad_x, grad_out.contiguous(), y.contiguous());
   return grad_x;
 }
 

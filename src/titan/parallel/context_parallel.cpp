@@ -31,7 +31,7 @@ Tensor shard_sequence(const Tensor& x, const SequenceLayout& layout, int64_t ran
   Shape shape = x.shape();
   const int64_t chunk = layout.chunk_len();
   shape[1] = 2 * chunk;
-  const Tensor local = Tensor::empty(shape, x.dtype(), x.device());
+  Tensor local = Tensor::empty(shape, x.dtype(), x.device());
   const std::array<int64_t, 2> chunks = layout.chunks(rank);
   for (int64_t i = 0; i < 2; ++i) {
     titan::copy_(local.narrow(1, i * chunk, chunk), x.narrow(1, chunks[static_cast<size_t>(i)] * chunk, chunk));
@@ -47,7 +47,7 @@ Tensor gather_sequence_chunks(const Tensor& local, const SequenceLayout& layout,
   group.all_gather(stacked, local.contiguous())->wait();
   Shape shape = local.shape();
   shape[1] = layout.seq_len;
-  const Tensor whole = Tensor::empty(shape, local.dtype(), local.device());
+  Tensor whole = Tensor::empty(shape, local.dtype(), local.device());
   for (int64_t rank = 0; rank < ranks; ++rank) {
     const std::array<int64_t, 2> chunks = layout.chunks(rank);
     for (int64_t i = 0; i < 2; ++i) {
@@ -224,7 +224,7 @@ Tensor from_chunk_major(const Tensor& chunks, DType dtype) {
   Shape shape = chunks.select(0, 0).shape();
   const int64_t c = shape[1];
   shape[1] = 2 * c;
-  const Tensor out = Tensor::empty(shape, dtype, chunks.device());
+  Tensor out = Tensor::empty(shape, dtype, chunks.device());
   for (int64_t i = 0; i < 2; ++i) titan::copy_(chunk_of(out, i, c), chunks.select(0, i));
   return out;
 }

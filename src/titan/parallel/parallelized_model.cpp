@@ -51,7 +51,7 @@ Tensor ParallelizedModel::synchronize_and_clip_gradients(nn::Module& model, doub
   const Tensor sum_squares =
       ops::add(grad_sum_squares(split, split_groups, device), grad_sum_squares(replicated, dp_groups, device));
   // Clipping multiplies by the factor on the device (by 1 when under the limit: exact).
-  const Tensor clip = ops::clip_scalars(sum_squares, max_norm);
+  Tensor clip = ops::clip_scalars(sum_squares, max_norm);
   ops::scale_all_by_(split, clip, 1);
   ops::scale_all_by_(replicated, clip, 1);
   return clip;

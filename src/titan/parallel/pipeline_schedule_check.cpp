@@ -47,6 +47,7 @@ std::string describe(const Schedule& schedule, int rank, int index) {
 
 std::string quoted(const std::vector<Action>& alternatives) {
   std::vector<std::string> names;
+  names.reserve(alternatives.size());
   for (const Action& a : alternatives) names.push_back(fmt::format("'{}'", action_string(a)));
   return fmt::format("{}", fmt::join(names, " or "));
 }

@@ -148,7 +148,7 @@ std::string MemoryBudget::summary() const {
 
 MemoryBudget check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,
                                    const comm::ParallelDims& dims, Device device) {
-  const MemoryBudget budget = job_memory_budget(config, model, dims, device);
+  MemoryBudget budget = job_memory_budget(config, model, dims, device);
   if (!config.training.memory_check || budget.fits()) return budget;
   fail(
       "this job needs about {:.1f} GiB per rank ({}) but has {:.1f} GiB ({}), of which it plans to use at most "

@@ -94,7 +94,7 @@ void PipelineRunner::send_activation(const Tensor& activation, int stage, int mi
 
 Tensor PipelineRunner::forward(int stage, const Tensor& input, const models::DecoderInputs& inputs,
                                const Tensor& labels, float loss_scale, Tensor* loss) {
-  const Tensor output = model_.forward_part(parts_[static_cast<size_t>(stage)], input, inputs);
+  Tensor output = model_.forward_part(parts_[static_cast<size_t>(stage)], input, inputs);
   if (stage + 1 < schedule_.stages) return output;
   const Tensor value = model_.loss_function(output, model_.output_weight(), labels);
   *loss = value.detach();

@@ -18,7 +18,7 @@ namespace {
 std::string run_name(const fs::path& folder) {
   fs::path normal = folder.lexically_normal();
   if (!normal.has_filename()) normal = normal.parent_path();
-  const std::string name = normal.filename().string();
+  std::string name = normal.filename().string();
   if (name.empty() || name == "." || name == "..") {
     return fs::absolute(normal).lexically_normal().parent_path().filename().string();
   }

@@ -231,7 +231,8 @@ std::string render_svg(const Chart& chart) {
     const double cell_width = (width - 2 * kMargin) / columns;
     const double cell_height = (height - kMargin - y) / rows;
     for (int i = 0; i < count; ++i) {
-      const double left = kMargin + (i % columns) * cell_width, top = y + (i / columns) * cell_height;
+      const int row = i / columns, column = i % columns;
+      const double left = kMargin + column * cell_width, top = y + row * cell_height;
       render_panel(svg, chart.panels[static_cast<size_t>(i)], Box{left, top, left + cell_width, top + cell_height});
     }
   }

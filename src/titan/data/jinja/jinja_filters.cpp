@@ -129,7 +129,7 @@ Value Renderer::apply_filter(const std::string& name, const Value& x, const Args
   }
   if (name == "int") {
     const Value* fallback = args.get(0, "default");
-    const Value otherwise = fallback != nullptr ? *fallback : Value::of_int(0);
+    Value otherwise = fallback != nullptr ? *fallback : Value::of_int(0);
     if (x.is_integral()) return Value::of_int(x.as_int());
     if (x.kind == Kind::Float) {
       if (!(std::fabs(x.number) < 9.2e18)) return otherwise;

@@ -3,6 +3,7 @@
 // TITAN_CPU_ISA=baseline|avx2|avx512 forces a set (the tests run every set the
 // CPU has) and caps oneDNN's ISA to match, so an AVX-512 machine told
 // TITAN_CPU_ISA=avx2 runs what an AVX2-only machine would, GEMM included.
+#include <cpuid.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstdlib>
@@ -65,8 +66,12 @@ const char* cpu_isa_name(CpuIsa isa) {
 
 bool cpu_supports(CpuIsa isa) {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
-                    __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know the
+  // name); the OS's saving of the AVX state is part of the "avx2" check.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") && f16c;
   switch (isa) {
     case CpuIsa::baseline:
       return true;

@@ -15,7 +15,7 @@
 #include "titan/core/allocator.h"
 #include "titan/core/generator.h"
 #include "titan/nn/functional.h"
-#include "titan/ops/cpu/gemm.h"
+#include "titan/ops/cpu/onednn/gemm.h"
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/random.h"
 

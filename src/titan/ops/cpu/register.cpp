@@ -11,7 +11,7 @@
 
 #include "titan/core/error.h"
 #include "titan/ops/cpu/isa.h"
-#include "titan/ops/cpu/kernels/kernel_files.h"
+#include "titan/ops/cpu/kernel_files.h"
 
 namespace titan::ops::cpu {
 
@@ -25,11 +25,8 @@ TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 namespace avx512 {
 TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
+TITAN_CPU_ONEDNN_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 #undef TITAN_DECLARE_REGISTER
-
-// oneDNN picks its own ISA for these (capped below when a set is forced).
-void register_gemm();
-void register_grouped_gemm();
 
 namespace {
 
@@ -118,8 +115,10 @@ void register_kernels() {
 #undef TITAN_CALL_BASELINE
 #undef TITAN_CALL_AVX2
 #undef TITAN_CALL_AVX512
-  register_gemm();
-  register_grouped_gemm();
+#define TITAN_CALL_ONEDNN(name) register_##name();
+  // oneDNN picks its own ISA, capped by selected_cpu_isa() when a set is forced.
+  TITAN_CPU_ONEDNN_KERNEL_FILES(TITAN_CALL_ONEDNN)
+#undef TITAN_CALL_ONEDNN
 }
 
 }  // namespace titan::ops::cpu

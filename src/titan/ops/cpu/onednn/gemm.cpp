@@ -15,9 +15,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "titan/ops/checks.h"
 #include "titan/core/copy.h"
-#include "titan/ops/cpu/gemm.h"
+#include "titan/ops/checks.h"
+#include "titan/ops/cpu/onednn/gemm.h"
 #include "titan/ops/gemm.h"
 
 namespace titan::ops::cpu {

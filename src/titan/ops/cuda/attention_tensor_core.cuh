@@ -38,7 +38,7 @@
 
 #include <cstdint>
 
-#include "titan/ops/cuda/attention_kernels.cuh"
+#include "titan/ops/cuda/attention.cuh"
 #include "titan/ops/cuda/attention_tile.cuh"
 
 // wmma with bf16 needs sm_80. The build targets sm_80 and sm_90a; for an

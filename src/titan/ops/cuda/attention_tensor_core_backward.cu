@@ -1,5 +1,5 @@
 // Flash attention backward on tensor cores (bf16, D = 64 or 128): the two
-// gradient kernels of attention_backward_kernels.cu (which still computes
+// gradient kernels of attention_backward.cu (which still computes
 // D_i = rowsum(dO_i * O_i) first) with every product as wmma fragments, and
 // the same determinism: no float atomics, every gradient element is summed by
 // one warp in a fixed order. Layout, strides and the elementwise lane mapping:

@@ -1,7 +1,7 @@
 // Flash attention forward on tensor cores (bf16, D = 64 or 128): the
-// FlashAttention-2 algorithm of attention_forward_kernels.cu with both
-// products, S = Q K^T and O += P V, as wmma fragments. Layout, strides and
-// the elementwise lane mapping: attention_tensor_core.cuh.
+// FlashAttention-2 algorithm of attention.cu with both products, S = Q K^T
+// and O += P V, as wmma fragments. Layout, strides and the elementwise lane
+// mapping: attention_tensor_core.cuh.
 //
 // One block per (query tile of 64 rows, batch * query head), 4 warps of 16
 // query rows each. A warp keeps its Q rows as A fragments and its [16, D]

@@ -1,5 +1,5 @@
-// Device code shared by the flash attention kernels (attention_forward_kernels.cu
-// and attention_backward_kernels.cu): the block's thread layout, the mask at
+// Device code shared by the flash attention kernels on CUDA cores (attention.cu
+// and attention_backward.cu): the block's thread layout, the mask at
 // element and tile granularity, and the shared-memory tile products.
 //
 // Every kernel works on 64 x 64 tiles of scores with 256 threads. Thread
@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "titan/ops/cuda/attention_kernels.cuh"
+#include "titan/ops/cuda/attention.cuh"
 #include "titan/ops/cuda/device_math.cuh"
 
 namespace titan::ops::cuda::attention {

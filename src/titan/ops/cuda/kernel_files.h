@@ -1,6 +1,8 @@
-// The CUDA kernel files: each ops/cuda/<name>.cpp defines register_<name>(),
-// which puts its kernels in the op tables (called by register.cpp when a GPU
-// is present).
+// The CUDA kernel files: each defines register_<name>(), which puts its
+// kernels in the op tables (called by register.cpp when a GPU is present). An
+// op is ops/cuda/<name>.cu (kernels, launchers, the Tensor side; attention
+// spreads over attention*.cu). gemm, synchronize, host_swap, step_recorder and
+// profiler_timer are ops/cuda/<name>.cpp: host code with no kernel of its own.
 #pragma once
 
 #define TITAN_CUDA_KERNEL_FILES(X) \

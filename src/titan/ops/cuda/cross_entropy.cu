@@ -1,8 +1,34 @@
-#include "titan/ops/cuda/cross_entropy_kernels.cuh"
+// CUDA cross-entropy over materialised logits, forward and backward: kernels,
+// launchers, Tensor plumbing and registration. The formulas are the CPU
+// kernel's (see ops/cpu/kernels/cross_entropy.cpp); one block handles one row
+// at a time.
+//
+// The forward returns counted_tokens to the host, so it waits for the stream
+// once; that read also carries the target check, which makes a bad target the
+// CPU backend's titan::Error. The backward never waits.
+#include <cstdint>
+
+#include "titan/ops/cross_entropy.h"
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
 namespace {
+
+struct CrossEntropyParams {
+  int64_t ignore_index;
+  float softcap;  // > 0: logits become softcap * tanh(logits / softcap)
+  float z_loss;
+  bool mean;
+};
+
+// What the forward reports to the host, in one device array.
+struct CrossEntropyStatus {
+  unsigned long long counted;  // rows whose target is not ignore_index
+  unsigned long long bad_row;  // first row with a target outside [0, vocab), else kNoBadRow
+};
+constexpr unsigned long long kNoBadRow = ~0ULL;
 
 constexpr int kThreads = 256;
 constexpr int kFinishThreads = 1024;
@@ -134,8 +160,8 @@ cudaError_t backward(T* grad, const T* logits, const Target* targets, const floa
   return cudaGetLastError();
 }
 
-}  // namespace
-
+// lse[row] for every row, *loss (reduced as params say, 0 when nothing is
+// counted) and *status. `row_loss` is scratch for `rows` floats.
 cudaError_t launch_cross_entropy(float* loss, float* lse, const void* logits, bool logits_bf16, const void* targets,
                                  bool targets_i64, int64_t rows, int64_t vocab, const CrossEntropyParams& params,
                                  float* row_loss, CrossEntropyStatus* status, cudaStream_t stream) {
@@ -153,6 +179,9 @@ cudaError_t launch_cross_entropy(float* loss, float* lse, const void* logits, bo
                      : forward(loss, lse, x, i32, rows, vocab, params, row_loss, status, stream);
 }
 
+// grad (logits' dtype) = d(loss)/d(logits) * *grad_loss, read on the device.
+// Ignored rows get zeros; a row whose target is outside [0, vocab) gets NaN
+// (the backward cannot raise an error without waiting for the device).
 cudaError_t launch_cross_entropy_backward(void* grad, const void* logits, bool logits_bf16, const void* targets,
                                           bool targets_i64, const float* lse, const float* grad_loss, int64_t counted,
                                           int64_t rows, int64_t vocab, const CrossEntropyParams& params,
@@ -169,6 +198,79 @@ cudaError_t launch_cross_entropy_backward(void* grad, const void* logits, bool l
   const auto* x = static_cast<const float*>(logits);
   return targets_i64 ? backward(g, x, i64, lse, grad_loss, counted, rows, vocab, params, stream)
                      : backward(g, x, i32, lse, grad_loss, counted, rows, vocab, params, stream);
+}
+
+CrossEntropyParams params_of(const CrossEntropyOptions& options) {
+  return {options.ignore_index, options.softcap, options.z_loss, options.mean};
+}
+
+bool logits_are_bf16(const char* op, const Tensor& logits) {
+  if (logits.dtype() != DType::f32 && logits.dtype() != DType::bf16) {
+    unsupported_dtype(op, logits.device(), logits.dtype());
+  }
+  return logits.dtype() == DType::bf16;
+}
+
+bool targets_are_i64(const char* op, const Tensor& targets) {
+  if (targets.dtype() != DType::i32 && targets.dtype() != DType::i64) {
+    unsupported_dtype(op, targets.device(), targets.dtype());
+  }
+  return targets.dtype() == DType::i64;
+}
+
+int64_t read_target(const Tensor& targets, int64_t row, cudaStream_t stream) {
+  int64_t value = 0;
+  int32_t value32 = 0;
+  const bool i64 = targets.dtype() == DType::i64;
+  TITAN_CUDA_CHECK(cudaMemcpyAsync(i64 ? static_cast<void*>(&value) : static_cast<void*>(&value32),
+                                   static_cast<const char*>(targets.data_ptr()) + row * targets.element_size(),
+                                   targets.element_size(), cudaMemcpyDeviceToHost, stream));
+  TITAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return i64 ? value : value32;
+}
+
+void cross_entropy_kernel(CrossEntropyOutput& result, const Tensor& logits, const Tensor& targets,
+                          const CrossEntropyOptions& options) {
+  const bool bf16 = logits_are_bf16("cross_entropy", logits);
+  const bool i64 = targets_are_i64("cross_entropy", targets);
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  cudaStream_t stream = current_stream();
+  const Tensor row_loss = Tensor::empty({rows}, DType::f32, logits.device());
+  const Tensor status = Tensor::empty({2}, DType::i64, logits.device());  // a CrossEntropyStatus
+  auto* device_status = static_cast<CrossEntropyStatus*>(status.data_ptr());
+  TITAN_CUDA_CHECK(launch_cross_entropy(result.loss.data<float>(), result.lse.data<float>(), logits.data_ptr(), bf16,
+                                        targets.data_ptr(), i64, rows, vocab, params_of(options),
+                                        row_loss.data<float>(), device_status, stream));
+  CrossEntropyStatus host{};
+  TITAN_CUDA_CHECK(cudaMemcpyAsync(&host, device_status, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  TITAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host.bad_row != kNoBadRow) {
+    const auto row = static_cast<int64_t>(host.bad_row);
+    fail("{}: target {} at row {} is outside the vocabulary [0, {}) and is not ignore_index ({})", "cross_entropy",
+         read_target(targets, row, stream), row, vocab, options.ignore_index);
+  }
+  result.counted_tokens = static_cast<int64_t>(host.counted);
+}
+
+void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
+                                   const Tensor& targets, const Tensor& lse, int64_t counted_tokens,
+                                   const CrossEntropyOptions& options) {
+  const bool bf16 = logits_are_bf16("cross_entropy_backward", logits);
+  const bool i64 = targets_are_i64("cross_entropy_backward", targets);
+  TITAN_CHECK(lse.device() == logits.device(), "cross_entropy_backward: lse on {} but logits on {}", lse.device().str(),
+              logits.device().str());
+  // The kernel reads grad_loss on the device (no wait for its value); a host scalar is moved there first.
+  const Tensor scale = grad_loss.device() == logits.device() ? grad_loss : grad_loss.to(logits.device());
+  TITAN_CUDA_CHECK(launch_cross_entropy_backward(grad_logits.data_ptr(), logits.data_ptr(), bf16, targets.data_ptr(),
+                                                 i64, lse.data<float>(), scale.data<float>(), counted_tokens,
+                                                 logits.size(0), logits.size(1), params_of(options), current_stream()));
+}
+
+}  // namespace
+
+void register_cross_entropy() {
+  cross_entropy_kernels.set_kernel(DeviceType::cuda, cross_entropy_kernel);
+  cross_entropy_backward_kernels.set_kernel(DeviceType::cuda, cross_entropy_backward_kernel);
 }
 
 }  // namespace titan::ops::cuda

@@ -1,6 +1,16 @@
-// CUDA mixture-of-experts routing kernels (launchers in moe_routing_kernels.cuh).
-// They reproduce the CPU kernels (ops/cpu/kernels/moe_routing.cpp) bit for bit
-// wherever the CPU's arithmetic is fixed, and say where it is not:
+// CUDA mixture-of-experts routing ops (see ops/moe_routing.h for what each
+// computes): kernels, launchers, Tensor plumbing and registration. The entry
+// points in ops/moe_routing.cpp have checked shapes and made the operands
+// contiguous. T tokens, k slots, the (token, slot) pairs numbered flat as
+// token * k + slot.
+//
+// Nothing here reads device memory back, so a step through these ops can be
+// recorded into a CUDA graph. The price: indices outside their range are not
+// reported as the CPU kernels report them; they touch no memory out of bounds
+// instead (each launcher says what they produce).
+//
+// The kernels reproduce the CPU kernels (ops/cpu/kernels/moe_routing.cpp) bit
+// for bit wherever the CPU's arithmetic is fixed, and say where it is not:
 //  - top-k: one warp per row picks the k best in k passes, each pass taking
 //    the largest (score, lower column) key below the previous pick. That total
 //    order is the CPU's "strictly greater moves up", so no chosen-set is kept.
@@ -16,8 +26,13 @@
 //    thread per row in column order, the CPU's order: rows are k long.
 #include <cub/cub.cuh>
 
+#include <cstddef>
+#include <cstdint>
+
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
-#include "titan/ops/cuda/moe_routing_kernels.cuh"
+#include "titan/ops/cuda/stream.h"
+#include "titan/ops/moe_routing.h"
 
 namespace titan::ops::cuda {
 namespace {
@@ -337,8 +352,9 @@ __global__ void sigmoid_backward_kernel(T* grad_x, const T* grad_out, const T* y
   }
 }
 
-}  // namespace
-
+// values, indices [rows, k]: the k largest of each row of scores [rows,
+// columns], descending, equal scores lower column first (columns < 2^32 - 1).
+// NaN ranks below every number (the CPU kernel's order for NaN rows differs).
 cudaError_t launch_topk(float* values, int64_t* indices, const float* scores, int64_t rows, int64_t columns, int64_t k,
                         cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
@@ -346,6 +362,7 @@ cudaError_t launch_topk(float* values, int64_t* indices, const float* scores, in
   return cudaGetLastError();
 }
 
+// Bytes of device workspace launch_expert_order needs.
 cudaError_t expert_order_workspace(int64_t pairs, int64_t experts, size_t* bytes) {
   size_t temp_bytes = 0;
   const cudaError_t status = sort_pairs(nullptr, temp_bytes, nullptr, nullptr, nullptr, nullptr, pairs, experts, 0);
@@ -353,6 +370,9 @@ cudaError_t expert_order_workspace(int64_t pairs, int64_t experts, size_t* bytes
   return status;
 }
 
+// A stable sort of the pairs by expert: order [pairs], inverse [pairs] and
+// counts [experts] from indices [pairs] (experts < 2^32 - 1). A pair whose
+// expert is outside [0, experts) sorts after every expert and is in no count.
 cudaError_t launch_expert_order(int64_t* order, int64_t* inverse, int64_t* counts, const int64_t* indices,
                                 int64_t pairs, int64_t experts, void* workspace, size_t workspace_bytes,
                                 cudaStream_t stream) {
@@ -373,6 +393,7 @@ cudaError_t launch_expert_order(int64_t* order, int64_t* inverse, int64_t* count
   return cudaGetLastError();
 }
 
+// rows[p] = x[order[p] / k], rows of row_bytes bytes (any dtype).
 cudaError_t launch_permute_tokens(void* rows, const void* x, int64_t row_bytes, const int64_t* order, int64_t pairs,
                                   int64_t k, cudaStream_t stream) {
   if (pairs == 0 || row_bytes == 0) return cudaSuccess;
@@ -387,6 +408,7 @@ cudaError_t launch_permute_tokens(void* rows, const void* x, int64_t row_bytes, 
   return permute_in_units<uint8_t>(rows, x, row_bytes, order, pairs, k, stream);
 }
 
+// grad_x[t] = sum over s of grad_rows[inverse[t*k + s]]; [tokens, dim], f32 or bf16.
 cudaError_t launch_unpermute_sum(void* grad_x, const void* grad_rows, bool bf16, const int64_t* inverse, int64_t tokens,
                                  int64_t k, int64_t dim, cudaStream_t stream) {
   if (tokens == 0 || dim == 0) return cudaSuccess;
@@ -397,6 +419,7 @@ cudaError_t launch_unpermute_sum(void* grad_x, const void* grad_rows, bool bf16,
   });
 }
 
+// out[t] = sum over s of weights[t, s] * rows[inverse[t*k + s]]; out and rows f32 or bf16.
 cudaError_t launch_combine_experts(void* out, const void* rows, bool bf16, const int64_t* inverse, const float* weights,
                                    int64_t tokens, int64_t k, int64_t dim, cudaStream_t stream) {
   if (tokens == 0 || dim == 0) return cudaSuccess;
@@ -407,6 +430,8 @@ cudaError_t launch_combine_experts(void* out, const void* rows, bool bf16, const
   });
 }
 
+// grad_rows[inverse[t*k + s]] = weights[t, s] * grad_out[t];
+// grad_weights[t, s] = <grad_out[t], rows[inverse[t*k + s]]>.
 cudaError_t launch_combine_experts_backward(void* grad_rows, float* grad_weights, const void* grad_out,
                                             const void* rows, bool bf16, const int64_t* inverse, const float* weights,
                                             int64_t tokens, int64_t k, int64_t dim, cudaStream_t stream) {
@@ -419,6 +444,8 @@ cudaError_t launch_combine_experts_backward(void* grad_rows, float* grad_weights
   });
 }
 
+// out[t, s] = x[t, indices[t, s]] for x [rows, columns]; NaN for a column
+// outside [0, columns).
 cudaError_t launch_gather_columns(float* out, const float* x, const int64_t* indices, int64_t rows, int64_t columns,
                                   int64_t k, cudaStream_t stream) {
   if (rows * k == 0) return cudaSuccess;
@@ -426,6 +453,8 @@ cudaError_t launch_gather_columns(float* out, const float* x, const int64_t* ind
   return cudaGetLastError();
 }
 
+// out[t, indices[t, s]] += grad[t, s] into a zeroed out [rows, columns], slot
+// by slot (a column chosen twice gets both); a column outside the row is skipped.
 cudaError_t launch_scatter_columns(float* out, const float* grad, const int64_t* indices, int64_t rows, int64_t columns,
                                    int64_t k, cudaStream_t stream) {
   if (rows * k == 0) return cudaSuccess;
@@ -433,6 +462,7 @@ cudaError_t launch_scatter_columns(float* out, const float* grad, const int64_t*
   return cudaGetLastError();
 }
 
+// out[r] = x[r] / sum(x[r]) (0 where the sum is 0), and its backward.
 cudaError_t launch_normalize_rows(float* out, const float* x, int64_t rows, int64_t columns, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   normalize_rows_kernel<<<grid_for(rows, kThreads), kThreads, 0, stream>>>(out, x, rows, columns);
@@ -446,6 +476,7 @@ cudaError_t launch_normalize_rows_backward(float* grad_x, const float* grad_out,
   return cudaGetLastError();
 }
 
+// y = 1 / (1 + exp(-x)) and grad_x = grad_out * y * (1 - y); n elements, f32 or bf16.
 cudaError_t launch_sigmoid(void* y, const void* x, bool bf16, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return with_float_type(bf16, [&](auto tag) {
@@ -462,6 +493,108 @@ cudaError_t launch_sigmoid_backward(void* grad_x, const void* grad_out, const vo
     sigmoid_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<T*>(grad_x), static_cast<const T*>(grad_out), static_cast<const T*>(y), n);
   });
+}
+
+// The kernels' keys hold a column or expert below 2^32 - 1 (the top value is the "none" mark).
+constexpr int64_t kMaxKeyedRange = int64_t{0xffffffff} - 1;
+
+bool is_bf16(const char* op, const Tensor& t) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
+  return t.dtype() == DType::bf16;
+}
+
+void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& scores) {
+  const int64_t columns = scores.size(1);
+  TITAN_CHECK(columns <= kMaxKeyedRange, "topk on {}: rows of {} columns are too long", scores.device().str(), columns);
+  TITAN_CUDA_CHECK(launch_topk(values.data<float>(), indices.data<int64_t>(), scores.data<float>(), scores.size(0),
+                               columns, values.size(1), current_stream()));
+}
+
+void expert_order_kernel(const Tensor& order, const Tensor& inverse, const Tensor& counts, const Tensor& indices) {
+  const int64_t pairs = indices.numel(), experts = counts.numel();
+  TITAN_CHECK(experts <= kMaxKeyedRange, "expert_order on {}: {} experts are too many", indices.device().str(),
+              experts);
+  size_t bytes = 0;
+  TITAN_CUDA_CHECK(expert_order_workspace(pairs, experts, &bytes));
+  const Tensor workspace = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, indices.device());
+  TITAN_CUDA_CHECK(launch_expert_order(order.data<int64_t>(), inverse.data<int64_t>(), counts.data<int64_t>(),
+                                       indices.data<int64_t>(), pairs, experts, workspace.data_ptr(), bytes,
+                                       current_stream()));
+}
+
+void permute_tokens_kernel(const Tensor& rows, const Tensor& x, const Tensor& order, int64_t k) {
+  TITAN_CUDA_CHECK(launch_permute_tokens(rows.data_ptr(), x.data_ptr(),
+                                         x.size(1) * static_cast<int64_t>(x.element_size()), order.data<int64_t>(),
+                                         rows.size(0), k, current_stream()));
+}
+
+void unpermute_sum_kernel(const Tensor& grad_x, const Tensor& grad_rows, const Tensor& inverse, int64_t k) {
+  const bool bf16 = is_bf16("unpermute_sum", grad_rows);
+  TITAN_CUDA_CHECK(launch_unpermute_sum(grad_x.data_ptr(), grad_rows.data_ptr(), bf16, inverse.data<int64_t>(),
+                                        grad_x.size(0), k, grad_x.size(1), current_stream()));
+}
+
+void combine_experts_kernel(const Tensor& out, const Tensor& rows, const Tensor& inverse, const Tensor& weights) {
+  const bool bf16 = is_bf16("combine_experts", rows);
+  TITAN_CUDA_CHECK(launch_combine_experts(out.data_ptr(), rows.data_ptr(), bf16, inverse.data<int64_t>(),
+                                          weights.data<float>(), weights.size(0), weights.size(1), rows.size(1),
+                                          current_stream()));
+}
+
+void combine_experts_backward_kernel(const Tensor& grad_rows, const Tensor& grad_weights, const Tensor& grad_out,
+                                     const Tensor& rows, const Tensor& inverse, const Tensor& weights) {
+  const bool bf16 = is_bf16("combine_experts_backward", rows);
+  TITAN_CUDA_CHECK(launch_combine_experts_backward(grad_rows.data_ptr(), grad_weights.data<float>(),
+                                                   grad_out.data_ptr(), rows.data_ptr(), bf16, inverse.data<int64_t>(),
+                                                   weights.data<float>(), weights.size(0), weights.size(1),
+                                                   rows.size(1), current_stream()));
+}
+
+void gather_columns_kernel(const Tensor& out, const Tensor& x, const Tensor& indices) {
+  TITAN_CUDA_CHECK(launch_gather_columns(out.data<float>(), x.data<float>(), indices.data<int64_t>(), x.size(0),
+                                         x.size(1), indices.size(1), current_stream()));
+}
+
+void scatter_columns_kernel(const Tensor& out, const Tensor& grad, const Tensor& indices) {
+  TITAN_CUDA_CHECK(launch_scatter_columns(out.data<float>(), grad.data<float>(), indices.data<int64_t>(), out.size(0),
+                                          out.size(1), indices.size(1), current_stream()));
+}
+
+void normalize_rows_kernel(const Tensor& out, const Tensor& x) {
+  TITAN_CUDA_CHECK(launch_normalize_rows(out.data<float>(), x.data<float>(), x.size(0), x.size(1), current_stream()));
+}
+
+void normalize_rows_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x) {
+  TITAN_CUDA_CHECK(launch_normalize_rows_backward(grad_x.data<float>(), grad_out.data<float>(), x.data<float>(),
+                                                  x.size(0), x.size(1), current_stream()));
+}
+
+void sigmoid_kernel(const Tensor& y, const Tensor& x) {
+  const bool bf16 = is_bf16("sigmoid", x);
+  TITAN_CUDA_CHECK(launch_sigmoid(y.data_ptr(), x.data_ptr(), bf16, x.numel(), current_stream()));
+}
+
+void sigmoid_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Tensor& y) {
+  const bool bf16 = is_bf16("sigmoid_backward", y);
+  TITAN_CUDA_CHECK(
+      launch_sigmoid_backward(grad_x.data_ptr(), grad_out.data_ptr(), y.data_ptr(), bf16, y.numel(), current_stream()));
+}
+
+}  // namespace
+
+void register_moe_routing() {
+  topk_kernels.set_kernel(DeviceType::cuda, topk_kernel);
+  expert_order_kernels.set_kernel(DeviceType::cuda, expert_order_kernel);
+  permute_tokens_kernels.set_kernel(DeviceType::cuda, permute_tokens_kernel);
+  unpermute_sum_kernels.set_kernel(DeviceType::cuda, unpermute_sum_kernel);
+  combine_experts_kernels.set_kernel(DeviceType::cuda, combine_experts_kernel);
+  combine_experts_backward_kernels.set_kernel(DeviceType::cuda, combine_experts_backward_kernel);
+  gather_columns_kernels.set_kernel(DeviceType::cuda, gather_columns_kernel);
+  scatter_columns_kernels.set_kernel(DeviceType::cuda, scatter_columns_kernel);
+  normalize_rows_kernels.set_kernel(DeviceType::cuda, normalize_rows_kernel);
+  normalize_rows_backward_kernels.set_kernel(DeviceType::cuda, normalize_rows_backward_kernel);
+  sigmoid_kernels.set_kernel(DeviceType::cuda, sigmoid_kernel);
+  sigmoid_backward_kernels.set_kernel(DeviceType::cuda, sigmoid_backward_kernel);
 }
 
 }  // namespace titan::ops::cuda

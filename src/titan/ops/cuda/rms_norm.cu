@@ -1,12 +1,23 @@
-// CUDA RMSNorm. Forward and grad_x: one block per row, f32 block reductions in
-// a fixed order. grad_weight = sum over rows of dy * xhat is reduced in two
+// CUDA RMSNorm, forward and backward: kernels, launchers, Tensor plumbing and
+// registration. x [rows, dim] and weight [dim] contiguous, one dtype (f32 or
+// bf16); rstd [rows] f32. The entry points in ops/rms_norm.cpp pass contiguous
+// x, weight and rstd.
+//
+// Forward and grad_x: one block per row, f32 block reductions in a fixed
+// order. grad_weight = sum over rows of dy * xhat is reduced in two
 // deterministic steps instead of with atomics: each chunk of rows sums its
 // rows in order into scratch (one thread per column, so reads are coalesced),
 // then one thread per column adds the chunks in order. Chunks are 32 rows (the
 // CPU's block, so the rounding structure matches it) unless that would make
 // more than kMaxChunks of them, which bounds the scratch to kMaxChunks * dim.
+#include <cstdint>
+
+#include "titan/core/dtype.h"
+#include "titan/core/tensor.h"
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
-#include "titan/ops/cuda/rms_norm_kernels.cuh"
+#include "titan/ops/cuda/stream.h"
+#include "titan/ops/rms_norm.h"
 
 namespace titan::ops::cuda {
 namespace {
@@ -122,8 +133,6 @@ void launch_backward_typed(void* grad_x, void* grad_weight, const void* grad_y, 
                                                                           dim);
 }
 
-}  // namespace
-
 cudaError_t launch_rms_norm(DType dtype, void* y, float* rstd, const void* x, const void* weight, float eps,
                             int64_t rows, int64_t dim, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
@@ -138,6 +147,8 @@ cudaError_t launch_rms_norm(DType dtype, void* y, float* rstd, const void* x, co
   return cudaGetLastError();
 }
 
+// f32 elements of device scratch launch_rms_norm_backward needs (per-chunk
+// partial sums of grad_weight, reduced in a fixed order: no float atomics).
 int64_t rms_norm_backward_scratch_size(int64_t rows, int64_t dim) { return chunks_for(rows) * dim; }
 
 cudaError_t launch_rms_norm_backward(DType dtype, void* grad_x, void* grad_weight, const void* grad_y, const void* x,
@@ -150,6 +161,41 @@ cudaError_t launch_rms_norm_backward(DType dtype, void* grad_x, void* grad_weigh
     launch_backward_typed<float>(grad_x, grad_weight, grad_y, x, weight, rstd, scratch, rows, dim, stream);
   }
   return cudaGetLastError();
+}
+
+void require_float(const char* op, const Tensor& t) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
+}
+
+void rms_norm_kernel(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, float eps) {
+  require_float("rms_norm", x);
+  const int64_t dim = x.size(-1);
+  const int64_t rows = dim == 0 ? 0 : x.numel() / dim;
+  TITAN_CUDA_CHECK(launch_rms_norm(x.dtype(), y.data_ptr(), static_cast<float*>(rstd.data_ptr()), x.data_ptr(),
+                                   weight.data_ptr(), eps, rows, dim, current_stream()));
+}
+
+void rms_norm_backward_kernel(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_y, const Tensor& x,
+                              const Tensor& weight, const Tensor& rstd) {
+  require_float("rms_norm_backward", x);
+  TITAN_CHECK(rstd.dtype() == DType::f32 && rstd.device() == x.device(),
+              "rms_norm_backward: rstd must be f32 on {}, got {} on {}", x.device().str(), dtype_name(rstd.dtype()),
+              rstd.device().str());
+  const int64_t dim = x.size(-1);
+  const int64_t rows = dim == 0 ? 0 : x.numel() / dim;
+  TITAN_CHECK(rstd.numel() == rows, "rms_norm_backward: rstd has {} values for {} rows", rstd.numel(), rows);
+  // Freed when this returns; the allocator orders reuse after the kernels on this stream.
+  Tensor scratch = Tensor::empty({rms_norm_backward_scratch_size(rows, dim)}, DType::f32, x.device());
+  TITAN_CUDA_CHECK(launch_rms_norm_backward(x.dtype(), grad_x.data_ptr(), grad_weight.data_ptr(), grad_y.data_ptr(),
+                                            x.data_ptr(), weight.data_ptr(), static_cast<const float*>(rstd.data_ptr()),
+                                            static_cast<float*>(scratch.data_ptr()), rows, dim, current_stream()));
+}
+
+}  // namespace
+
+void register_rms_norm() {
+  rms_norm_kernels.set_kernel(DeviceType::cuda, rms_norm_kernel);
+  rms_norm_backward_kernels.set_kernel(DeviceType::cuda, rms_norm_backward_kernel);
 }
 
 }  // namespace titan::ops::cuda

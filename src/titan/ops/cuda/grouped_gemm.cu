@@ -1,5 +1,9 @@
-// CUDA grouped GEMM (launcher in grouped_gemm_kernels.cuh): every expert's
-// product in one launch, without the host ever seeing the row counts.
+// CUDA grouped GEMM of a mixture-of-experts layer (see ops/grouped_gemm.h):
+// every expert's product in one launch, without the host ever seeing the row
+// counts, so a step through this op can be recorded into a graph. The check
+// the CPU kernel makes (counts adding up to the rows) cannot be made without
+// waiting for the device, and is not; the kernels clamp bad counts instead of
+// reading or writing out of bounds.
 //
 // A first one-block kernel turns counts into each expert's first row and
 // first row tile (prefix sums). The row-wise products then launch a grid of
@@ -16,11 +20,32 @@
 // correct first; tensor cores (bf16 MMA) are the next step for speed.
 #include <cub/cub.cuh>
 
+#include <cstdint>
+#include <limits>
+
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
-#include "titan/ops/cuda/grouped_gemm_kernels.cuh"
+#include "titan/ops/cuda/stream.h"
+#include "titan/ops/grouped_gemm.h"
 
 namespace titan::ops::cuda {
 namespace {
+
+// N rows in expert order, E experts, weights [E, out, in]:
+//  forward:     out [N, out] = a [N, in] @ b[e]^T     (a = x, b = w)
+//  input_grad:  out [N, in]  = a [N, out] @ b[e]      (a = grad_y, b = w)
+//  weight_grad: out [E, out, in], out[e] = a_e^T @ b_e (a = grad_y [N, out], b = x [N, in]),
+//               zero for an expert with no rows
+enum class GroupedProduct { forward, input_grad, weight_grad };
+
+// Device workspace launch_grouped_gemm needs, in int64 words.
+inline int64_t grouped_gemm_workspace_words(int64_t experts) { return 2 * (experts + 1); }
+
+// Largest grid dimension the launcher uses for column tiles and experts
+// (grid.y and grid.z); the caller checks sizes against it.
+constexpr int64_t kGroupedGemmMaxGridYZ = 65535;
+// Rows and columns of one output tile.
+constexpr int64_t kGroupedGemmTile = 64;
 
 constexpr int kThreads = 256;
 constexpr int kTile = static_cast<int>(kGroupedGemmTile);
@@ -190,8 +215,10 @@ void launch_typed(GroupedProduct kind, T* out, const T* a, const T* b, const int
   }
 }
 
-}  // namespace
-
+// Operands f32 or bf16 (both the same), f32 accumulation, one rounding on
+// store. counts [E] i64 on the device; a count below 0 counts as 0, and counts
+// adding up to more than N are cut at N (rows past N never exist); rows past
+// the counts' sum are left unwritten (the CPU kernel refuses such counts).
 cudaError_t launch_grouped_gemm(GroupedProduct kind, bool bf16, void* out, const void* a, const void* b,
                                 const int64_t* counts, int64_t experts, int64_t rows, int64_t out_features,
                                 int64_t in_features, int64_t* workspace, cudaStream_t stream) {
@@ -214,5 +241,53 @@ cudaError_t launch_grouped_gemm(GroupedProduct kind, bool bf16, void* out, const
   }
   return cudaGetLastError();
 }
+
+GroupedProduct product_of(GroupedGemmKind kind) {
+  switch (kind) {
+    case GroupedGemmKind::forward:
+      return GroupedProduct::forward;
+    case GroupedGemmKind::input_grad:
+      return GroupedProduct::input_grad;
+    case GroupedGemmKind::weight_grad:
+      return GroupedProduct::weight_grad;
+  }
+  fail("grouped_gemm: unknown product kind {}", static_cast<int>(kind));
+}
+
+void grouped_gemm_kernel(GroupedGemmKind kind, const Tensor& out, const Tensor& a, const Tensor& b,
+                         const Tensor& counts) {
+  if (a.dtype() != DType::f32 && a.dtype() != DType::bf16) unsupported_dtype("grouped_gemm", a.device(), a.dtype());
+  TITAN_CHECK(b.dtype() == a.dtype(), "grouped_gemm on {}: operands are {} and {}", a.device().str(),
+              dtype_name(a.dtype()), dtype_name(b.dtype()));
+  TITAN_CHECK(counts.device() == a.device(), "grouped_gemm: counts on {} but rows on {} (the kernel reads them there)",
+              counts.device().str(), a.device().str());
+  const GroupedProduct product = product_of(kind);
+  const bool weight_grad = product == GroupedProduct::weight_grad;
+  const int64_t experts = counts.numel(), rows = a.size(0);
+  // forward / input_grad: w = b [E, out, in]; weight_grad: grad_w = out [E, out, in].
+  const Tensor& weight = weight_grad ? out : b;
+  const int64_t out_features = weight.size(1), in_features = weight.size(2);
+  const int64_t tile = kGroupedGemmTile;
+  const int64_t column_tiles = ((product == GroupedProduct::forward ? out_features : in_features) + tile - 1) / tile;
+  if (weight_grad) {
+    TITAN_CHECK(experts <= kGroupedGemmMaxGridYZ && (out_features + tile - 1) / tile <= kGroupedGemmMaxGridYZ &&
+                    column_tiles <= std::numeric_limits<int32_t>::max(),
+                "grouped_gemm on {}: {} experts of [{}, {}] weights exceed the launch grid", a.device().str(), experts,
+                out_features, in_features);
+  } else {
+    TITAN_CHECK(column_tiles <= kGroupedGemmMaxGridYZ &&
+                    (rows + tile - 1) / tile + experts <= std::numeric_limits<int32_t>::max(),
+                "grouped_gemm on {}: {} rows of {} experts of [{}, {}] weights exceed the launch grid",
+                a.device().str(), rows, experts, out_features, in_features);
+  }
+  const Tensor workspace = Tensor::empty({grouped_gemm_workspace_words(experts)}, DType::i64, a.device());
+  TITAN_CUDA_CHECK(launch_grouped_gemm(product, a.dtype() == DType::bf16, out.data_ptr(), a.data_ptr(), b.data_ptr(),
+                                       counts.data<int64_t>(), experts, rows, out_features, in_features,
+                                       workspace.data<int64_t>(), current_stream()));
+}
+
+}  // namespace
+
+void register_grouped_gemm() { grouped_gemm_kernels.set_kernel(DeviceType::cuda, grouped_gemm_kernel); }
 
 }  // namespace titan::ops::cuda

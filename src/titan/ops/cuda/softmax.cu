@@ -1,10 +1,20 @@
-// CUDA softmax: one block per row (rows grid-strided), each thread striding
-// over the columns; max and sum are block reductions in a fixed order, so
-// results are run-to-run identical. Three passes over the row (max, sum,
-// write) re-read x from cache instead of holding it in shared memory, which
-// keeps the kernel independent of the row length.
+// CUDA softmax over the last dimension of a contiguous [rows, cols] tensor
+// (f32 or bf16), forward and backward: kernels, launchers, Tensor plumbing and
+// registration. The entry points in ops/softmax.cpp pass contiguous tensors.
+//
+// One block per row (rows grid-strided), each thread striding over the
+// columns; max and sum are block reductions in a fixed order, so results are
+// run-to-run identical. Three passes over the row (max, sum, write) re-read x
+// from cache instead of holding it in shared memory, which keeps the kernel
+// independent of the row length.
+#include <cstdint>
+
+#include "titan/core/dtype.h"
+#include "titan/core/tensor.h"
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
-#include "titan/ops/cuda/softmax_kernels.cuh"
+#include "titan/ops/cuda/stream.h"
+#include "titan/ops/softmax.h"
 
 namespace titan::ops::cuda {
 namespace {
@@ -57,8 +67,7 @@ int threads_for(int64_t cols) {
 
 unsigned blocks_for(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
-}  // namespace
-
+// A row whose entries are all -inf becomes zeros, as on the CPU.
 cudaError_t launch_softmax(DType dtype, void* y, const void* x, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   const int threads = threads_for(cols);
@@ -72,6 +81,7 @@ cudaError_t launch_softmax(DType dtype, void* y, const void* x, int64_t rows, in
   return cudaGetLastError();
 }
 
+// grad_x = y * (grad_y - sum(grad_y * y)) row by row.
 cudaError_t launch_softmax_backward(DType dtype, void* grad_x, const void* grad_y, const void* y, int64_t rows,
                                     int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
@@ -85,6 +95,31 @@ cudaError_t launch_softmax_backward(DType dtype, void* grad_x, const void* grad_
         static_cast<float*>(grad_x), static_cast<const float*>(grad_y), static_cast<const float*>(y), rows, cols);
   }
   return cudaGetLastError();
+}
+
+// A 0-d tensor is one row of one element, as on the CPU.
+int64_t row_length(const Tensor& t) { return t.dim() == 0 ? 1 : t.size(-1); }
+
+void softmax_kernel(const Tensor& y, const Tensor& x) {
+  if (x.dtype() != DType::f32 && x.dtype() != DType::bf16) unsupported_dtype("softmax", x.device(), x.dtype());
+  const int64_t cols = row_length(x);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  TITAN_CUDA_CHECK(launch_softmax(x.dtype(), y.data_ptr(), x.data_ptr(), rows, cols, current_stream()));
+}
+
+void softmax_backward_kernel(const Tensor& grad_x, const Tensor& grad_y, const Tensor& y) {
+  if (y.dtype() != DType::f32 && y.dtype() != DType::bf16) unsupported_dtype("softmax_backward", y.device(), y.dtype());
+  const int64_t cols = row_length(y);
+  const int64_t rows = cols == 0 ? 0 : y.numel() / cols;
+  TITAN_CUDA_CHECK(launch_softmax_backward(y.dtype(), grad_x.data_ptr(), grad_y.data_ptr(), y.data_ptr(), rows, cols,
+                                           current_stream()));
+}
+
+}  // namespace
+
+void register_softmax() {
+  softmax_kernels.set_kernel(DeviceType::cuda, softmax_kernel);
+  softmax_backward_kernels.set_kernel(DeviceType::cuda, softmax_backward_kernel);
 }
 
 }  // namespace titan::ops::cuda

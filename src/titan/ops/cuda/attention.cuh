@@ -1,7 +1,8 @@
-// Launchers for the CUDA flash attention kernels (forward and backward). Plain
-// pointers and sizes only: the Tensor plumbing lives in attention.cpp. All
-// tensors are contiguous: q, out, grad_out, grad_q [B, Sq, Hq, D]; k, v,
-// grad_k, grad_v [B, Sk, Hkv, D]; lse and delta [B, Hq, Sq] f32.
+// What the files of the CUDA flash attention share: the problem description,
+// the kernels' limits, and the launchers one file defines and another calls
+// (attention.cu holds the Tensor side and the forward kernel). All tensors
+// are contiguous: q, out, grad_out, grad_q [B, Sq, Hq, D]; k, v, grad_k,
+// grad_v [B, Sk, Hkv, D]; lse and delta [B, Hq, Sq] f32.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,16 +40,13 @@ struct AttentionProblem {
   float softcap = 0.0f;
 };
 
-cudaError_t launch_attention_forward(AttentionElement element, const AttentionProblem& problem, const void* q,
-                                     const void* k, const void* v, void* out, float* lse, cudaStream_t stream);
-
-// `delta` is scratch of B * Hq * Sq floats (it receives rowsum(dO * O)).
+// Defined in attention_backward.cu. `delta` is scratch of B * Hq * Sq floats (it receives rowsum(dO * O)).
 cudaError_t launch_attention_backward(AttentionElement element, const AttentionProblem& problem, const void* grad_out,
                                       const void* q, const void* k, const void* v, const void* out, const float* lse,
                                       float* delta, void* grad_q, void* grad_k, void* grad_v, cudaStream_t stream);
 
-// The tensor-core kernels (attention_tensor_core_*.cu), which the two
-// launchers above pick by themselves: whether a problem qualifies (bf16, D = 64
+// The tensor-core kernels (attention_tensor_core_*.cu), which the forward
+// launcher (attention.cu) and the one above pick by themselves: whether a problem qualifies (bf16, D = 64
 // or 128, every tensor 16-byte aligned, an sm_80+ device), and the launchers.
 // The gradient launcher expects `delta` already computed.
 bool attention_tensor_cores(AttentionElement element, const AttentionProblem& problem,

@@ -1,16 +1,41 @@
-// CUDA copies and fills. Conversions are ports of core/dtype.cpp's bit-level
-// code, not CUDA's intrinsics, so every dtype pair (NaN payloads, fp8
-// saturation, subnormals included) gives exactly the CPU copy's bits.
-// Element offsets are recomputed from the flat index with one div/mod per
-// (merged) dim; 32-bit indices are used when they suffice because 64-bit
-// division is several times slower on the GPU.
+// CUDA copies (any strides, any dtype pair), fills (any strides) and host <->
+// device transfers: kernels, launchers, Tensor plumbing and registration.
+//
+// Layouts are first reduced to as few dims as possible (size-1 dims dropped,
+// dims contiguous in both tensors merged), so the usual cases become one flat
+// loop and only true permutations pay for index arithmetic. Conversions are
+// ports of core/dtype.cpp's bit-level code, not CUDA's intrinsics, so every
+// dtype pair (NaN payloads, fp8 saturation, subnormals included) gives exactly
+// the CPU copy's bits. Element offsets are recomputed from the flat index with
+// one div/mod per (merged) dim; 32-bit indices are used when they suffice
+// because 64-bit division is several times slower on the GPU.
 #include <cuda_bf16.h>
 
-#include "titan/ops/cuda/copy_kernels.cuh"
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "titan/core/copy.h"
+#include "titan/core/dtype.h"
+#include "titan/core/tensor.h"
+#include "titan/ops/cuda/convert.cuh"
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
 namespace {
+
+// An n-dimensional index space walked in row-major order, with the element
+// strides of the destination and the source at each dim (fills ignore `src`).
+// Callers first merge dims that are contiguous in both, so a few dims suffice.
+constexpr int kMaxCopyDims = 8;
+struct CopyLayout {
+  int dims = 0;
+  int64_t sizes[kMaxCopyDims] = {};
+  int64_t dst_strides[kMaxCopyDims] = {};
+  int64_t src_strides[kMaxCopyDims] = {};
+};
 
 constexpr int kThreads = 256;
 
@@ -276,23 +301,8 @@ void launch_strided_fill(void* dst, T value, const CopyLayout& layout, int64_t n
   });
 }
 
-}  // namespace
-
-cudaError_t launch_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n,
-                           cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  if (dst_dtype == src_dtype) {
-    return cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(dst_dtype), cudaMemcpyDeviceToDevice, stream);
-  }
-  if (dst_dtype == DType::bf16 && src_dtype == DType::f32) return launch_f32_to_bf16(dst, src, n, stream);
-  if (dst_dtype == DType::f32 && src_dtype == DType::bf16) return launch_bf16_to_f32(dst, src, n, stream);
-  CopyLayout layout;
-  layout.dims = 1;
-  layout.sizes[0] = n;
-  layout.dst_strides[0] = layout.src_strides[0] = 1;
-  return launch_strided_copy(dst, dst_dtype, src, src_dtype, layout, stream);
-}
-
+// dst[i] = src[i] converted, through `layout` (any strides; launch_convert is the
+// contiguous case).
 cudaError_t launch_strided_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, const CopyLayout& layout,
                                 cudaStream_t stream) {
   const int64_t n = layout_numel(layout);
@@ -336,6 +346,7 @@ cudaError_t launch_bf16_to_f32(void* dst, const void* src, int64_t n, cudaStream
   return cudaGetLastError();
 }
 
+// Fills n elements of element_size bytes (1, 2, 4 or 8) with the bit pattern in `bits`.
 cudaError_t launch_fill_bits(void* dst, int element_size, uint64_t bits, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const unsigned grid = grid_for(n, kThreads);
@@ -356,6 +367,7 @@ cudaError_t launch_fill_bits(void* dst, int element_size, uint64_t bits, int64_t
   return cudaGetLastError();
 }
 
+// The same through `layout`'s destination strides.
 cudaError_t launch_strided_fill_bits(void* dst, int element_size, uint64_t bits, const CopyLayout& layout,
                                      cudaStream_t stream) {
   const int64_t n = layout_numel(layout);
@@ -375,6 +387,117 @@ cudaError_t launch_strided_fill_bits(void* dst, int element_size, uint64_t bits,
       break;
   }
   return cudaGetLastError();
+}
+
+}  // namespace
+
+// Declared in convert.cuh for the ops that store in another dtype (random.cu).
+// Conversions are those of the CPU copy (core/dtype.cpp) bit for bit: through
+// f32 with round-to-nearest-even for the float formats, truncation for ints;
+// a same-dtype copy moves the bits unchanged.
+cudaError_t launch_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n,
+                           cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (dst_dtype == src_dtype) {
+    return cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(dst_dtype), cudaMemcpyDeviceToDevice, stream);
+  }
+  if (dst_dtype == DType::bf16 && src_dtype == DType::f32) return launch_f32_to_bf16(dst, src, n, stream);
+  if (dst_dtype == DType::f32 && src_dtype == DType::bf16) return launch_bf16_to_f32(dst, src, n, stream);
+  CopyLayout layout;
+  layout.dims = 1;
+  layout.sizes[0] = n;
+  layout.dst_strides[0] = layout.src_strides[0] = 1;
+  return launch_strided_copy(dst, dst_dtype, src, src_dtype, layout, stream);
+}
+
+namespace {
+
+// The row-major walk over dst's shape with dst's and src's strides, merged.
+// `src` may be dst itself (fills).
+CopyLayout merged_layout(const Tensor& dst, const Tensor& src) {
+  std::vector<int64_t> sizes, dst_strides, src_strides;
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    const int64_t size = dst.size(d);
+    if (size == 1) continue;
+    if (!sizes.empty() && dst_strides.back() == dst.stride(d) * size && src_strides.back() == src.stride(d) * size) {
+      sizes.back() *= size;
+      dst_strides.back() = dst.stride(d);
+      src_strides.back() = src.stride(d);
+    } else {
+      sizes.push_back(size);
+      dst_strides.push_back(dst.stride(d));
+      src_strides.push_back(src.stride(d));
+    }
+  }
+  CopyLayout layout;
+  if (sizes.empty()) {  // one element
+    layout.dims = 1;
+    layout.sizes[0] = layout.dst_strides[0] = layout.src_strides[0] = 1;
+    return layout;
+  }
+  TITAN_CHECK(sizes.size() <= static_cast<size_t>(kMaxCopyDims),
+              "copy on {}: shape {} (strides {} and {}) needs {} dims after merging; at most {} are supported",
+              dst.device().str(), shape_str(dst.shape()), shape_str(dst.strides()), shape_str(src.strides()),
+              sizes.size(), kMaxCopyDims);
+  layout.dims = static_cast<int>(sizes.size());
+  for (int d = 0; d < layout.dims; ++d) {
+    layout.sizes[d] = sizes[static_cast<size_t>(d)];
+    layout.dst_strides[d] = dst_strides[static_cast<size_t>(d)];
+    layout.src_strides[d] = src_strides[static_cast<size_t>(d)];
+  }
+  return layout;
+}
+
+bool is_flat(const CopyLayout& layout) {
+  return layout.dims == 1 && layout.dst_strides[0] == 1 && layout.src_strides[0] == 1;
+}
+
+void copy_kernel(const Tensor& dst, const Tensor& src) {
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  const CopyLayout layout = merged_layout(dst, src);
+  if (is_flat(layout)) {
+    TITAN_CUDA_CHECK(launch_convert(dst.data_ptr(), dst.dtype(), src.data_ptr(), src.dtype(), n, current_stream()));
+  } else {
+    TITAN_CUDA_CHECK(
+        launch_strided_copy(dst.data_ptr(), dst.dtype(), src.data_ptr(), src.dtype(), layout, current_stream()));
+  }
+}
+
+void fill_kernel(const Tensor& dst, double value) {
+  if (dst.numel() == 0) return;
+  // Encode the value once on the host (the CPU rounding rules), then splat its bits.
+  Tensor one = Tensor::full({1}, value, dst.dtype());
+  uint64_t bits = 0;
+  std::memcpy(&bits, one.data_ptr(), one.element_size());
+  const int size = static_cast<int>(dst.element_size());
+  const CopyLayout layout = merged_layout(dst, dst);
+  if (is_flat(layout)) {
+    TITAN_CUDA_CHECK(launch_fill_bits(dst.data_ptr(), size, bits, dst.numel(), current_stream()));
+  } else {
+    TITAN_CUDA_CHECK(launch_strided_fill_bits(dst.data_ptr(), size, bits, layout, current_stream()));
+  }
+}
+
+// Both sides contiguous, same dtype (titan::copy_ stages anything else). The
+// copy is ordered after the kernels already queued on the current stream, and
+// waited for: the host may read or free its buffer as soon as this returns.
+void transfer_kernel(const Tensor& dst, const Tensor& src) {
+  TITAN_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.nbytes() == src.nbytes(),
+              "transfer from {} to {}: needs contiguous tensors of one size (shapes {} and {})", src.device().str(),
+              dst.device().str(), shape_str(src.shape()), shape_str(dst.shape()));
+  if (dst.nbytes() == 0) return;
+  const cudaStream_t stream = current_stream();
+  TITAN_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDefault, stream));
+  TITAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+void register_copy() {
+  copy_kernels.set_kernel(DeviceType::cuda, copy_kernel);
+  fill_kernels.set_kernel(DeviceType::cuda, fill_kernel);
+  transfer_kernels.set_kernel(DeviceType::cuda, transfer_kernel);
 }
 
 }  // namespace titan::ops::cuda

@@ -1,11 +1,22 @@
-// CUDA log-sum-exp merge of one attention piece into the running result, the
-// same arithmetic as the CPU kernel (ops/cpu/kernels/attention_merge.cpp):
+// CUDA log-sum-exp merge of one attention piece into the running result
+// (ops/attention.h: attention_merge_): out_acc [B, S, H, D] f32 and lse_acc
+// [B, H, S] f32 updated in place from a piece out [B, S, H, D] (f32 or bf16)
+// and its lse [B, H, S]; ops/attention.cpp has checked shapes and made the
+// piece contiguous.
+//
+// The same arithmetic as the CPU kernel (ops/cpu/kernels/attention_merge.cpp):
 // one thread per (row, head) computes the two weights once, then walks the
 // head's D values (consecutive threads take consecutive heads of a row).
 #include <cuda_bf16.h>
 
-#include "titan/ops/cuda/attention_merge_kernels.cuh"
+#include <cstdint>
+
+#include "titan/core/dtype.h"
+#include "titan/core/tensor.h"
+#include "titan/ops/attention.h"
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
 namespace {
@@ -34,8 +45,6 @@ __global__ void attention_merge(float* __restrict__ out_acc, float* __restrict__
   }
 }
 
-}  // namespace
-
 cudaError_t launch_attention_merge(DType piece_dtype, float* out_acc, float* lse_acc, const void* out, const float* lse,
                                    int64_t batch, int64_t seq, int64_t heads, int64_t dim, cudaStream_t stream) {
   const int64_t items = batch * seq * heads;
@@ -49,5 +58,17 @@ cudaError_t launch_attention_merge(DType piece_dtype, float* out_acc, float* lse
   }
   return cudaGetLastError();
 }
+
+void attention_merge_kernel(const Tensor& out_acc, const Tensor& lse_acc, const Tensor& out, const Tensor& lse) {
+  if (out.dtype() != DType::f32 && out.dtype() != DType::bf16)
+    unsupported_dtype("attention_merge_", out.device(), out.dtype());
+  TITAN_CUDA_CHECK(launch_attention_merge(out.dtype(), out_acc.data<float>(), lse_acc.data<float>(), out.data_ptr(),
+                                          lse.data<float>(), out.size(0), out.size(1), out.size(2), out.size(3),
+                                          current_stream()));
+}
+
+}  // namespace
+
+void register_attention_merge() { attention_merge_kernels.set_kernel(DeviceType::cuda, attention_merge_kernel); }
 
 }  // namespace titan::ops::cuda

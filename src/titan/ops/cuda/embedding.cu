@@ -1,10 +1,24 @@
+// CUDA embedding lookup and its deterministic scatter-add backward: kernels,
+// launchers, Tensor plumbing and registration.
+//
+// Both validate the ids on the device: an id outside [0, vocab) touches no
+// memory and lowers *bad_position (which the launcher first sets to
+// kNoBadPosition) to the first position holding one; the host reads that
+// verdict back, so a bad id is the CPU backend's titan::Error.
 #include <cub/cub.cuh>
 
+#include <cstdint>
+#include <limits>
+
+#include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
-#include "titan/ops/cuda/embedding_kernels.cuh"
+#include "titan/ops/cuda/stream.h"
+#include "titan/ops/embedding.h"
 
 namespace titan::ops::cuda {
 namespace {
+
+constexpr unsigned long long kNoBadPosition = ~0ULL;
 
 constexpr int kMaxThreads = 256;
 // Blocks of the grid-stride loops over tokens and over runs of equal ids.
@@ -198,8 +212,7 @@ cudaError_t backward_ids(float* grad_weight, const void* grad_out, bool grad_bf1
   return cudaGetLastError();
 }
 
-}  // namespace
-
+// out[t] = weight[ids[t]], rows of row_bytes bytes (any dtype); ids i32 or i64.
 cudaError_t launch_embedding(void* out, const void* weight, int64_t vocab, int64_t row_bytes, const void* ids,
                              bool ids_i64, int64_t tokens, unsigned long long* bad_position, cudaStream_t stream) {
   cudaError_t status = cudaMemsetAsync(bad_position, 0xff, sizeof(*bad_position), stream);
@@ -210,6 +223,7 @@ cudaError_t launch_embedding(void* out, const void* weight, int64_t vocab, int64
                           stream);
 }
 
+// Bytes of device workspace launch_embedding_backward needs.
 cudaError_t embedding_backward_workspace(int64_t tokens, int64_t vocab, size_t* bytes) {
   size_t temp_bytes = 0;
   const cudaError_t status = cub_temp_bytes(tokens, vocab, &temp_bytes);
@@ -217,6 +231,9 @@ cudaError_t embedding_backward_workspace(int64_t tokens, int64_t vocab, size_t* 
   return status;
 }
 
+// grad_weight[v] (f32, [vocab, dim]) += the grad_out rows (f32 or bf16) of the
+// tokens whose id is v, added in token order: ids are stable-sorted, and each
+// distinct id's rows are summed by one thread per column. No atomics.
 cudaError_t launch_embedding_backward(float* grad_weight, const void* grad_out, bool grad_bf16, const void* ids,
                                       bool ids_i64, int64_t tokens, int64_t vocab, int64_t dim, void* workspace,
                                       size_t workspace_bytes, unsigned long long* bad_position, cudaStream_t stream) {
@@ -230,6 +247,78 @@ cudaError_t launch_embedding_backward(float* grad_weight, const void* grad_out, 
                                 w, bad_position, stream)
                  : backward_ids(grad_weight, grad_out, grad_bf16, static_cast<const int32_t*>(ids), tokens, vocab, dim,
                                 w, bad_position, stream);
+}
+
+// One device word where the kernels record the first bad position.
+Tensor bad_position_flag(Device device) { return Tensor::empty({1}, DType::i64, device); }
+
+// Throws the CPU kernel's error if the kernels recorded a bad id. Reading the
+// flag waits for the stream: the price of reporting the id as the CPU does.
+// While the stream is being captured into a graph nothing can be read back,
+// so the check is skipped (the kernels still touch no memory for a bad id).
+void check_ids(const Tensor& flag, const Tensor& ids, int64_t vocab) {
+  cudaStream_t stream = current_stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TITAN_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  unsigned long long position = kNoBadPosition;
+  TITAN_CUDA_CHECK(cudaMemcpyAsync(&position, flag.data_ptr(), sizeof(position), cudaMemcpyDeviceToHost, stream));
+  TITAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (position == kNoBadPosition) return;
+  const auto at = static_cast<int64_t>(position);
+  int64_t id = 0;
+  int32_t id32 = 0;
+  const bool i64 = ids.dtype() == DType::i64;
+  TITAN_CUDA_CHECK(cudaMemcpyAsync(i64 ? static_cast<void*>(&id) : static_cast<void*>(&id32),
+                                   static_cast<const char*>(ids.data_ptr()) + at * ids.element_size(),
+                                   ids.element_size(), cudaMemcpyDeviceToHost, stream));
+  TITAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!i64) id = id32;
+  fail("embedding: id {} at position {} is outside the table of {} rows", id, at, vocab);
+}
+
+bool ids_are_i64(const char* op, const Tensor& ids) {
+  if (ids.dtype() != DType::i32 && ids.dtype() != DType::i64) unsupported_dtype(op, ids.device(), ids.dtype());
+  return ids.dtype() == DType::i64;
+}
+
+void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& ids) {
+  const bool i64 = ids_are_i64("embedding", ids);
+  const Tensor flag = bad_position_flag(out.device());
+  const int64_t vocab = weight.size(0);
+  TITAN_CUDA_CHECK(launch_embedding(out.data_ptr(), weight.data_ptr(), vocab,
+                                    weight.size(1) * static_cast<int64_t>(weight.element_size()), ids.data_ptr(), i64,
+                                    ids.numel(), static_cast<unsigned long long*>(flag.data_ptr()), current_stream()));
+  check_ids(flag, ids, vocab);
+}
+
+void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& ids) {
+  const bool i64 = ids_are_i64("embedding_backward", ids);
+  if (grad_out.dtype() != DType::f32 && grad_out.dtype() != DType::bf16) {
+    unsupported_dtype("embedding_backward", grad_out.device(), grad_out.dtype());
+  }
+  const int64_t vocab = grad_weight.size(0), dim = grad_weight.size(1), tokens = ids.numel();
+  // Sort keys and token positions are 32-bit; columns are spread over grid.y.
+  TITAN_CHECK(tokens < std::numeric_limits<int32_t>::max() && vocab < std::numeric_limits<int32_t>::max(),
+              "embedding_backward on {}: {} tokens or {} rows exceed the 32-bit sort keys", grad_out.device().str(),
+              tokens, vocab);
+  TITAN_CHECK(dim <= int64_t{65535} * 256, "embedding_backward on {}: rows of {} columns are too wide",
+              grad_out.device().str(), dim);
+  size_t bytes = 0;
+  TITAN_CUDA_CHECK(embedding_backward_workspace(tokens, vocab, &bytes));
+  const Tensor workspace = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, grad_out.device());
+  const Tensor flag = bad_position_flag(grad_out.device());
+  TITAN_CUDA_CHECK(launch_embedding_backward(
+      grad_weight.data<float>(), grad_out.data_ptr(), grad_out.dtype() == DType::bf16, ids.data_ptr(), i64, tokens,
+      vocab, dim, workspace.data_ptr(), bytes, static_cast<unsigned long long*>(flag.data_ptr()), current_stream()));
+  check_ids(flag, ids, vocab);
+}
+
+}  // namespace
+
+void register_embedding() {
+  embedding_kernels.set_kernel(DeviceType::cuda, embedding_kernel);
+  embedding_backward_kernels.set_kernel(DeviceType::cuda, embedding_backward_kernel);
 }
 
 }  // namespace titan::ops::cuda

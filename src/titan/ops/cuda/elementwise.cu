@@ -82,55 +82,47 @@ __global__ void silu_backward(T* __restrict__ grad_x, const T* __restrict__ grad
   }
 }
 
-template <typename T>
-__global__ void swiglu(T* __restrict__ out, const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const float v = load_f32(gate, i);
-    store_f32(out, i, v * sigmoid(v) * load_f32(up, i));
-  }
-}
+// SwiGLU and GeGLU are one gated product, y = gate * s(gate) * up, told
+// apart by s, a sigmoid of the gate (as in the CPU kernels): SiLU's
+// s = sigmoid(x); tanh-GELU's gelu_tanh(x) = x sigmoid(2u), u = sqrt(2/pi)
+// (x + 0.044715 x^3), in the sigmoid form because it has no 1 + tanh(u)
+// cancellation for negative x. Both gradients come from one pass that
+// recomputes s rather than saving it:
+//   d/dup = dy * gate * s,  d/dgate = dy * up * (s + gate s (1 - s) slope)
+// with slope = d(inner argument)/dx: 1 for SiLU (a literal the compiler
+// folds away, so SwiGLU computes what it did before the two shared code),
+// 2u'(x) = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2) for GELU.
+struct SiluGate {
+  __device__ static float sigmoid_of(float x) { return sigmoid(x); }
+  __device__ static float slope(float) { return 1.0f; }
+};
 
-// Both gradients in one pass, recomputing sigmoid rather than saving silu(gate).
-template <typename T>
-__global__ void swiglu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_up, const T* __restrict__ grad_out,
-                                const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const float v = load_f32(gate, i);
-    const float s = sigmoid(v);
-    const float d = load_f32(grad_out, i);
-    store_f32(grad_up, i, d * v * s);
-    store_f32(grad_gate, i, d * load_f32(up, i) * (s + v * s * (1.0f - s)));
-  }
-}
-
-// gelu_tanh(x) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), as in the
-// CPU kernel (the sigmoid form has no 1 + tanh(u) cancellation for negative x).
 constexpr float kGeluTwoSqrt2OverPi = 1.5957691216057308f;  // 2 sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 
-__device__ __forceinline__ float gelu_tanh_gate(float x) {
-  return sigmoid(kGeluTwoSqrt2OverPi * (x + kGeluCubic * x * x * x));
-}
+struct GeluTanhGate {
+  __device__ static float sigmoid_of(float x) { return sigmoid(kGeluTwoSqrt2OverPi * (x + kGeluCubic * x * x * x)); }
+  __device__ static float slope(float x) { return kGeluTwoSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x); }
+};
 
-template <typename T>
-__global__ void geglu(T* __restrict__ out, const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
+template <typename Gate, typename T>
+__global__ void glu(T* __restrict__ out, const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const float v = load_f32(gate, i);
-    store_f32(out, i, v * gelu_tanh_gate(v) * load_f32(up, i));
+    store_f32(out, i, v * Gate::sigmoid_of(v) * load_f32(up, i));
   }
 }
 
-// gelu_tanh'(x) = s + x s (1 - s) 2u'(x), s = sigmoid(2u), 2u'(x) = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2).
-template <typename T>
-__global__ void geglu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_up, const T* __restrict__ grad_out,
-                               const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
+template <typename Gate, typename T>
+__global__ void glu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_up, const T* __restrict__ grad_out,
+                             const T* __restrict__ gate, const T* __restrict__ up, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const float v = load_f32(gate, i);
-    const float s = gelu_tanh_gate(v);
-    const float inner_slope = kGeluTwoSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    const float s = Gate::sigmoid_of(v);
+    const float slope = Gate::slope(v);
     const float d = load_f32(grad_out, i);
     store_f32(grad_up, i, d * v * s);
-    store_f32(grad_gate, i, d * load_f32(up, i) * (s + v * s * (1.0f - s) * inner_slope));
+    store_f32(grad_gate, i, d * load_f32(up, i) * (s + v * s * (1.0f - s) * slope));
   }
 }
 
@@ -235,38 +227,22 @@ cudaError_t launch_silu_backward(DType dtype, void* grad_x, const void* grad_out
   });
 }
 
-cudaError_t launch_swiglu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream) {
+// y = gate * s(gate) * up and its two input gradients, s as Gate says.
+template <typename Gate>
+cudaError_t launch_glu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream) {
   return with_float_type(dtype, n, [&](auto tag) {
     using T = decltype(tag);
-    swiglu<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(gate),
-                                                           static_cast<const T*>(up), n);
+    glu<Gate><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(gate),
+                                                              static_cast<const T*>(up), n);
   });
 }
 
-cudaError_t launch_swiglu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
-                                   const void* up, int64_t n, cudaStream_t stream) {
+template <typename Gate>
+cudaError_t launch_glu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
+                                const void* up, int64_t n, cudaStream_t stream) {
   return with_float_type(dtype, n, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_backward<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<T*>(grad_gate), static_cast<T*>(grad_up), static_cast<const T*>(grad_out),
-        static_cast<const T*>(gate), static_cast<const T*>(up), n);
-  });
-}
-
-// geglu(gate, up) = gelu_tanh(gate) * up and its two input gradients.
-cudaError_t launch_geglu(DType dtype, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream) {
-  return with_float_type(dtype, n, [&](auto tag) {
-    using T = decltype(tag);
-    geglu<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(gate),
-                                                          static_cast<const T*>(up), n);
-  });
-}
-
-cudaError_t launch_geglu_backward(DType dtype, void* grad_gate, void* grad_up, const void* grad_out, const void* gate,
-                                  const void* up, int64_t n, cudaStream_t stream) {
-  return with_float_type(dtype, n, [&](auto tag) {
-    using T = decltype(tag);
-    geglu_backward<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+    glu_backward<Gate><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<T*>(grad_gate), static_cast<T*>(grad_up), static_cast<const T*>(grad_out),
         static_cast<const T*>(gate), static_cast<const T*>(up), n);
   });
@@ -330,32 +306,38 @@ void silu_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Te
                                         grad_x.numel(), current_stream()));
 }
 
-void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
-  require_float("swiglu", out);
+template <typename Gate>
+void glu_kernel(const char* op, const Tensor& out, const Tensor& gate, const Tensor& up) {
+  require_float(op, out);
   TITAN_CUDA_CHECK(
-      launch_swiglu(out.dtype(), out.data_ptr(), gate.data_ptr(), up.data_ptr(), out.numel(), current_stream()));
+      launch_glu<Gate>(out.dtype(), out.data_ptr(), gate.data_ptr(), up.data_ptr(), out.numel(), current_stream()));
+}
+
+template <typename Gate>
+void glu_backward_kernel(const char* op, const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                         const Tensor& gate, const Tensor& up) {
+  require_float(op, grad_gate);
+  TITAN_CUDA_CHECK(launch_glu_backward<Gate>(grad_gate.dtype(), grad_gate.data_ptr(), grad_up.data_ptr(),
+                                             grad_out.data_ptr(), gate.data_ptr(), up.data_ptr(), grad_gate.numel(),
+                                             current_stream()));
+}
+
+void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  glu_kernel<SiluGate>("swiglu", out, gate, up);
 }
 
 void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
                             const Tensor& up) {
-  require_float("swiglu_backward", grad_gate);
-  TITAN_CUDA_CHECK(launch_swiglu_backward(grad_gate.dtype(), grad_gate.data_ptr(), grad_up.data_ptr(),
-                                          grad_out.data_ptr(), gate.data_ptr(), up.data_ptr(), grad_gate.numel(),
-                                          current_stream()));
+  glu_backward_kernel<SiluGate>("swiglu_backward", grad_gate, grad_up, grad_out, gate, up);
 }
 
 void geglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
-  require_float("geglu", out);
-  TITAN_CUDA_CHECK(
-      launch_geglu(out.dtype(), out.data_ptr(), gate.data_ptr(), up.data_ptr(), out.numel(), current_stream()));
+  glu_kernel<GeluTanhGate>("geglu", out, gate, up);
 }
 
 void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
                            const Tensor& up) {
-  require_float("geglu_backward", grad_gate);
-  TITAN_CUDA_CHECK(launch_geglu_backward(grad_gate.dtype(), grad_gate.data_ptr(), grad_up.data_ptr(),
-                                         grad_out.data_ptr(), gate.data_ptr(), up.data_ptr(), grad_gate.numel(),
-                                         current_stream()));
+  glu_backward_kernel<GeluTanhGate>("geglu_backward", grad_gate, grad_up, grad_out, gate, up);
 }
 
 void soft_cap_kernel(const Tensor& out, const Tensor& x, float cap) {

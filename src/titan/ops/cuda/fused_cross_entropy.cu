@@ -1,6 +1,7 @@
 // CUDA fused linear cross-entropy: cross_entropy(hidden @ weight^T, targets)
-// and both input gradients without ever holding the N x V logits. Row kernels,
-// their launchers, the chunk loop and registration.
+// and both input gradients without ever holding the N x V logits: the row
+// kernels and their launchers, the device's side of the tile loop it shares
+// with the CPU (ops/fused_cross_entropy_tiles.h), and the registration.
 //
 // The algorithm, its formulas and its memory are the CPU kernel's (see the
 // header comment of ops/cpu/kernels/cross_entropy.cpp): token chunks of tc
@@ -42,16 +43,13 @@
 // comparison with the CPU backend would see.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <functional>
 
-#include "titan/core/copy.h"
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
 #include "titan/ops/cuda/stream.h"
-#include "titan/ops/gemm.h"
+#include "titan/ops/fused_cross_entropy_tiles.h"
 
 namespace titan::ops::cuda {
 namespace {
@@ -337,82 +335,35 @@ cudaError_t launch_fused_ce_total_loss(float* loss, const float* row_loss, int64
   return cudaGetLastError();
 }
 
-// One call of the fused op (the CPU kernel's FusedLinearCrossEntropy, on the device).
-class FusedLinearCrossEntropy {
+// The device's row work on the tiles of the fused op (the tile loop, its
+// GEMMs and buffers are FusedCrossEntropyTiles', shared with the CPU): the
+// row kernels above, on the current stream.
+class CudaFusedCrossEntropy final : public FusedCrossEntropyTiles {
  public:
-  FusedLinearCrossEntropy(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
-                          const Tensor& columns, const Tensor& summary, const Tensor& scale,
-                          const FusedCrossEntropyOptions& options)
-      : result_(result),
-        hidden_(hidden),
-        weight_(weight),
+  CudaFusedCrossEntropy(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
+                        const Tensor& columns, const Tensor& summary, const Tensor& scale,
+                        const FusedCrossEntropyOptions& options)
+      : FusedCrossEntropyTiles(result, hidden, weight, options),
         columns_(columns.data<int64_t>()),
         counted_(summary.data<int64_t>()),
         scale_(scale.data<float>()),
-        options_(options.loss),
-        grads_(options.compute_grads),
-        bf16_(hidden.dtype() == DType::bf16),
-        rows_(hidden.size(0)),
-        vocab_(weight.size(0)),
-        token_chunk_(std::min(options.token_chunk, rows_)),
-        vocab_chunk_(options.vocab_chunk == 0 ? vocab_ : std::min(options.vocab_chunk, vocab_)),
-        split_(vocab_chunk_ < vocab_),
-        combine_(options.combine),
         stream_(current_stream()) {
     const Device device = hidden.device();
-    logits_ = Tensor::empty({token_chunk_, vocab_chunk_}, DType::f32, device);
-    if (grads_ && bf16_) grad_tile_ = Tensor::empty({token_chunk_, vocab_chunk_}, DType::bf16, device);
-    if (grads_ && split_ && bf16_) grad_hidden_f32_ = Tensor::empty({token_chunk_, hidden.size(1)}, DType::f32, device);
     row_state_ = Tensor::empty({4, token_chunk_}, DType::f32, device);
     row_loss_ = Tensor::empty({rows_}, DType::f32, device);
     float* state = row_state_.data<float>();
     rows_state_ = {state, state + token_chunk_, state + 2 * token_chunk_, state + 3 * token_chunk_};
   }
 
-  void run() {
-    for (int64_t t0 = 0; t0 < rows_; t0 += token_chunk_) {
-      const int64_t tc = std::min(token_chunk_, rows_ - t0);
-      for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) reduce_tile(t0, tc, v0);
-      if (combine_) {
-        combine_(rows_state_.lse, rows_state_.target_logit, tc);
-        TITAN_CUDA_CHECK(launch_fused_ce_row_losses(row_loss_.data<float>() + t0, columns_ + t0, rows_state_, tc,
-                                                    options_.z_loss, stream_));
-      }
-      if (!grads_) continue;
-      if (split_) {
-        for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) gradient_tile(t0, tc, v0, /*recompute=*/true);
-      } else if (combine_) {
-        gradient_tile(t0, tc, 0, /*recompute=*/false);  // the tile still holds this chunk's capped logits
-      } else {
-        accumulate_grads(t0, tc, 0, vocab_);  // reduce_tile has formed the gradient tile
-      }
-      if (grad_hidden_f32_.defined()) {
-        copy_(result_.grad_hidden.narrow(0, t0, tc), grad_hidden_f32_.narrow(0, 0, tc));  // rounded once
-      }
-    }
-    TITAN_CUDA_CHECK(launch_fused_ce_total_loss(result_.loss.data<float>(), row_loss_.data<float>(), rows_, counted_,
-                                                options_.mean, stream_));
-  }
-
  private:
-  int64_t chunk_width(int64_t v0) const { return std::min(vocab_chunk_, vocab_ - v0); }
-
-  // logits[0:tc, 0:vc] = hidden[t0:t0+tc] @ weight[v0:v0+vc]^T, a view of the tile buffer.
-  Tensor compute_logits(int64_t t0, int64_t tc, int64_t v0) {
-    const int64_t vc = chunk_width(v0);
-    Tensor tile = logits_.narrow(0, 0, tc).narrow(1, 0, vc);
-    gemm(hidden_.narrow(0, t0, tc), weight_.narrow(0, v0, vc).transpose(0, 1), tile);
-    return tile;
-  }
-
-  FusedCeTile tile_args(int64_t t0, int64_t tc, int64_t v0) const {
+  FusedCeTile tile_args(const Tile& rows) const {
     FusedCeTile tile;
     tile.logits = logits_.data<float>();
     tile.stride = vocab_chunk_;
-    tile.rows = tc;
-    tile.cols = chunk_width(v0);
-    tile.col_offset = v0;
-    tile.columns = columns_ + t0;
+    tile.rows = rows.tc;
+    tile.cols = rows.vc;
+    tile.col_offset = rows.v0;
+    tile.columns = columns_ + rows.t0;
     tile.softcap = options_.softcap;
     tile.z_loss = options_.z_loss;
     tile.scale = scale_;
@@ -423,60 +374,39 @@ class FusedLinearCrossEntropy {
     return tile;
   }
 
-  // Pass 1: folds one vocabulary chunk into each row's running lse and target
-  // logit. With one chunk and no combine step, also forms the gradient tile.
-  void reduce_tile(int64_t t0, int64_t tc, int64_t v0) {
-    compute_logits(t0, tc, v0);
-    FusedCeTile tile = tile_args(t0, tc, v0);
-    // With a combine step the gradient needs the whole vocabulary's lse: it waits for pass 2.
-    const bool fuse_gradient = grads_ && !split_ && !combine_;
-    if (!fuse_gradient) tile.grad = nullptr;
-    const bool last = v0 + tile.cols == vocab_;
-    float* row_loss = combine_ ? nullptr : row_loss_.data<float>() + t0;
-    TITAN_CUDA_CHECK(launch_fused_ce_reduce_tile(tile, rows_state_, v0 == 0, last, row_loss, stream_));
+  // Without a combine step, the last tile also writes each row's loss.
+  void reduce_rows(const Tile& rows, bool first, bool last, bool gradient) override {
+    FusedCeTile tile = tile_args(rows);
+    if (!gradient) tile.grad = nullptr;
+    float* row_loss = combine_ ? nullptr : row_loss_.data<float>() + rows.t0;
+    TITAN_CUDA_CHECK(launch_fused_ce_reduce_tile(tile, rows_state_, first, last, row_loss, stream_));
   }
 
-  // Pass 2: forms one tile's gradient (recomputing its logits when the
-  // vocabulary is split) and accumulates both input gradients.
-  void gradient_tile(int64_t t0, int64_t tc, int64_t v0, bool recompute) {
-    if (recompute) compute_logits(t0, tc, v0);
-    const FusedCeTile tile = tile_args(t0, tc, v0);
-    TITAN_CUDA_CHECK(launch_fused_ce_gradient_tile(tile, rows_state_, /*capped=*/!recompute, stream_));
-    accumulate_grads(t0, tc, v0, tile.cols);
+  float* lse_rows() override { return rows_state_.lse; }
+  float* target_logit_rows() override { return rows_state_.target_logit; }
+
+  // With a combine step the rows' losses wait for the combined lse.
+  void finish_rows(int64_t t0, int64_t tc) override {
+    if (!combine_) return;
+    TITAN_CUDA_CHECK(launch_fused_ce_row_losses(row_loss_.data<float>() + t0, columns_ + t0, rows_state_, tc,
+                                                options_.z_loss, stream_));
   }
 
-  // grad_hidden[t0:t0+tc] += dlogits @ weight[v0:v0+vc]; grad_weight[v0:v0+vc] += dlogits^T @ hidden[t0:t0+tc].
-  void accumulate_grads(int64_t t0, int64_t tc, int64_t v0, int64_t vc) {
-    const Tensor dlogits = (bf16_ ? grad_tile_ : logits_).narrow(0, 0, tc).narrow(1, 0, vc);
-    const Tensor weight = weight_.narrow(0, v0, vc);
-    const float hidden_beta = v0 == 0 ? 0.0f : 1.0f;
-    if (grad_hidden_f32_.defined()) {
-      gemm(dlogits, weight, grad_hidden_f32_.narrow(0, 0, tc), 1.0f, hidden_beta);
-    } else {
-      // f32, or bf16 in one vocabulary chunk: the GEMM's f32 accumulator is rounded once into grad_hidden.
-      gemm(dlogits, weight, result_.grad_hidden.narrow(0, t0, tc), 1.0f, hidden_beta);
-    }
-    gemm(dlogits.transpose(0, 1), hidden_.narrow(0, t0, tc), result_.grad_weight.narrow(0, v0, vc), 1.0f,
-         t0 == 0 ? 0.0f : 1.0f);
+  void gradient_rows(const Tile& rows, bool capped) override {
+    TITAN_CUDA_CHECK(launch_fused_ce_gradient_tile(tile_args(rows), rows_state_, capped, stream_));
   }
 
-  FusedCrossEntropyOutput& result_;
-  const Tensor& hidden_;
-  const Tensor& weight_;
+  void finish_loss() override {
+    TITAN_CUDA_CHECK(launch_fused_ce_total_loss(result_.loss.data<float>(), row_loss_.data<float>(), rows_, counted_,
+                                                options_.mean, stream_));
+  }
+
   const int64_t* columns_;  // device: each row's target column (launch_fused_ce_targets)
   const int64_t* counted_;  // device: rows counted
   const float* scale_;      // device: d(loss)/d(row loss) for a unit loss gradient
-  const CrossEntropyOptions& options_;
-  const bool grads_, bf16_;
-  const int64_t rows_, vocab_, token_chunk_, vocab_chunk_;
-  const bool split_;
-  const std::function<void(float*, float*, int64_t)> combine_;
   const cudaStream_t stream_;
-  Tensor logits_;           // [tc, vc] f32 tile; for f32 also its gradient, in place
-  Tensor grad_tile_;        // [tc, vc] bf16 gradient tile (bf16 only)
-  Tensor grad_hidden_f32_;  // [tc, D] f32 accumulator (bf16 with a split vocabulary only)
-  Tensor row_state_;        // [4, tc] f32: running max, running sum, target logit, lse
-  Tensor row_loss_;         // [N] f32: each row's loss (0 when ignored)
+  Tensor row_state_;  // [4, tc] f32: running max, running sum, target logit, lse
+  Tensor row_loss_;   // [N] f32: each row's loss (0 when ignored)
   FusedCeRows rows_state_;
 };
 
@@ -529,10 +459,7 @@ TargetInfo read_targets(const Tensor& targets, int64_t vocab, const FusedCrossEn
 
 void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
                                 const Tensor& targets, const FusedCrossEntropyOptions& options) {
-  const int64_t vocab = options.vocab_size > 0 ? options.vocab_size : weight.size(0);
-  TITAN_CHECK(options.vocab_offset >= 0 && options.vocab_offset + weight.size(0) <= vocab,
-              "fused_linear_cross_entropy: weight rows [{}, {}) outside the vocabulary of {}", options.vocab_offset,
-              options.vocab_offset + weight.size(0), vocab);
+  const int64_t vocab = fused_cross_entropy_vocab(weight, options);
   const TargetInfo info = read_targets(targets, vocab, options, weight.size(0));
   result.counted_tokens = info.counted;
   const cudaStream_t stream = current_stream();
@@ -556,7 +483,7 @@ void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& h
   if (hidden.dtype() != DType::f32 && hidden.dtype() != DType::bf16) {
     unsupported_dtype("fused_linear_cross_entropy", hidden.device(), hidden.dtype());
   }
-  FusedLinearCrossEntropy(result, hidden, weight, info.columns, info.summary, info.scale, options).run();
+  CudaFusedCrossEntropy(result, hidden, weight, info.columns, info.summary, info.scale, options).run();
 }
 
 }  // namespace

@@ -12,9 +12,11 @@
 // thrown inside one); ignored rows get exactly zero gradient, never 0 * NaN.
 //
 // Fused path: tc = token_chunk rows at a time, vc = vocab_chunk columns (0 =
-// all of V). Each tile of logits is one oneDNN GEMM, hidden[t0:t0+tc] @
-// weight[v0:v0+vc]^T, into an f32 buffer (bf16 operands accumulate in f32, so
-// the loss sees f32 logits in both dtypes).
+// all of V). The tile loop, its GEMMs and its buffers are shared with the
+// CUDA kernel (ops/fused_cross_entropy_tiles.h); the rows' work is here. Each
+// tile of logits is one oneDNN GEMM, hidden[t0:t0+tc] @ weight[v0:v0+vc]^T,
+// into an f32 buffer (bf16 operands accumulate in f32, so the loss sees f32
+// logits in both dtypes).
 //  - Memory beyond inputs and outputs, all through the tensor allocator:
 //      f32:  4*tc*vc bytes, the logits tile, which becomes its own gradient in place;
 //      bf16: 6*tc*vc (+ 4*tc*D when V is split): the tile, its gradient rounded
@@ -53,7 +55,7 @@
 
 #include "titan/core/copy.h"
 #include "titan/ops/cross_entropy.h"
-#include "titan/ops/gemm.h"
+#include "titan/ops/fused_cross_entropy_tiles.h"
 
 // Last, in its own block: it switches on the ISA for everything after it.
 #include "titan/ops/cpu/kernels/vec.h"
@@ -231,32 +233,16 @@ void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad
   });
 }
 
-// One call of the fused op for hidden and weight of dtype T (see the header comment).
+// The CPU's row work on the tiles of the fused op (the loop, GEMMs and
+// buffers are FusedCrossEntropyTiles'), for hidden and weight of dtype T.
 template <typename T>
-class FusedLinearCrossEntropy {
+class CpuFusedCrossEntropy final : public FusedCrossEntropyTiles {
  public:
-  FusedLinearCrossEntropy(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
-                          const Targets& targets, const FusedCrossEntropyOptions& options)
-      : result_(result),
-        hidden_(hidden),
-        weight_(weight),
+  CpuFusedCrossEntropy(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
+                       const Targets& targets, const FusedCrossEntropyOptions& options)
+      : FusedCrossEntropyTiles(result, hidden, weight, options),
         targets_(targets),
-        options_(options.loss),
-        grads_(options.compute_grads),
-        rows_(hidden.size(0)),
-        vocab_(weight.size(0)),
-        token_chunk_(std::min(options.token_chunk, rows_)),
-        vocab_chunk_(options.vocab_chunk == 0 ? vocab_ : std::min(options.vocab_chunk, vocab_)),
-        split_(vocab_chunk_ < vocab_),
-        combine_(options.combine),
         scale_(row_scale(1.0f, targets.counted, options.loss.mean)) {
-    logits_ = Tensor::empty({token_chunk_, vocab_chunk_}, DType::f32, hidden.device());
-    if (grads_ && !std::is_same_v<T, float>) {
-      grad_tile_ = Tensor::empty({token_chunk_, vocab_chunk_}, hidden.dtype(), hidden.device());
-    }
-    if (grads_ && split_ && !std::is_same_v<T, float>) {
-      grad_hidden_f32_ = Tensor::empty({token_chunk_, hidden.size(1)}, DType::f32, hidden.device());
-    }
     const auto per_row = static_cast<size_t>(token_chunk_);
     running_max_.resize(per_row);
     running_sum_.resize(per_row);
@@ -264,47 +250,10 @@ class FusedLinearCrossEntropy {
     lse_.resize(per_row);
   }
 
-  void run() {
-    double total = 0.0;
-    for (int64_t t0 = 0; t0 < rows_; t0 += token_chunk_) {
-      const int64_t tc = std::min(token_chunk_, rows_ - t0);
-      std::fill_n(running_max_.begin(), tc, kNegInf);
-      std::fill_n(running_sum_.begin(), tc, 0.0f);
-      std::fill_n(target_logit_.begin(), tc, 0.0f);
-      for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) reduce_tile(t0, tc, v0);
-      if (combine_) combine_(lse_.data(), target_logit_.data(), tc);
-      for (int64_t r = 0; r < tc; ++r) {
-        if (column(t0 + r) != kIgnored) total += token_loss(lse_[r], target_logit_[r], options_.z_loss);
-      }
-      if (!grads_) continue;
-      if (split_) {
-        for (int64_t v0 = 0; v0 < vocab_; v0 += vocab_chunk_) gradient_tile(t0, tc, v0, /*recompute=*/true);
-      } else if (combine_) {
-        gradient_tile(t0, tc, 0, /*recompute=*/false);  // the tile still holds this chunk's capped logits
-      } else {
-        accumulate_grads(t0, tc, 0, vocab_);  // reduce_tile has formed the gradient tile
-      }
-      if (grad_hidden_f32_.defined()) {
-        copy_(result_.grad_hidden.narrow(0, t0, tc), grad_hidden_f32_.narrow(0, 0, tc));  // rounded once
-      }
-    }
-    result_.loss.data<float>()[0] = reduce_loss(total, targets_.counted, options_.mean);
-  }
-
  private:
   int64_t column(int64_t row) const { return targets_.columns[static_cast<size_t>(row)]; }
-  int64_t chunk_width(int64_t v0) const { return std::min(vocab_chunk_, vocab_ - v0); }
 
-  // logits[0:tc, 0:vc] = hidden[t0:t0+tc] @ weight[v0:v0+vc]^T, a view of the tile buffer.
-  Tensor compute_logits(int64_t t0, int64_t tc, int64_t v0) {
-    const int64_t vc = chunk_width(v0);
-    Tensor tile = logits_.narrow(0, 0, tc).narrow(1, 0, vc);
-    gemm(hidden_.narrow(0, t0, tc), weight_.narrow(0, v0, vc).transpose(0, 1), tile);
-    return tile;
-  }
-
-  // The gradient tile (the logits' row stride): the logits buffer itself for
-  // f32; none for bf16 when no gradients are asked for.
+  // The gradient tile; none for bf16 when no gradients are asked for.
   T* grad_rows() const {
     if constexpr (std::is_same_v<T, float>) {
       return logits_.data<float>();
@@ -313,19 +262,20 @@ class FusedLinearCrossEntropy {
     }
   }
 
-  // Pass 1: folds one vocabulary chunk into each row's running lse and picks
-  // up the target logit; after the last chunk, finishes lse. With one chunk,
-  // also turns each row into its gradient while it is in cache.
-  void reduce_tile(int64_t t0, int64_t tc, int64_t v0) {
-    const int64_t vc = chunk_width(v0);
-    const Tensor tile = compute_logits(t0, tc, v0);
-    float* logits = tile.data<float>();
+  // Folds one vocabulary chunk into each row's running lse and picks up the
+  // target logit; after the last chunk, finishes lse. With `gradient`, also
+  // turns each row into its gradient while it is in cache.
+  void reduce_rows(const Tile& tile, bool first, bool last, bool gradient) override {
+    const int64_t t0 = tile.t0, v0 = tile.v0, vc = tile.vc;
+    if (first) {
+      std::fill_n(running_max_.begin(), tile.tc, kNegInf);
+      std::fill_n(running_sum_.begin(), tile.tc, 0.0f);
+      std::fill_n(target_logit_.begin(), tile.tc, 0.0f);
+    }
+    float* logits = logits_.data<float>();
     const int64_t stride = vocab_chunk_;
     T* grad = grad_rows();
-    const bool last = v0 + vc == vocab_;
-    // With a combine step the gradient needs the whole vocabulary's lse: it waits for pass 2.
-    const bool fuse_gradient = grads_ && !split_ && !combine_;
-    parallel_for(tc, row_grain(vc), [&](int64_t begin, int64_t end) {
+    parallel_for(tile.tc, row_grain(vc), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         float* z = logits + r * stride;
         load_capped(z, z, vc, options_.softcap);
@@ -334,7 +284,7 @@ class FusedLinearCrossEntropy {
         if (target >= 0 && target < vc) target_logit_[r] = z[target];
         if (!last) continue;
         lse_[r] = running_max_[r] + std::log(running_sum_[r]);
-        if (!fuse_gradient) continue;
+        if (!gradient) continue;
         if (column(t0 + r) == kIgnored) {
           zero_row(grad + r * stride, vc);
         } else {
@@ -344,65 +294,45 @@ class FusedLinearCrossEntropy {
     });
   }
 
-  // Pass 2: forms one tile's gradient (recomputing its logits when the
-  // vocabulary is split) and accumulates both input gradients.
-  void gradient_tile(int64_t t0, int64_t tc, int64_t v0, bool recompute) {
-    const int64_t vc = chunk_width(v0);
-    float* logits = recompute ? compute_logits(t0, tc, v0).template data<float>() : logits_.template data<float>();
+  float* lse_rows() override { return lse_.data(); }
+  float* target_logit_rows() override { return target_logit_.data(); }
+
+  void finish_rows(int64_t t0, int64_t tc) override {
+    for (int64_t r = 0; r < tc; ++r) {
+      if (column(t0 + r) != kIgnored) total_ += token_loss(lse_[r], target_logit_[r], options_.z_loss);
+    }
+  }
+
+  void gradient_rows(const Tile& tile, bool capped) override {
+    const int64_t t0 = tile.t0, v0 = tile.v0, vc = tile.vc;
+    float* logits = logits_.data<float>();
     const int64_t stride = vocab_chunk_;
     T* grad = grad_rows();
-    parallel_for(tc, row_grain(vc), [&](int64_t begin, int64_t end) {
+    parallel_for(tile.tc, row_grain(vc), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         if (column(t0 + r) == kIgnored) {
           zero_row(grad + r * stride, vc);
           continue;
         }
         float* z = logits + r * stride;
-        if (recompute) load_capped(z, z, vc, options_.softcap);
+        if (!capped) load_capped(z, z, vc, options_.softcap);
         gradient_row(z, grad + r * stride, vc, column(t0 + r) - v0, lse_[r], scale_, options_.z_loss, options_.softcap);
       }
     });
-    accumulate_grads(t0, tc, v0, vc);
   }
 
-  // grad_hidden[t0:t0+tc] += dlogits @ weight[v0:v0+vc]; grad_weight[v0:v0+vc] += dlogits^T @ hidden[t0:t0+tc].
-  void accumulate_grads(int64_t t0, int64_t tc, int64_t v0, int64_t vc) {
-    const Tensor dlogits = (std::is_same_v<T, float> ? logits_ : grad_tile_).narrow(0, 0, tc).narrow(1, 0, vc);
-    const Tensor weight = weight_.narrow(0, v0, vc);
-    const float hidden_beta = v0 == 0 ? 0.0f : 1.0f;
-    if (!split_ || std::is_same_v<T, float>) {
-      // f32, or bf16 in one vocabulary chunk: the GEMM's f32 accumulator is rounded once into grad_hidden.
-      gemm(dlogits, weight, result_.grad_hidden.narrow(0, t0, tc), 1.0f, hidden_beta);
-    } else {
-      gemm(dlogits, weight, grad_hidden_f32_.narrow(0, 0, tc), 1.0f, hidden_beta);
-    }
-    gemm(dlogits.transpose(0, 1), hidden_.narrow(0, t0, tc), result_.grad_weight.narrow(0, v0, vc), 1.0f,
-         t0 == 0 ? 0.0f : 1.0f);
-  }
+  void finish_loss() override { result_.loss.data<float>()[0] = reduce_loss(total_, targets_.counted, options_.mean); }
 
-  FusedCrossEntropyOutput& result_;
-  const Tensor& hidden_;
-  const Tensor& weight_;
   const Targets& targets_;
-  const CrossEntropyOptions& options_;
-  const bool grads_;
-  const int64_t rows_, vocab_, token_chunk_, vocab_chunk_;
-  const bool split_;
-  const std::function<void(float*, float*, int64_t)> combine_;
-  const float scale_;       // d(loss)/d(row loss) for a unit loss gradient
-  Tensor logits_;           // [tc, vc] f32 tile
-  Tensor grad_tile_;        // [tc, vc] bf16 gradient tile (bf16 only)
-  Tensor grad_hidden_f32_;  // [tc, D] f32 accumulator (bf16 with a split vocabulary only)
+  const float scale_;   // d(loss)/d(row loss) for a unit loss gradient
+  double total_ = 0.0;  // the counted rows' losses, in row order
   // Per row of the current token chunk.
   std::vector<float> running_max_, running_sum_, target_logit_, lse_;
 };
 
 void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& hidden, const Tensor& weight,
                                 const Tensor& targets, const FusedCrossEntropyOptions& options) {
-  const int64_t vocab = options.vocab_size > 0 ? options.vocab_size : weight.size(0);
-  TITAN_CHECK(options.vocab_offset >= 0 && options.vocab_offset + weight.size(0) <= vocab,
-              "fused_linear_cross_entropy: weight rows [{}, {}) outside the vocabulary of {}", options.vocab_offset,
-              options.vocab_offset + weight.size(0), vocab);
+  const int64_t vocab = fused_cross_entropy_vocab(weight, options);
   const Targets target = read_targets("fused_linear_cross_entropy", targets, vocab, options.loss.ignore_index,
                                       options.vocab_offset, weight.size(0));
   result.counted_tokens = target.counted;
@@ -415,9 +345,8 @@ void fused_cross_entropy_kernel(FusedCrossEntropyOutput& result, const Tensor& h
     }
     return;
   }
-  dispatch_float("fused_linear_cross_entropy", hidden.dtype(), [&](auto tag) {
-    FusedLinearCrossEntropy<decltype(tag)>(result, hidden, weight, target, options).run();
-  });
+  dispatch_float("fused_linear_cross_entropy", hidden.dtype(),
+                 [&](auto tag) { CpuFusedCrossEntropy<decltype(tag)>(result, hidden, weight, target, options).run(); });
 }
 
 }  // namespace

@@ -104,73 +104,65 @@ void silu_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const Te
   });
 }
 
-void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
-  dispatch_float("swiglu", out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* o = out.data<T>();
-    const T* g = gate.data<T>();
-    const T* u = up.data<T>();
-    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = to_f32(g[i]);
-        o[i] = from_f32<T>(v * sigmoid(v) * to_f32(u[i]));
-      }
-    });
-  });
-}
+// SwiGLU and GeGLU are one gated product, y = gate * s(gate) * up, told
+// apart by s, a sigmoid of the gate: SiLU's s = sigmoid(x); tanh-GELU's
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x +
+// 0.044715 x^3), in the sigmoid form because it goes through fast_exp (the
+// loops vectorise) and has no 1 + tanh(u) cancellation for negative x. Both
+// input gradients come from one pass that recomputes s instead of saving it:
+//   d/dup = dy * gate * s,  d/dgate = dy * up * (s + gate s (1 - s) slope)
+// with slope = d(inner argument)/dx: 1 for SiLU, 2u'(x) = 2 sqrt(2/pi)
+// (1 + 3 * 0.044715 x^2) for GELU. SiLU's slope is a literal 1, which the
+// compiler folds away, so its loops compute exactly what they did before the
+// two shared code. GeGLU's loops carry `omp simd` and SwiGLU's never did:
+// kVectorize keeps each as it was, since vector and scalar code may differ in
+// NaN payloads.
+struct SiluGate {
+  static constexpr bool kVectorize = false;
+  static float sigmoid_of(float x) { return sigmoid(x); }
+  static float slope(float) { return 1.0f; }
+};
 
-// One pass producing both input gradients: d/dgate = dy * up * silu'(gate),
-// d/dup = dy * silu(gate). Recomputes sigmoid instead of saving silu(gate).
-void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
-                            const Tensor& up) {
-  dispatch_float("swiglu_backward", grad_gate.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* gg = grad_gate.data<T>();
-    T* gu = grad_up.data<T>();
-    const T* dy = grad_out.data<T>();
-    const T* g = gate.data<T>();
-    const T* u = up.data<T>();
-    parallel_for(grad_gate.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = to_f32(g[i]);
-        const float s = sigmoid(v);
-        const float d = to_f32(dy[i]);
-        gu[i] = from_f32<T>(d * v * s);
-        gg[i] = from_f32<T>(d * to_f32(u[i]) * (s + v * s * (1.0f - s)));
-      }
-    });
-  });
-}
-
-// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
-// the sigmoid form goes through fast_exp, so the loops vectorise, and it has
-// no 1 + tanh(u) cancellation for negative x. gelu_tanh'(x) = s + x s (1 - s)
-// 2u'(x) with s = sigmoid(2u) and 2u'(x) = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 constexpr float kGeluTwoSqrt2OverPi = 1.5957691216057308f;  // 2 sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 
-inline float gelu_tanh_gate(float x) { return sigmoid(kGeluTwoSqrt2OverPi * (x + kGeluCubic * x * x * x)); }
+struct GeluTanhGate {
+  static constexpr bool kVectorize = true;
+  static float sigmoid_of(float x) { return sigmoid(kGeluTwoSqrt2OverPi * (x + kGeluCubic * x * x * x)); }
+  static float slope(float x) { return kGeluTwoSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x); }
+};
 
-void geglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
-  dispatch_float("geglu", out.dtype(), [&](auto tag) {
+// Runs element(i) over [begin, end), with `omp simd` when Gate asks for it.
+template <typename Gate, typename Element>
+inline void gated_loop(int64_t begin, int64_t end, Element&& element) {
+  if constexpr (Gate::kVectorize) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) element(i);
+  } else {
+    for (int64_t i = begin; i < end; ++i) element(i);
+  }
+}
+
+template <typename Gate>
+void glu_kernel(const char* op, const Tensor& out, const Tensor& gate, const Tensor& up) {
+  dispatch_float(op, out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
     const T* g = gate.data<T>();
     const T* u = up.data<T>();
     parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) {
+      gated_loop<Gate>(begin, end, [&](int64_t i) {
         const float v = to_f32(g[i]);
-        o[i] = from_f32<T>(v * gelu_tanh_gate(v) * to_f32(u[i]));
-      }
+        o[i] = from_f32<T>(v * Gate::sigmoid_of(v) * to_f32(u[i]));
+      });
     });
   });
 }
 
-// d/dgate = dy * up * gelu_tanh'(gate), d/dup = dy * gelu_tanh(gate), in one pass.
-void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
-                           const Tensor& up) {
-  dispatch_float("geglu_backward", grad_gate.dtype(), [&](auto tag) {
+template <typename Gate>
+void glu_backward_kernel(const char* op, const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                         const Tensor& gate, const Tensor& up) {
+  dispatch_float(op, grad_gate.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* gg = grad_gate.data<T>();
     T* gu = grad_up.data<T>();
@@ -178,17 +170,34 @@ void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const
     const T* g = gate.data<T>();
     const T* u = up.data<T>();
     parallel_for(grad_gate.numel(), kGrain, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) {
+      gated_loop<Gate>(begin, end, [&](int64_t i) {
         const float v = to_f32(g[i]);
-        const float s = gelu_tanh_gate(v);
-        const float inner_slope = kGeluTwoSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+        const float s = Gate::sigmoid_of(v);
+        const float slope = Gate::slope(v);
         const float d = to_f32(dy[i]);
         gu[i] = from_f32<T>(d * v * s);
-        gg[i] = from_f32<T>(d * to_f32(u[i]) * (s + v * s * (1.0f - s) * inner_slope));
-      }
+        gg[i] = from_f32<T>(d * to_f32(u[i]) * (s + v * s * (1.0f - s) * slope));
+      });
     });
   });
+}
+
+void swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  glu_kernel<SiluGate>("swiglu", out, gate, up);
+}
+
+void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
+                            const Tensor& up) {
+  glu_backward_kernel<SiluGate>("swiglu_backward", grad_gate, grad_up, grad_out, gate, up);
+}
+
+void geglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  glu_kernel<GeluTanhGate>("geglu", out, gate, up);
+}
+
+void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out, const Tensor& gate,
+                           const Tensor& up) {
+  glu_backward_kernel<GeluTanhGate>("geglu_backward", grad_gate, grad_up, grad_out, gate, up);
 }
 
 // cap * tanh(x / cap) through fast_exp, so the loop vectorises: tanh(u) =

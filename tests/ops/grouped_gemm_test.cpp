@@ -1,8 +1,9 @@
 // The grouped GEMM against a plain per-expert reference: products in double
-// written here, and titan's own per-expert loop (F::looped_linear, ordinary
-// GEMMs), bitwise on integer-valued operands where any summation order gives
-// the same bits; experts with no rows and all rows on one expert; f32 and
-// bf16; the differentiable function against finite differences.
+// written here, and titan's own per-expert loop (F::looped_grouped_gemm,
+// ordinary GEMMs), bitwise on integer-valued operands where any summation
+// order gives the same bits; experts with no rows and all rows on one
+// expert; f32 and bf16; the differentiable function against finite
+// differences.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -85,7 +86,7 @@ TEST(GroupedGemm, EqualsThePerExpertLoopBitwiseOnExactOperands) {
       Tensor x = small_integers({rows, in}, 2).to(dtype).set_requires_grad(true);
       Tensor w = small_integers({experts, out, in}, 3).to(dtype).set_requires_grad(true);
       const Tensor c = counts_of(counts);
-      const Tensor y = grouped ? F::grouped_linear(x, w, c) : F::looped_linear(x, w, c);
+      const Tensor y = grouped ? F::grouped_gemm(x, w, c) : F::looped_grouped_gemm(x, w, c);
       autograd::backward({F::sum(F::mul(y, small_integers({rows, out}, 4).to(dtype)))});
       return std::vector<std::vector<float>>{y.to_floats(), x.grad().to_floats(), w.grad().to_floats()};
     };
@@ -99,7 +100,7 @@ TEST(GroupedGemm, EqualsThePerExpertLoopBitwiseOnExactOperands) {
 TEST(GroupedGemm, GradientsPassFiniteDifferences) {
   const Tensor counts = counts_of({2, 0, 4, 1});
   EXPECT_TRUE(
-      testing::check_gradients([&](const std::vector<Tensor>& in) { return F::grouped_linear(in[0], in[1], counts); },
+      testing::check_gradients([&](const std::vector<Tensor>& in) { return F::grouped_gemm(in[0], in[1], counts); },
                                {testing::random_leaf({7, 5}, 5), testing::random_leaf({4, 6, 5}, 6)}));
 }
 

@@ -1,6 +1,12 @@
 // Differentiable functions (F::): each runs its op from ops/ and, when grad
 // mode is on and an input requires grad, records a backward node. Model code
 // uses only these; core Tensor views never record history.
+//
+// An autograd function is named as the op it differentiates, and defined in
+// nn/functional/<file>.cpp named as the ops/ header of that op (F::rms_norm
+// for ops::rms_norm, in nn/functional/rms_norm.cpp); the sections below
+// follow those files. Where PyTorch has a name for the composite (F::linear,
+// F::scaled_dot_product_attention), that name is kept.
 #pragma once
 
 #include <functional>
@@ -14,7 +20,7 @@
 
 namespace titan::F {
 
-// ---- shapes and dtypes (views where possible) ----
+// ---- shape.cpp: views, copies and casts (Tensor methods, core/copy.h) ----
 Tensor view(const Tensor& x, const Shape& shape);
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
@@ -26,29 +32,35 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // reaches f32 master weights). Returns x itself when the dtype already matches.
 Tensor cast(const Tensor& x, DType dtype);
 
-// ---- arithmetic ----
+// ---- elementwise.cpp (ops/elementwise.h) ----
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& x, float factor);
-Tensor sum(const Tensor& x);   // 0-d f32
-Tensor mean(const Tensor& x);  // 0-d f32
-
-// ---- layers ----
-// x [..., in] @ weight[out, in]^T (+ bias [out], when defined) -> [..., out]
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-// a [M, K] or [B, M, K] @ b [K, N] or [B, K, N]
-Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor embedding(const Tensor& weight, const Tensor& ids);
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor silu(const Tensor& x);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // gelu(gate, approximate="tanh") * up: Gemma's gated feed-forward.
 Tensor geglu(const Tensor& gate, const Tensor& up);
+// cap * tanh(x / cap), cap > 0: Gemma 2's soft-capping of attention scores and final logits.
+Tensor soft_cap(const Tensor& x, float cap);
+
+// ---- reduction.cpp (ops/reduction.h) ----
+Tensor sum(const Tensor& x);   // 0-d f32
+Tensor mean(const Tensor& x);  // 0-d f32
+
+// ---- gemm.cpp (ops/gemm.h) ----
+// x [..., in] @ weight[out, in]^T (+ bias [out], when defined) -> [..., out]
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// a [M, K] or [B, M, K] @ b [K, N] or [B, K, N]
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- embedding.cpp, rms_norm.cpp, softmax.cpp, rope.cpp (ops/<name>.h) ----
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor softmax(const Tensor& x);
 Tensor rope(const Tensor& x, const ops::RopeTable& table, const Tensor& positions, ops::RopeStyle style);
 
-// ---- mixture of experts (ops/moe_routing.h, ops/grouped_gemm.h) ----
+// ---- moe_routing.cpp (ops/moe_routing.h) ----
 Tensor sigmoid(const Tensor& x);
 // x [T, E] f32 -> x[t, indices[t, s]] [T, k]
 Tensor gather_columns(const Tensor& x, const Tensor& indices);
@@ -58,11 +70,30 @@ Tensor normalize_rows(const Tensor& x);
 Tensor permute_tokens(const Tensor& x, const Tensor& order, const Tensor& inverse, int64_t k);
 // The experts' rows back per token, weighted: sum over s of weights[t, s] * rows[inverse[t*k + s]].
 Tensor combine_experts(const Tensor& rows, const Tensor& inverse, const Tensor& weights);
+
+// ---- grouped_gemm.cpp (ops/grouped_gemm.h) ----
 // Each expert's rows of x [N, in] times its weight w[e] [out, in]^T; counts [E] i64.
-Tensor grouped_linear(const Tensor& x, const Tensor& w, const Tensor& counts);
+Tensor grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts);
 // The same product as a loop of ordinary GEMMs, one per expert (the plain
-// reference for grouped_linear). It reads the counts on the host.
-Tensor looped_linear(const Tensor& x, const Tensor& w, const Tensor& counts);
+// reference for grouped_gemm). It reads the counts on the host.
+Tensor looped_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts);
+
+// ---- attention.cpp (ops/attention.h) ----
+enum class AttentionImpl { flash, naive };
+AttentionImpl parse_attention_impl(const std::string& name);
+// q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D] -> [B, Sq, Hq, D]. `naive`
+// materialises scores (the reference path); `flash` never does.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                                    float scale, AttentionImpl impl = AttentionImpl::flash);
+
+// ---- cross_entropy.cpp (ops/cross_entropy.h) ----
+// logits [N, V], targets [N] -> 0-d f32 loss (reduced as options say).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const ops::CrossEntropyOptions& options = {});
+// cross_entropy(hidden @ weight^T, targets) without materialising the logits.
+Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                                  const ops::FusedCrossEntropyOptions& options = {});
+
+// ---- gradient_hooks.cpp: no op; y passes through, backward acts on its gradient ----
 // y unchanged; its backward hands the gradient arriving at y to `observe` first.
 Tensor observe_gradient(const Tensor& y, std::function<void(const Tensor&)> observe);
 // y unchanged; in backward, p (which y does not depend on) also receives
@@ -71,23 +102,5 @@ Tensor observe_gradient(const Tensor& y, std::function<void(const Tensor&)> obse
 // its gradient through whatever recomputation (activation checkpointing) the
 // graph of y goes through.
 Tensor with_auxiliary_gradient(const Tensor& y, const Tensor& p, std::function<Tensor()> gradient);
-
-// cap * tanh(x / cap), cap > 0: Gemma 2's soft-capping of attention scores and final logits.
-Tensor soft_cap(const Tensor& x, float cap);
-
-// ---- attention ----
-enum class AttentionImpl { flash, naive };
-AttentionImpl parse_attention_impl(const std::string& name);
-// q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D] -> [B, Sq, Hq, D]. `naive`
-// materialises scores (the reference path); `flash` never does.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
-                                    float scale, AttentionImpl impl = AttentionImpl::flash);
-
-// ---- losses ----
-// logits [N, V], targets [N] -> 0-d f32 loss (reduced as options say).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const ops::CrossEntropyOptions& options = {});
-// cross_entropy(hidden @ weight^T, targets) without materialising the logits.
-Tensor fused_linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
-                                  const ops::FusedCrossEntropyOptions& options = {});
 
 }  // namespace titan::F

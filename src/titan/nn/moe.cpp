@@ -82,12 +82,12 @@ Tensor GroupedExperts::forward(const Tensor& rows, const Tensor& counts) const {
 Tensor GroupedExperts::compute(const Tensor& rows, const Tensor& counts) const {
   const Tensor gate = w1->materialize(), down = w2->materialize(), up = w3->materialize();
   if (config.expert_impl == ExpertImpl::grouped) {
-    const Tensor hidden = F::swiglu(F::grouped_linear(rows, gate, counts), F::grouped_linear(rows, up, counts));
-    return F::grouped_linear(hidden, down, counts);
+    const Tensor hidden = F::swiglu(F::grouped_gemm(rows, gate, counts), F::grouped_gemm(rows, up, counts));
+    return F::grouped_gemm(hidden, down, counts);
   }
   // The plain path: one ordinary GEMM per expert.
-  const Tensor hidden = F::swiglu(F::looped_linear(rows, gate, counts), F::looped_linear(rows, up, counts));
-  return F::looped_linear(hidden, down, counts);
+  const Tensor hidden = F::swiglu(F::looped_grouped_gemm(rows, gate, counts), F::looped_grouped_gemm(rows, up, counts));
+  return F::looped_grouped_gemm(hidden, down, counts);
 }
 
 void GroupedExperts::init_weights(Generator& generator, double output_std) {

@@ -1,24 +1,15 @@
-// Differentiable scaled dot-product attention: the flash kernel, or the naive
-// reference built from differentiable matmul/softmax over materialised scores.
+// Differentiable scaled dot-product attention (PyTorch's name; ops/attention.h):
+// the flash kernel's autograd function, or the naive reference built from
+// differentiable matmul/softmax over materialised scores.
 #include <cmath>
 
 #include "titan/autograd/function_node.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/attention.h"
-#include "titan/ops/elementwise.h"
 
 namespace titan::F {
 
 using autograd::record;
-
-// cap * tanh(x / cap), differentiable; its backward needs only the output.
-Tensor soft_cap(const Tensor& x, float cap) {
-  Tensor y = ops::soft_cap(x, cap);
-  const Tensor saved_y = y.detach();
-  record("SoftCapBackward", {&x}, {&y},
-         [saved_y, cap](const auto& g) { return std::vector<Tensor>{ops::soft_cap_backward(g[0], saved_y, cap)}; });
-  return y;
-}
 
 AttentionImpl parse_attention_impl(const std::string& name) {
   if (name == "flash") return AttentionImpl::flash;

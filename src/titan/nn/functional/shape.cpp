@@ -1,7 +1,7 @@
 // Differentiable views, copies and casts.
 #include "titan/autograd/function_node.h"
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/reduction.h"
 
 namespace titan::F {

@@ -1,13 +1,9 @@
-// Differentiable layer functions: linear/matmul, embedding, norms,
-// activations and rotary embeddings.
-#include "titan/autograd/function_node.h"
-#include "titan/nn/functional.h"
-#include "titan/core/copy.h"
-#include "titan/ops/elementwise.h"
-#include "titan/ops/embedding.h"
+// Autograd functions over the GEMM (ops/gemm.h): linear (PyTorch's F.linear,
+// the GEMM with a transposed weight and an optional bias) and matmul.
 #include "titan/ops/gemm.h"
-#include "titan/ops/rms_norm.h"
-#include "titan/ops/softmax.h"
+#include "titan/autograd/function_node.h"
+#include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 
 namespace titan::F {
 
@@ -93,71 +89,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       }
     }
     return std::vector<Tensor>{grad_a, grad_b};
-  });
-  return y;
-}
-
-Tensor embedding(const Tensor& weight, const Tensor& ids) {
-  Tensor y = ops::embedding(weight, ids);
-  const Tensor saved_ids = ids.detach();
-  const int64_t vocab = weight.size(0);
-  const DType dtype = weight.dtype();
-  record("EmbeddingBackward", {&weight}, {&y},
-         [=](const auto& g) { return std::vector<Tensor>{ops::embedding_backward(g[0], saved_ids, vocab, dtype)}; });
-  return y;
-}
-
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
-  ops::RmsNormOutput out = ops::rms_norm(x, weight, eps);
-  const Tensor saved_x = x.detach(), saved_w = weight.detach(), rstd = out.rstd;
-  record("RmsNormBackward", {&x, &weight}, {&out.y}, [=](const auto& g) {
-    ops::RmsNormGrads grads = ops::rms_norm_backward(g[0], saved_x, saved_w, rstd);
-    return std::vector<Tensor>{grads.grad_x, grads.grad_weight};
-  });
-  return out.y;
-}
-
-Tensor silu(const Tensor& x) {
-  Tensor y = ops::silu(x);
-  const Tensor saved_x = x.detach();
-  record("SiluBackward", {&x}, {&y},
-         [saved_x](const auto& g) { return std::vector<Tensor>{ops::silu_backward(g[0], saved_x)}; });
-  return y;
-}
-
-Tensor swiglu(const Tensor& gate, const Tensor& up) {
-  Tensor y = ops::swiglu(gate, up);
-  const Tensor saved_gate = gate.detach(), saved_up = up.detach();
-  record("SwigluBackward", {&gate, &up}, {&y}, [=](const auto& g) {
-    auto [grad_gate, grad_up] = ops::swiglu_backward(g[0], saved_gate, saved_up);
-    return std::vector<Tensor>{grad_gate, grad_up};
-  });
-  return y;
-}
-
-Tensor geglu(const Tensor& gate, const Tensor& up) {
-  Tensor y = ops::geglu(gate, up);
-  const Tensor saved_gate = gate.detach(), saved_up = up.detach();
-  record("GegluBackward", {&gate, &up}, {&y}, [=](const auto& g) {
-    auto [grad_gate, grad_up] = ops::geglu_backward(g[0], saved_gate, saved_up);
-    return std::vector<Tensor>{grad_gate, grad_up};
-  });
-  return y;
-}
-
-Tensor softmax(const Tensor& x) {
-  Tensor y = ops::softmax(x);
-  const Tensor saved_y = y.detach();
-  record("SoftmaxBackward", {&x}, {&y},
-         [saved_y](const auto& g) { return std::vector<Tensor>{ops::softmax_backward(g[0], saved_y)}; });
-  return y;
-}
-
-Tensor rope(const Tensor& x, const ops::RopeTable& table, const Tensor& positions, ops::RopeStyle style) {
-  Tensor y = ops::rope(x, table, positions, style);
-  const Tensor saved_positions = positions.defined() ? positions.detach() : Tensor();
-  record("RopeBackward", {&x}, {&y}, [=](const auto& g) {
-    return std::vector<Tensor>{ops::rope(g[0], table, saved_positions, style, /*inverse=*/true)};
   });
   return y;
 }

@@ -1,8 +1,9 @@
-// Differentiable losses: plain cross-entropy over materialised logits, and
-// the fused linear cross-entropy whose gradients come out of its forward pass.
+// Autograd functions of the cross-entropy ops (ops/cross_entropy.h): plain
+// cross-entropy over materialised logits, and the fused linear cross-entropy
+// whose gradients come out of its forward pass.
 #include "titan/autograd/function_node.h"
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/grad_clip.h"
 

@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 
 namespace titan::testing {
 namespace {

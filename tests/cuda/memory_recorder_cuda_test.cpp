@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 #include "titan/core/memory_recorder.h"
 #include "titan/core/trace_context.h"
 

@@ -2,7 +2,7 @@
 // span per op on the "cuda stream" track), alongside its host span.
 #include <gtest/gtest.h>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 #include "titan/core/profiler.h"
 #include "titan/ops/gemm.h"
 

@@ -37,7 +37,7 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/ops/adamw.h"
 #include "titan/ops/attention.h"

@@ -2,7 +2,7 @@
 // (graph capture) against eager, offloaded against kept activations.
 #include <algorithm>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 #include "titan/train/random_batches.h"
 #include "titan/train/trainer.h"
 

@@ -4,11 +4,20 @@
 // order gives the same bits; experts with no rows and all rows on one
 // expert; f32 and bf16; the differentiable function against finite
 // differences.
+//
+// CUDA grouped GEMM against the CPU kernel: bitwise on integer-valued
+// operands, whose sums are exact in any order; within rounding
+// (support/cuda_compare.h) on random ones; experts with no rows, every row on
+// one expert, counts on tile edges.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <random>
+#include <vector>
 
+#include "support/cuda.h"
+#include "support/cuda_compare.h"
 #include "support/gradcheck.h"
 #include "titan/autograd/engine.h"
 #include "titan/nn/functional.h"
@@ -113,3 +122,108 @@ TEST(GroupedGemm, BadShapesAreClearErrors) {
 
 }  // namespace
 }  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
+namespace titan::testing {
+namespace {
+
+Tensor from_floats(const std::vector<float>& values, const Shape& shape, DType dtype = DType::f32) {
+  return Tensor::from_floats(values, shape).to(dtype);
+}
+
+// ---- grouped GEMM -----------------------------------------------------------
+
+Tensor counts_of(const std::vector<int64_t>& counts) {
+  return Tensor::from_vector(counts, {static_cast<int64_t>(counts.size())});
+}
+
+// Integer values in [-3, 3]: every product and sum below is exact in f32.
+Tensor small_integers(const Shape& shape, uint32_t seed, DType dtype) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> value(-3, 3);
+  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
+  for (float& v : values) v = static_cast<float>(value(random));
+  return from_floats(values, shape, dtype);
+}
+
+Tensor absolute(const Tensor& t) {
+  std::vector<float> values = t.to_floats();
+  for (float& v : values) v = std::fabs(v);
+  return from_floats(values, t.shape(), t.dtype());
+}
+
+struct GemmCase {
+  std::vector<int64_t> counts;
+  const char* what;
+};
+const GemmCase kGemmCases[] = {{{3, 0, 290, 9, 1}, "mixed, one expert empty"},
+                               {{0, 0, 57, 0}, "every row on one expert"},
+                               {{64, 64, 1, 0, 128}, "counts on tile edges"},
+                               {{0, 0, 0}, "no rows at all"}};
+
+// Integer operands: sums are exact whatever their order, so the GPU must give
+// the CPU's bits, forward and both backwards (zeros for experts with no rows).
+TEST(CudaGroupedGemm, MatchesCpuBitwiseOnExactOperands) {
+  TITAN_REQUIRE_CUDA();
+  const int64_t in = 72, out = 40;  // not multiples of the 64-wide tiles
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const GemmCase& c : kGemmCases) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + c.what);
+      const int64_t rows = std::accumulate(c.counts.begin(), c.counts.end(), int64_t{0});
+      const auto experts = static_cast<int64_t>(c.counts.size());
+      const Tensor x = small_integers({rows, in}, 40, dtype), w = small_integers({experts, out, in}, 41, dtype);
+      const Tensor grad_y = small_integers({rows, out}, 42, dtype), counts = counts_of(c.counts);
+      const Tensor dx = on_cuda(x), dw = on_cuda(w), dgrad_y = on_cuda(grad_y), dcounts = on_cuda(counts);
+      EXPECT_TRUE(same_bits(ops::grouped_gemm(dx, dw, dcounts), ops::grouped_gemm(x, w, counts))) << "forward";
+      EXPECT_TRUE(same_bits(ops::grouped_gemm_input_grad(dgrad_y, dw, dcounts),
+                            ops::grouped_gemm_input_grad(grad_y, w, counts)))
+          << "input gradient";
+      EXPECT_TRUE(same_bits(ops::grouped_gemm_weight_grad(dgrad_y, dx, dcounts),
+                            ops::grouped_gemm_weight_grad(grad_y, x, counts)))
+          << "weight gradient";
+    }
+  }
+}
+
+// Random operands: each output is an n-term dot product (n = in, out, or the
+// expert's rows), so the backends differ by at most 2 * n * u * S, where S is
+// the same product of the operands' absolute values.
+TEST(CudaGroupedGemm, MatchesCpuWithinRoundingOnRandomOperands) {
+  TITAN_REQUIRE_CUDA();
+  const std::vector<int64_t> count_list{5, 0, 130, 1, 64, 77};
+  const int64_t in = 96, out = 80, experts = 6;
+  const int64_t rows = std::accumulate(count_list.begin(), count_list.end(), int64_t{0});
+  const int64_t longest = *std::max_element(count_list.begin(), count_list.end());
+  const Tensor counts = counts_of(count_list), dcounts = on_cuda(counts);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = random_cpu({rows, in}, dtype, 43), w = random_cpu({experts, out, in}, dtype, 44);
+    const Tensor grad_y = random_cpu({rows, out}, dtype, 45);
+    const auto check = [&](const Tensor& actual, const Tensor& expected, const Tensor& scale, int64_t terms) {
+      std::vector<double> bound;
+      for (float s : scale.to_floats()) bound.push_back(2.02 * static_cast<double>(terms) * kUnit * s);
+      add_bf16_step(bound, expected);
+      return within(actual, expected, bound);
+    };
+    EXPECT_TRUE(check(ops::grouped_gemm(on_cuda(x), on_cuda(w), dcounts), ops::grouped_gemm(x, w, counts),
+                      ops::grouped_gemm(absolute(x), absolute(w), counts), in))
+        << "forward";
+    EXPECT_TRUE(check(ops::grouped_gemm_input_grad(on_cuda(grad_y), on_cuda(w), dcounts),
+                      ops::grouped_gemm_input_grad(grad_y, w, counts),
+                      ops::grouped_gemm_input_grad(absolute(grad_y), absolute(w), counts), out))
+        << "input gradient";
+    EXPECT_TRUE(check(ops::grouped_gemm_weight_grad(on_cuda(grad_y), on_cuda(x), dcounts),
+                      ops::grouped_gemm_weight_grad(grad_y, x, counts),
+                      ops::grouped_gemm_weight_grad(absolute(grad_y), absolute(x), counts), longest))
+        << "weight gradient";
+  }
+}
+
+TEST(CudaGroupedGemm, CountsOnTheHostAreAnError) {
+  TITAN_REQUIRE_CUDA();
+  const Tensor x = on_cuda(random_cpu({4, 3}, DType::f32, 46)), w = on_cuda(random_cpu({2, 5, 3}, DType::f32, 47));
+  EXPECT_THROW(ops::grouped_gemm(x, w, counts_of({2, 2})), Error);
+}
+
+}  // namespace
+}  // namespace titan::testing

@@ -3,12 +3,27 @@
 // expert order and its inverse, row permutation and its adjoint, the weighted
 // combine and both its gradients; the differentiable wrappers against finite
 // differences.
+//
+// CUDA mixture-of-experts routing ops against the CPU kernels on the same
+// inputs, f32 and bf16, including experts with no rows and ties in top-k.
+// Exact (bitwise) comparisons: top-k, the expert order, row moves, gather and
+// scatter, normalize_rows, sigmoid_backward, combine's row gradients and
+// unpermute_sum do the same f32 operations in the same order on both
+// backends. Bounded comparisons (support/cuda_compare.h): the CPU's AVX2 and
+// AVX-512 kernels fuse `sum += w * x`, its baseline kernels do not; sigmoid
+// compares as the elementwise tests compare silu (the two exp implementations
+// differ by a few ulp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
+#include "support/cuda.h"
+#include "support/cuda_compare.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "titan/nn/functional.h"
@@ -174,3 +189,242 @@ TEST(MoeRouting, DifferentiableRoutingPassesFiniteDifferences) {
 
 }  // namespace
 }  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
+namespace titan::testing {
+namespace {
+
+// Each token's k experts, distinct, drawn from the first `used` of them (the rest get no rows).
+Tensor random_routing(int64_t tokens, int64_t used, int64_t k, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::vector<int64_t> all(static_cast<size_t>(used)), ids;
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::shuffle(all.begin(), all.end(), random);
+    ids.insert(ids.end(), all.begin(), all.begin() + k);
+  }
+  return Tensor::from_vector(ids, {tokens, k});
+}
+
+Tensor from_floats(const std::vector<float>& values, const Shape& shape, DType dtype = DType::f32) {
+  return Tensor::from_floats(values, shape).to(dtype);
+}
+
+// ---- top-k ------------------------------------------------------------------
+
+struct TopKCase {
+  int64_t rows, columns, k;
+  double step;  // scores rounded to multiples of step (0: left alone) to make ties
+};
+
+TEST(CudaMoeRouting, TopKMatchesCpuBitwiseIncludingTies) {
+  TITAN_REQUIRE_CUDA();
+  for (const TopKCase& c : {TopKCase{37, 19, 5, 0.5}, TopKCase{4096, 64, 6, 0.0}, TopKCase{3, 300, 300, 0.25},
+                            TopKCase{50, 128, 1, 0.0}, TopKCase{200, 160, 40, 0.125}, TopKCase{9, 7, 7, 1.0}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.columns) + " k=" + std::to_string(c.k));
+    std::vector<float> scores = random_cpu({c.rows, c.columns}, DType::f32, 20, -2.0, 2.0).to_floats();
+    if (c.step > 0) {
+      for (float& v : scores) v = static_cast<float>(std::round(v / c.step) * c.step);
+    }
+    const Tensor cpu_scores = from_floats(scores, {c.rows, c.columns});
+    const ops::TopK expected = ops::topk(cpu_scores, c.k);
+    const ops::TopK actual = ops::topk(on_cuda(cpu_scores), c.k);
+    EXPECT_TRUE(same_bits(actual.indices, expected.indices));
+    EXPECT_TRUE(same_bits(actual.values, expected.values));
+  }
+}
+
+// Whole rows of one value, -0 against +0 (equal for the CPU's >), and infinities.
+TEST(CudaMoeRouting, TopKKeepsTheLowerIndexFirstOnEqualScores) {
+  TITAN_REQUIRE_CUDA();
+  const float inf = INFINITY;
+  const std::vector<float> scores{0.5f,  0.5f, 0.5f,  0.5f, 0.5f,  0.5f,  //
+                                  -0.0f, 0.0f, -0.0f, 0.0f, -1.0f, 1.0f,  //
+                                  -inf,  3.0f, inf,   -inf, inf,   3.0f};
+  const Tensor cpu_scores = from_floats(scores, {3, 6});
+  const ops::TopK expected = ops::topk(cpu_scores, 4);
+  EXPECT_EQ(expected.indices.to_ints(), (std::vector<int64_t>{0, 1, 2, 3, 5, 0, 1, 2, 2, 4, 1, 5}));
+  const ops::TopK actual = ops::topk(on_cuda(cpu_scores), 4);
+  EXPECT_TRUE(same_bits(actual.indices, expected.indices));
+  EXPECT_TRUE(same_bits(actual.values, expected.values));
+}
+
+// ---- expert order -----------------------------------------------------------
+
+struct OrderCase {
+  int64_t tokens, experts, used, k;
+  const char* what;
+};
+
+TEST(CudaMoeRouting, ExpertOrderMatchesCpuBitwise) {
+  TITAN_REQUIRE_CUDA();
+  for (const OrderCase& c :
+       {OrderCase{1000, 16, 16, 4, "every expert used"}, OrderCase{1000, 64, 8, 4, "56 experts with no rows"},
+        OrderCase{513, 8, 1, 1, "every row on expert 0"}, OrderCase{7, 1, 1, 1, "one expert"},
+        OrderCase{20000, 256, 256, 8, "160000 pairs"}, OrderCase{0, 4, 4, 2, "no tokens: zero counts"}}) {
+    SCOPED_TRACE(c.what);
+    const Tensor indices = random_routing(c.tokens, c.used, c.k, 21);
+    const ops::ExpertOrder expected = ops::expert_order(indices, c.experts);
+    const Tensor device_indices = on_cuda(indices);
+    const ops::ExpertOrder actual = ops::expert_order(device_indices, c.experts);
+    EXPECT_TRUE(same_bits(actual.order, expected.order));
+    EXPECT_TRUE(same_bits(actual.inverse, expected.inverse));
+    EXPECT_TRUE(same_bits(actual.counts, expected.counts));
+    // Deterministic: a second run gives the same bits.
+    EXPECT_TRUE(same_bits(ops::expert_order(device_indices, c.experts).order, expected.order));
+  }
+  // Every row on one expert that is not the first.
+  const Tensor one = Tensor::from_vector(std::vector<int64_t>(300, 5), {100, 3});
+  const ops::ExpertOrder expected = ops::expert_order(one, 8);
+  const ops::ExpertOrder actual = ops::expert_order(on_cuda(one), 8);
+  EXPECT_TRUE(same_bits(actual.order, expected.order));
+  EXPECT_TRUE(same_bits(actual.counts, expected.counts));
+}
+
+// ---- moving rows and combining them -----------------------------------------
+
+TEST(CudaMoeRouting, PermuteAndUnpermuteSumMatchCpuBitwise) {
+  TITAN_REQUIRE_CUDA();
+  const int64_t tokens = 300, experts = 8;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+      // 1 and 7 columns exercise the narrow copy widths, 1000 the block-stride loop.
+      for (int64_t dim : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{1000}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " k=" + std::to_string(k) + " dim=" + std::to_string(dim));
+        const ops::ExpertOrder order = ops::expert_order(random_routing(tokens, experts, k, 22), experts);
+        const Tensor x = random_cpu({tokens, dim}, dtype, 23);
+        EXPECT_TRUE(same_bits(ops::permute_tokens(on_cuda(x), on_cuda(order.order), k),
+                              ops::permute_tokens(x, order.order, k)));
+        const Tensor grad_rows = random_cpu({tokens * k, dim}, dtype, 24);
+        EXPECT_TRUE(same_bits(ops::unpermute_sum(on_cuda(grad_rows), on_cuda(order.inverse), k),
+                              ops::unpermute_sum(grad_rows, order.inverse, k)));
+      }
+    }
+  }
+}
+
+TEST(CudaMoeRouting, CombineAndItsGradientsMatchCpu) {
+  TITAN_REQUIRE_CUDA();
+  const int64_t tokens = 200, experts = 8;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t k : {int64_t{1}, int64_t{4}}) {
+      for (int64_t dim : {int64_t{1}, int64_t{96}, int64_t{1000}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " k=" + std::to_string(k) + " dim=" + std::to_string(dim));
+        const ops::ExpertOrder order = ops::expert_order(random_routing(tokens, experts, k, 25), experts);
+        const Tensor rows = random_cpu({tokens * k, dim}, dtype, 26);
+        const Tensor weights = random_cpu({tokens, k}, DType::f32, 27, 0.0, 1.0);
+        const Tensor grad_out = random_cpu({tokens, dim}, dtype, 28);
+        const Tensor inverse = order.inverse;
+
+        const Tensor expected = ops::combine_experts(rows, inverse, weights);
+        const Tensor actual = ops::combine_experts(on_cuda(rows), on_cuda(inverse), on_cuda(weights));
+        const ops::CombineGrads expected_grads = ops::combine_experts_backward(grad_out, rows, inverse, weights);
+        const ops::CombineGrads actual_grads =
+            ops::combine_experts_backward(on_cuda(grad_out), on_cuda(rows), on_cuda(inverse), on_cuda(weights));
+
+        const std::vector<float> r = rows.to_floats(), w = weights.to_floats(), g = grad_out.to_floats();
+        const std::vector<int64_t> at = inverse.to_ints();
+        // out[t, d]: k products; grad_weights[t, s]: dim products.
+        std::vector<double> out_bound(static_cast<size_t>(tokens * dim)), weight_bound(static_cast<size_t>(tokens * k));
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t s = 0; s < k; ++s) {
+            const auto pair = static_cast<size_t>(t * k + s);
+            double dot_scale = 0.0;
+            for (int64_t d = 0; d < dim; ++d) {
+              const double row = r[static_cast<size_t>(at[pair] * dim + d)];
+              out_bound[static_cast<size_t>(t * dim + d)] += std::fabs(w[pair] * row);
+              dot_scale += std::fabs(g[static_cast<size_t>(t * dim + d)] * row);
+            }
+            weight_bound[pair] = 2.01 * static_cast<double>(dim) * kUnit * dot_scale;
+          }
+        }
+        for (double& b : out_bound) b *= 2.01 * static_cast<double>(k) * kUnit;
+        add_bf16_step(out_bound, expected);
+        EXPECT_TRUE(within(actual, expected, out_bound)) << "combine";
+        EXPECT_TRUE(same_bits(actual_grads.grad_rows, expected_grads.grad_rows)) << "grad_rows";
+        EXPECT_TRUE(within(actual_grads.grad_weights, expected_grads.grad_weights, weight_bound)) << "grad_weights";
+      }
+    }
+  }
+}
+
+// ---- router weights ---------------------------------------------------------
+
+TEST(CudaMoeRouting, GatherAndScatterColumnsMatchCpuBitwise) {
+  TITAN_REQUIRE_CUDA();
+  const int64_t rows = 300, columns = 64, k = 6;
+  const Tensor x = random_cpu({rows, columns}, DType::f32, 29);
+  const Tensor indices = random_routing(rows, columns, k, 30);
+  EXPECT_TRUE(same_bits(ops::gather_columns(on_cuda(x), on_cuda(indices)), ops::gather_columns(x, indices)));
+  const Tensor grad = random_cpu({rows, k}, DType::f32, 31);
+  EXPECT_TRUE(same_bits(ops::scatter_columns(on_cuda(grad), on_cuda(indices), columns),
+                        ops::scatter_columns(grad, indices, columns)));
+  // A column chosen twice in a row gets both gradients, added in slot order.
+  const Tensor repeated = Tensor::from_vector(std::vector<int64_t>{1, 1, 3, 0, 2, 2}, {2, 3});
+  const Tensor small_grad = random_cpu({2, 3}, DType::f32, 32);
+  EXPECT_TRUE(same_bits(ops::scatter_columns(on_cuda(small_grad), on_cuda(repeated), 4),
+                        ops::scatter_columns(small_grad, repeated, 4)));
+}
+
+TEST(CudaMoeRouting, NormalizeRowsMatchesCpu) {
+  TITAN_REQUIRE_CUDA();
+  const int64_t rows = 500, columns = 8;
+  std::vector<float> x = random_cpu({rows, columns}, DType::f32, 33, 0.0, 1.0).to_floats();
+  // A row of zeros and a row summing to exactly zero: both stay zero, forward and backward.
+  for (int64_t c = 0; c < columns; ++c) {
+    x[static_cast<size_t>(c)] = 0.0f;
+    x[static_cast<size_t>(columns + c)] = c % 2 == 0 ? 0.5f : -0.5f;
+  }
+  const Tensor cpu_x = from_floats(x, {rows, columns});
+  const Tensor grad = random_cpu({rows, columns}, DType::f32, 34);
+  // Forward: the same column-order sum and one division per element.
+  EXPECT_TRUE(same_bits(ops::normalize_rows(on_cuda(cpu_x)), ops::normalize_rows(cpu_x)));
+
+  // Backward: dx = (g - sum_j g_j q_j) / s with q = x / s. The dot product of
+  // `columns` products differs by at most 2 * columns * u * W (W = sum |g_j q_j|);
+  // the subtraction, the division and the final rounding add a rounding each.
+  const Tensor expected = ops::normalize_rows_backward(grad, cpu_x);
+  const std::vector<float> g = grad.to_floats(), e = expected.to_floats();
+  std::vector<double> bound(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0, weighted_scale = 0.0;
+    for (int64_t c = 0; c < columns; ++c) sum += x[static_cast<size_t>(r * columns + c)];
+    if (sum == 0.0) continue;  // exact zeros
+    for (int64_t c = 0; c < columns; ++c) {
+      const auto i = static_cast<size_t>(r * columns + c);
+      weighted_scale += std::fabs(g[i] * x[i] / sum);
+    }
+    for (int64_t c = 0; c < columns; ++c) {
+      const auto i = static_cast<size_t>(r * columns + c);
+      bound[i] = 2.02 * kUnit * (static_cast<double>(columns) * weighted_scale + std::fabs(g[i]) + weighted_scale) /
+                     std::fabs(sum) +
+                 2.02 * kUnit * std::fabs(e[i]);
+    }
+  }
+  EXPECT_TRUE(within(ops::normalize_rows_backward(on_cuda(grad), on_cuda(cpu_x)), expected, bound));
+}
+
+TEST(CudaMoeRouting, SigmoidMatchesCpu) {
+  TITAN_REQUIRE_CUDA();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const Shape& shape : {Shape{1}, Shape{257, 33}, Shape{(1 << 16) + 5}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(shape));
+      // [-12, 12] reaches both saturated ends.
+      const Tensor x = random_cpu(shape, dtype, 35, -12.0, 12.0), grad = random_cpu(shape, dtype, 36);
+      const Tensor expected = ops::sigmoid(x);
+      const Tensor actual = ops::sigmoid(on_cuda(x));
+      // As the elementwise tests' silu: f32 ~16 ulp, bf16 one bf16 ulp.
+      if (dtype == DType::bf16) {
+        EXPECT_TRUE(all_close(on_cpu(actual), expected, 1e-6, 1.0 / 128));
+      } else {
+        EXPECT_TRUE(all_close(on_cpu(actual), expected, 2e-7, 2e-6));
+      }
+      // The backward from the same y: (g * y) * (1 - y), rounded alike.
+      EXPECT_TRUE(
+          same_bits(ops::sigmoid_backward(on_cuda(grad), on_cuda(expected)), ops::sigmoid_backward(grad, expected)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace titan::testing

@@ -50,6 +50,14 @@ struct Tolerance {
 };
 Tolerance tolerance_for(DType dtype, const Tensor& expected);
 
+// A kernel's output against the reference: it has `dtype`, and its values are
+// within tolerance_for(dtype) of the float64 expected ones.
+inline void expect_matches_reference(const Tensor& actual, const Tensor& expected, DType dtype) {
+  const Tolerance tol = tolerance_for(dtype, expected);
+  EXPECT_EQ(actual.dtype(), dtype);
+  EXPECT_TRUE(all_close(actual, expected, tol.atol, tol.rtol));
+}
+
 }  // namespace titan::testing
 
 namespace titan {

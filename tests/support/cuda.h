@@ -1,14 +1,16 @@
-// Shared by the CUDA op tests: every CUDA kernel is checked against the CPU
-// backend (itself checked against PyTorch) on the same inputs. On a machine
-// without a GPU the tests are skipped by name, and CTest counts them skipped.
+// Helpers for the tests that run on the CUDA backend: the CUDA cases of the op
+// tests (tests/ops/<op>_test.cpp, each CUDA kernel against the CPU backend,
+// itself checked against PyTorch, on the same inputs) and tests/cuda/. On a
+// machine without a GPU each such test skips itself (TITAN_REQUIRE_CUDA),
+// and CTest counts it skipped.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include "support/reference.h"
+#include "titan/core/copy.h"
 #include "titan/core/generator.h"
 #include "titan/core/tensor.h"
-#include "titan/core/copy.h"
 #include "titan/ops/random.h"
 
 namespace titan::testing {

@@ -1,3 +1,6 @@
+// RMSNorm, forward and backward, against the float64 PyTorch reference in
+// f32 and bf16 (a small and a wide case).
+//
 // CUDA RMSNorm (forward and backward) against the CPU one on the same inputs,
 // in f32 and bf16; row counts below and above the weight-gradient chunk size
 // (32 rows, more past 32768 rows) and widths below and above the block size.
@@ -13,11 +16,44 @@
 //    error scales with sqrt(rows) times the terms, not with the (smaller)
 //    result: atol 1e-5 of the largest entry.
 //  - bf16 outputs: the f32 values above rounded once, so one bf16 ulp (2^-7).
-#include <cstring>
+#include <gtest/gtest.h>
 
-#include "cuda_test_support.h"
+#include <cstring>
+#include <string>
+
+#include "support/cuda.h"
+#include "support/reference.h"
 #include "titan/ops/rms_norm.h"
 
+namespace titan {
+namespace {
+
+using testing::expect_matches_reference;
+using testing::ReferenceCase;
+
+class RmsNormTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RmsNormTest, MatchesReference) {
+  const DType dtype = GetParam();
+  for (const char* name : {"rms_norm_small", "rms_norm_wide"}) {
+    SCOPED_TRACE(name);
+    ReferenceCase ref(name);
+    const Tensor x = ref.get("x", dtype), w = ref.get("weight", dtype);
+    ops::RmsNormOutput out = ops::rms_norm(x, w, static_cast<float>(ref.meta_double("eps")));
+    expect_matches_reference(out.y, ref.get("y"), dtype);
+    ops::RmsNormGrads grads = ops::rms_norm_backward(ref.get("grad_y", dtype), x, w, out.rstd);
+    expect_matches_reference(grads.grad_x, ref.get("grad_x"), dtype);
+    expect_matches_reference(grads.grad_weight, ref.get("grad_weight"), dtype);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, RmsNormTest, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
 namespace {
 

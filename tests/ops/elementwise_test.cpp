@@ -1,3 +1,7 @@
+// Elementwise ops: SiLU, SwiGLU and GeGLU forward and backward against the
+// float64 PyTorch reference in f32 and bf16; add, sub, mul, scale and their
+// in-place forms; the errors that name op, device and dtype.
+//
 // CUDA elementwise ops against the CPU ones on the same inputs, in f32 and
 // bf16, on sizes that are not multiples of the block size.
 //
@@ -15,9 +19,97 @@
 //    cancel: an absolute 2e-7 covers a few ulps of those terms.
 //  - bf16: the f32 results above, each rounded once to bf16, differ by at most
 //    one bf16 ulp (2^-7 relative) when they straddle a rounding boundary.
-#include "titan/ops/elementwise.h"
-#include "cuda_test_support.h"
+#include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "support/cuda.h"
+#include "support/reference.h"
+#include "titan/ops/elementwise.h"
+
+namespace titan {
+namespace {
+
+using testing::expect_matches_reference;
+using testing::ReferenceCase;
+
+class ElementwiseTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ElementwiseTest, Silu) {
+  const DType dtype = GetParam();
+  ReferenceCase ref("silu");
+  const Tensor x = ref.get("x", dtype);
+  expect_matches_reference(ops::silu(x), ref.get("y"), dtype);
+  expect_matches_reference(ops::silu_backward(ref.get("grad_y", dtype), x), ref.get("grad_x"), dtype);
+}
+
+TEST_P(ElementwiseTest, Swiglu) {
+  const DType dtype = GetParam();
+  ReferenceCase ref("swiglu");
+  const Tensor gate = ref.get("gate", dtype), up = ref.get("up", dtype);
+  expect_matches_reference(ops::swiglu(gate, up), ref.get("y"), dtype);
+  auto [grad_gate, grad_up] = ops::swiglu_backward(ref.get("grad_y", dtype), gate, up);
+  expect_matches_reference(grad_gate, ref.get("grad_gate"), dtype);
+  expect_matches_reference(grad_up, ref.get("grad_up"), dtype);
+}
+
+// gelu(approximate="tanh") is computed as x * sigmoid(2u) through the ~2 ulp
+// fast exp: a few f32 ulp from float64, well inside the f32 tolerance.
+TEST_P(ElementwiseTest, Geglu) {
+  const DType dtype = GetParam();
+  ReferenceCase ref("geglu");
+  const Tensor gate = ref.get("gate", dtype), up = ref.get("up", dtype);
+  expect_matches_reference(ops::geglu(gate, up), ref.get("y"), dtype);
+  auto [grad_gate, grad_up] = ops::geglu_backward(ref.get("grad_y", dtype), gate, up);
+  expect_matches_reference(grad_gate, ref.get("grad_gate"), dtype);
+  expect_matches_reference(grad_up, ref.get("grad_up"), dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, ElementwiseTest, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Elementwise, AddMulScaleAccumulate) {
+  Tensor a = Tensor::from_floats(std::vector<float>{1, 2, 3}, {3});
+  Tensor b = Tensor::from_floats(std::vector<float>{4, 5, 6}, {3});
+  EXPECT_EQ(ops::add(a, b).to_floats(), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(ops::sub(a, b).to_floats(), (std::vector<float>{-3, -3, -3}));
+  EXPECT_EQ(ops::mul(a, b).to_floats(), (std::vector<float>{4, 10, 18}));
+  EXPECT_EQ(ops::scale(a, 0.5f).to_floats(), (std::vector<float>{0.5f, 1, 1.5f}));
+  ops::add_(a, b.to(DType::bf16), 2.0f);  // f32 += 2 * bf16
+  EXPECT_EQ(a.to_floats(), (std::vector<float>{9, 12, 15}));
+  EXPECT_THROW(ops::add(a, b.to(DType::bf16)), Error);
+  EXPECT_THROW(ops::add(a, Tensor::zeros({4})), Error);
+  EXPECT_THROW(ops::add_(b.to(DType::bf16), a), Error);
+}
+
+TEST(Elementwise, ErrorsNameOpDeviceAndDtype) {
+  try {
+    ops::silu(Tensor::zeros({4}, DType::i32));
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("silu"), std::string::npos) << message;
+    EXPECT_NE(message.find("i32"), std::string::npos) << message;
+  }
+  // A device whose backend registered no kernel: a clear error, not a crash.
+  if (!ops::scale_kernels.has_kernel(DeviceType::cuda)) {
+    float storage[4] = {};
+    Tensor on_gpu = Tensor::from_blob(storage, {4}, DType::f32, Device::cuda(0));
+    try {
+      ops::scale_(on_gpu, 2.0f);
+      FAIL() << "expected an error";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("op 'scale' has no kernel for device cuda:0"), std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
 namespace {
 

@@ -1,5 +1,8 @@
 // CUDA random fills against the CPU ones, for the same seed and generator
-// offsets, compared bit by bit.
+// offsets, compared bit by bit. The CPU fills' own checks (statistics, bounds,
+// thread-count independence) stay in tests/core/random_test.cpp, beside the
+// Philox generator's: they are what links the ops library, and so its kernel
+// registration, into the core suite, whose Tensor tests need the kernels.
 //
 // Uniform fills are pure double arithmetic (Philox bits, one multiply, one
 // add, unfused on both sides), so they must be bitwise equal everywhere.
@@ -17,7 +20,7 @@
 #include <cstring>
 #include <string>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 
 namespace titan::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 
 namespace titan::testing {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 #include "titan/ops/attention.h"
 
 namespace titan::testing {

@@ -1,3 +1,6 @@
+// Rotary embedding (interleaved and half pairings, with Llama 3.1 scaling),
+// forward and inverse, against the float64 PyTorch reference in f32 and bf16.
+//
 // CUDA rotary embedding against the CPU one on the same inputs and tables:
 // both pairings, with and without (i32 and i64) positions, forward and
 // inverse, f32 and bf16, head dims whose half is odd.
@@ -7,12 +10,51 @@
 // product plus an ulp of the result, both <= 2^-23 * max|x| for |c|, |s| <= 1:
 // atol = rtol = 2.4e-7 * max|x|. bf16 outputs may in addition round to
 // neighbouring values: one bf16 ulp, 2^-7 relative.
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <string>
 #include <vector>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
+#include "support/reference.h"
 #include "titan/ops/rope.h"
 
+namespace titan {
+namespace {
+
+using testing::expect_matches_reference;
+using testing::ReferenceCase;
+
+class RopeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RopeTest, MatchesReference) {
+  const DType dtype = GetParam();
+  for (const char* name : {"rope_interleaved", "rope_half", "rope_interleaved_llama31", "rope_half_llama31"}) {
+    SCOPED_TRACE(name);
+    ReferenceCase ref(name);
+    ops::RopeScaling scaling;
+    if (std::string(name).ends_with("llama31")) {
+      scaling = {ref.meta_double("scaling_factor"), ref.meta_double("low_freq_factor"),
+                 ref.meta_double("high_freq_factor"), ref.meta_int("original_max_position")};
+    }
+    const ops::RopeTable table = ops::rope_table(16, ref.meta_int("max_positions"), ref.meta_double("theta"), scaling);
+    const ops::RopeStyle style = ref.meta("style") == "half" ? ops::RopeStyle::half : ops::RopeStyle::interleaved;
+    const Tensor positions = ref.has("positions") ? ref.get("positions") : Tensor();
+    const Tensor x = ref.get("x", dtype);
+    expect_matches_reference(ops::rope(x, table, positions, style), ref.get("y"), dtype);
+    expect_matches_reference(ops::rope(ref.get("grad_y", dtype), table, positions, style, /*inverse=*/true),
+                             ref.get("grad_x"), dtype);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, RopeTest, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
 namespace {
 

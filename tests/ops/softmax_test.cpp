@@ -1,3 +1,6 @@
+// Softmax over the last dim, forward and backward, against the float64
+// PyTorch reference in f32 and bf16.
+//
 // CUDA softmax (forward and backward) against the CPU one on the same inputs,
 // in f32 and bf16, for row lengths below, at and well above the block size.
 //
@@ -10,12 +13,40 @@
 //    ~1e-6 relative to the row's |dy|, so atol 1e-5 of the largest gradient.
 //  - bf16: the f32 results above, rounded once to bf16, differ by at most one
 //    bf16 ulp (2^-7 relative).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
+#include <string>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
+#include "support/reference.h"
 #include "titan/ops/softmax.h"
 
+namespace titan {
+namespace {
+
+using testing::expect_matches_reference;
+using testing::ReferenceCase;
+
+class SoftmaxTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SoftmaxTest, MatchesReference) {
+  const DType dtype = GetParam();
+  ReferenceCase ref("softmax");
+  const Tensor y = ops::softmax(ref.get("x", dtype));
+  expect_matches_reference(y, ref.get("y"), dtype);
+  expect_matches_reference(ops::softmax_backward(ref.get("grad_y", dtype), ref.get("y", dtype)), ref.get("grad_x"),
+                           dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, SoftmaxTest, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
 namespace {
 

@@ -1,13 +1,47 @@
+// The embedding lookup and its backward (accumulated in f32) against the
+// float64 PyTorch reference; ids outside the table are errors.
+//
 // CUDA embedding lookup and backward against the CPU backend. Both are exact
 // here: the lookup copies rows, and the backward adds each id's rows in token
 // order in f32 starting from zero, exactly as the CPU kernel does, so the
 // comparisons demand identical values.
+#include <gtest/gtest.h>
+
+#include <string>
 #include <vector>
 
-#include "cuda_test_support.h"
+#include "support/cuda.h"
 #include "support/expect_error.h"
+#include "support/reference.h"
 #include "titan/ops/embedding.h"
 
+namespace titan {
+namespace {
+
+using testing::expect_matches_reference;
+using testing::ReferenceCase;
+
+class EmbeddingTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(EmbeddingTest, MatchesReference) {
+  const DType dtype = GetParam();
+  ReferenceCase ref("embedding");
+  const Tensor w = ref.get("weight", dtype), ids = ref.get("ids");
+  expect_matches_reference(ops::embedding(w, ids), ref.get("y"), dtype);
+  const Tensor grad = ops::embedding_backward(ref.get("grad_y", dtype), ids, w.size(0), DType::f32);
+  // Accumulated in f32 whatever the input dtype: bf16 only enters through the rounded grad_y.
+  expect_matches_reference(grad, ref.get("grad_weight"), DType::f32);
+  EXPECT_THROW(ops::embedding(w, Tensor::full({2}, 50, DType::i64)), Error);
+  EXPECT_THROW(ops::embedding(w, Tensor::full({2}, -1, DType::i64)), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, EmbeddingTest, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
 namespace {
 

@@ -13,9 +13,9 @@
 
 #include "bench/json_report.h"
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/comm/world.h"
 #include "titan/core/error.h"
 #include "titan/core/generator.h"
-#include "titan/comm/world.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/checkpointer.h"
 

@@ -32,13 +32,13 @@ inline std::vector<int64_t> member_world_ranks(ProcessGroup& group) {
 }
 
 // Skips the test unless the job has one of `sizes` ranks (the same on every rank).
-#define TITAN_REQUIRE_WORLD_SIZE(...)                                                                       \
-  do {                                                                                                      \
-    const std::vector<int> titan_sizes{__VA_ARGS__};                                                        \
+#define TITAN_REQUIRE_WORLD_SIZE(...)                                                                \
+  do {                                                                                               \
+    const std::vector<int> titan_sizes{__VA_ARGS__};                                                 \
     if (std::find(titan_sizes.begin(), titan_sizes.end(), ::titan::comm::testing::world().size()) == \
-        titan_sizes.end()) {                                                                                \
-      GTEST_SKIP() << "needs a world of " << ::testing::PrintToString(titan_sizes) << " ranks";             \
-    }                                                                                                       \
+        titan_sizes.end()) {                                                                         \
+      GTEST_SKIP() << "needs a world of " << ::testing::PrintToString(titan_sizes) << " ranks";      \
+    }                                                                                                \
   } while (0)
 
 }  // namespace titan::comm::testing

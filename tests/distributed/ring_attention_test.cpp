@@ -14,8 +14,8 @@
 #include "support/gradcheck.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/parallel/context_parallel.h"
 #include "titan/nn/functional.h"
+#include "titan/parallel/context_parallel.h"
 
 namespace titan::parallel {
 namespace {

@@ -10,10 +10,10 @@
 #include "support/gradcheck.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/parallel/tensor_parallel.h"
+#include "titan/core/copy.h"
 #include "titan/nn/functional.h"
 #include "titan/nn/linear.h"
-#include "titan/core/copy.h"
+#include "titan/parallel/tensor_parallel.h"
 
 namespace titan::parallel {
 namespace {

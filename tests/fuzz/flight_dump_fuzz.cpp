@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "titan/core/error.h"
 #include "titan/comm/flight_dump.h"
 #include "titan/comm/flight_recorder_analysis.h"
+#include "titan/core/error.h"
 
 using namespace titan::comm;
 

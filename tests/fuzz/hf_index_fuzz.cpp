@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "titan/models/hf/hf_index.h"
 #include "titan/core/error.h"
+#include "titan/models/hf/hf_index.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

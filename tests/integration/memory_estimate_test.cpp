@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "cli_job.h"
-#include "titan/core/device.h"
 #include "titan/comm/device_mesh.h"
+#include "titan/core/device.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/memory_check.h"
@@ -101,9 +101,8 @@ TEST_P(MemoryEstimateAgainstJobs, TheEstimateCoversTheMeasuredPeakOfEveryRank) {
   const models::DecoderConfig model = train::resolve_model_config(args.config, 0);
   const train::ParallelismSection& p = args.config.parallelism;
   const comm::ParallelDims dims =
-      comm::ParallelDims{p.pipeline_parallel_degree,   p.data_parallel_replicate_degree,
-                                p.data_parallel_shard_degree, p.context_parallel_degree,
-                                p.tensor_parallel_degree,     p.expert_parallel_degree}
+      comm::ParallelDims{p.pipeline_parallel_degree, p.data_parallel_replicate_degree, p.data_parallel_shard_degree,
+                         p.context_parallel_degree,  p.tensor_parallel_degree,         p.expert_parallel_degree}
           .resolved(c.ranks);
   // The job's threads, as its ranks have them (mpirun runs them with OMP_NUM_THREADS=1).
   const int threads = omp_get_max_threads();

@@ -8,9 +8,9 @@
 
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/parallel/mixed_precision.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/functional.h"
+#include "titan/parallel/mixed_precision.h"
 
 namespace titan {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
-#include "titan/nn/feed_forward.h"
 #include "titan/core/copy.h"
+#include "titan/nn/feed_forward.h"
 
 namespace titan {
 namespace {

@@ -7,10 +7,10 @@
 
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
+#include "titan/core/copy.h"
 #include "titan/nn/functional.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/lora.h"
-#include "titan/core/copy.h"
 
 namespace titan {
 namespace {

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "titan/autograd/grad_mode.h"
-#include "titan/nn/moe.h"
 #include "titan/core/copy.h"
+#include "titan/nn/moe.h"
 #include "titan/ops/random.h"
 
 namespace titan {

@@ -17,10 +17,10 @@
 #include "data/peer_support.h"
 #include "support/reference.h"
 #include "titan/autograd/grad_mode.h"
+#include "titan/models/decoder_config_diff.h"
 #include "titan/models/hf/hf_folder.h"
 #include "titan/models/hf/hf_index.h"
 #include "titan/models/hf/hf_weights.h"
-#include "titan/models/decoder_config_diff.h"
 #include "titan/models/model_spec.h"
 #include "titan/ops/random.h"
 #include "titan/train/job_model_config.h"
@@ -206,7 +206,7 @@ TEST(HfInteropFused, Phi3TensorsAreTitansRowsStacked) {
   auto model = random_model(config, 3);
   TempDir dir;
   models::write_hf_folder((dir / "hf").string(), "phi3", config, named_state(*model, DType::f32),
-                              {DType::f32, uint64_t{1} << 30, {}});
+                          {DType::f32, uint64_t{1} << 30, {}});
   const models::HfFolderReader reader((dir / "hf").string());
   const auto& a = config.layers.front().attention;
   const int64_t q_rows = a.n_heads * a.head_size(), kv_rows = a.kv_heads() * a.head_size();
@@ -233,7 +233,7 @@ TEST_P(HfLogits, PyTorchReadingOfTheHfFolderGivesTitansLogits) {
   TempDir dir;
   const checkpoint::NamedTensors state = named_state(*model, DType::f32);
   models::write_hf_folder((dir / "hf").string(), c.model, config, state,
-                              {DType::f32, c.tied ? uint64_t{1} << 30 : uint64_t{200000}, {}});
+                          {DType::f32, c.tied ? uint64_t{1} << 30 : uint64_t{200000}, {}});
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 2 * 24; ++i) ids.push_back((i * 37 + 11) % config.vocab_size);
   const Tensor input_ids = Tensor::from_vector(ids, {2, 24});
@@ -486,7 +486,7 @@ TEST(HfConvert, LoadIntoAModelOfAnotherShapeListsTheDifferences) {
   auto model = random_model(config, 21);
   TempDir dir;
   models::write_hf_folder((dir / "hf").string(), c.model, config, named_state(*model, DType::f32),
-                              {DType::f32, uint64_t{1} << 30, {}});
+                          {DType::f32, uint64_t{1} << 30, {}});
   models::DecoderConfig other = config;
   other.layers.resize(3, other.layers.front());
   other.rope_theta = 5.0;

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "titan/cli/subcommands.h"
-#include "titan/core/error.h"
 #include "titan/comm/flight_recorder_analysis.h"
+#include "titan/core/error.h"
 
 namespace titan::cli {
 

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "titan/cli/subcommands.h"
-#include "titan/core/error.h"
 #include "titan/comm/flight_recorder.h"
 #include "titan/comm/world.h"
+#include "titan/core/error.h"
 #include "titan/train/preemption.h"
 
 namespace {

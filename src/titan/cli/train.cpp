@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "titan/cli/subcommands.h"
-#include "titan/core/error.h"
 #include "titan/comm/world.h"
+#include "titan/core/error.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/trainer.h"
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "titan/core/error.h"
 #include "titan/comm/process_group.h"
+#include "titan/core/error.h"
 
 namespace titan::comm {
 namespace {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "titan/core/tensor.h"
 #include "titan/comm/flight_dump.h"
+#include "titan/core/tensor.h"
 
 namespace titan::comm {
 

@@ -6,9 +6,9 @@
 #include <thread>
 #include <vector>
 
-#include "titan/core/profiler.h"
 #include "titan/comm/stall_census.h"
 #include "titan/core/copy.h"
+#include "titan/core/profiler.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::comm {

@@ -20,7 +20,8 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: their one AccumulateGrad node
   // Leaf hooks run on the incoming gradient before accumulation (may replace it).
   std::vector<std::function<Tensor(const Tensor&)>> grad_hooks;
-  // Run after the gradient was accumulated into `grad` (FSDP/DDP reduce here).
+  // Run after the gradient was accumulated into `grad` (tests use it to corrupt a
+  // gradient; FSDP and DDP reduce in their collectives' backward instead).
   std::vector<std::function<void(const Tensor& leaf)>> post_accumulate_hooks;
 };
 

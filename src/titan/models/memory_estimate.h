@@ -8,9 +8,9 @@
 
 #include <optional>
 
-#include "titan/parallel/pipeline_schedule.h"
 #include "titan/models/decoder.h"
 #include "titan/models/model_parts.h"
+#include "titan/parallel/pipeline_schedule.h"
 
 namespace titan::models {
 

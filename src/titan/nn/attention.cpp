@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 
 namespace titan::nn {
 

@@ -1,7 +1,7 @@
 #include "titan/nn/linear.h"
 
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/random.h"
 
 namespace titan::nn {

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "titan/autograd/grad_mode.h"
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/gemm.h"
 #include "titan/ops/random.h"

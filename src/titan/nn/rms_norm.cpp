@@ -1,7 +1,7 @@
 #include "titan/nn/rms_norm.h"
 
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 
 namespace titan::nn {
 

@@ -2,8 +2,8 @@
 
 #include "titan/core/trace_context.h"
 
-#include "titan/ops/checks.h"
 #include "titan/core/copy.h"
+#include "titan/ops/checks.h"
 
 namespace titan::ops {
 

@@ -4,8 +4,8 @@
 
 #include "titan/core/profiler.h"
 
-#include "titan/ops/checks.h"
 #include "titan/core/copy.h"
+#include "titan/ops/checks.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::ops {

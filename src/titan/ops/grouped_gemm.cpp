@@ -22,7 +22,6 @@ void check_operands(const char* op, const Tensor& rows, const Tensor& w, const T
               shape_str(counts.shape()), w.size(0));
 }
 
-
 }  // namespace
 
 Tensor grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts) {

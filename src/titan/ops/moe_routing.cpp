@@ -7,7 +7,6 @@
 namespace titan::ops {
 namespace {
 
-
 void check_flat_pairs(const char* op, const Tensor& pairs, int64_t tokens, int64_t k, const char* what) {
   check_dtype(op, pairs, {DType::i64}, what);
   TITAN_CHECK(pairs.dim() == 1 && pairs.size(0) == tokens * k, "{}: {} must be [T*k] = [{}], got {}", op, what,

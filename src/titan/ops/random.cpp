@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "titan/core/copy.h"
 #include "titan/core/random_math.h"
 #include "titan/ops/checks.h"
-#include "titan/core/copy.h"
 
 namespace titan::ops {
 

@@ -1,7 +1,7 @@
 #include "titan/optim/adamw.h"
 
-#include "titan/ops/adamw.h"
 #include "titan/core/copy.h"
+#include "titan/ops/adamw.h"
 
 namespace titan::optim {
 

@@ -52,7 +52,7 @@ Tensor gather_sequence_chunks(const Tensor& local, const SequenceLayout& layout,
     const std::array<int64_t, 2> chunks = layout.chunks(rank);
     for (int64_t i = 0; i < 2; ++i) {
       titan::copy_(whole.narrow(1, chunks[static_cast<size_t>(i)] * chunk, chunk),
-                 stacked.select(0, rank).narrow(1, i * chunk, chunk));
+                   stacked.select(0, rank).narrow(1, i * chunk, chunk));
     }
   }
   return whole;
@@ -85,8 +85,8 @@ struct KeyValue {
 // layout, the mask, every rank's document ids, and the chunk pairs' masks.
 class RingProblem {
  public:
-  RingProblem(const comm::ProcessGroup& group, bool balanced, int64_t local_len, const ops::AttentionMask& mask, float scale,
-              const Tensor& all_documents)
+  RingProblem(const comm::ProcessGroup& group, bool balanced, int64_t local_len, const ops::AttentionMask& mask,
+              float scale, const Tensor& all_documents)
       : layout_{local_len * group.size(), group.size(), balanced},
         rank_(group.rank()),
         causal_(mask.causal),

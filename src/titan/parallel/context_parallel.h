@@ -23,9 +23,9 @@
 #include <memory>
 #include <string>
 
-#include "titan/parallel/context_parallel_options.h"
 #include "titan/comm/process_group.h"
 #include "titan/ops/attention.h"
+#include "titan/parallel/context_parallel_options.h"
 
 namespace titan::parallel {
 

@@ -3,8 +3,8 @@
 #include <numeric>
 
 #include "titan/autograd/function_node.h"
-#include "titan/parallel/tensor_parallel.h"
 #include "titan/nn/functional.h"
+#include "titan/parallel/tensor_parallel.h"
 
 namespace titan::parallel {
 namespace {

@@ -5,8 +5,8 @@
 #include "titan/autograd/engine.h"
 #include "titan/autograd/function_node.h"
 #include "titan/autograd/grad_mode.h"
-#include "titan/nn/functional.h"
 #include "titan/core/copy.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::parallel {
@@ -38,9 +38,9 @@ class FsdpUnit {
   };
 
  public:
-  FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters, std::shared_ptr<comm::ProcessGroup> shard_group,
-           comm::ProcessGroup& replicate_group, const FsdpOptions& options, float gradient_scale,
-           const bool* reduce_in_backward)
+  FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters,
+           std::shared_ptr<comm::ProcessGroup> shard_group, comm::ProcessGroup& replicate_group,
+           const FsdpOptions& options, float gradient_scale, const bool* reduce_in_backward)
       : name_(std::move(name)),
         reduce_in_backward_(reduce_in_backward),
         shard_group_(std::move(shard_group)),
@@ -120,7 +120,7 @@ class FsdpUnit {
         const int64_t count = rows_on(e, r) * e.row_size;
         if (count == 0) continue;
         titan::copy_(flat.narrow(0, r * e.chunk_rows * e.row_size, count),
-                   gathered_.narrow(0, r * local_size_ + e.local_offset, count));
+                     gathered_.narrow(0, r * local_size_ + e.local_offset, count));
       }
     }
     gathered_ = Tensor();
@@ -145,7 +145,7 @@ class FsdpUnit {
         const int64_t count = rows_on(e, r) * e.row_size;
         if (count > 0) {
           titan::copy_(flat.narrow(0, r * e.chunk_rows * e.row_size, count),
-                     gathered.narrow(0, r * local_size_ + e.local_offset, count));
+                       gathered.narrow(0, r * local_size_ + e.local_offset, count));
         }
       }
       result.emplace_back(e.parameter, full);

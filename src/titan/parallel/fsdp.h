@@ -35,7 +35,8 @@ class FsdpUnit;
 class Fsdp {
  public:
   // shard_group: dp_shard (size 1: no sharding, DDP); replicate_group: dp_replicate.
-  Fsdp(std::shared_ptr<comm::ProcessGroup> shard_group, std::shared_ptr<comm::ProcessGroup> replicate_group, FsdpOptions options);
+  Fsdp(std::shared_ptr<comm::ProcessGroup> shard_group, std::shared_ptr<comm::ProcessGroup> replicate_group,
+       FsdpOptions options);
   ~Fsdp();
 
   // Shards `parameters` (in place: each Parameter's data becomes this rank's

@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "titan/core/tensor.h"
 #include "titan/comm/process_group.h"
+#include "titan/core/tensor.h"
 
 namespace titan::parallel {
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "titan/checkpoint/checkpoint_metadata.h"
-#include "titan/core/tensor.h"
 #include "titan/comm/device_mesh.h"
+#include "titan/core/tensor.h"
 #include "titan/train/job_config.h"
 
 namespace titan::train {

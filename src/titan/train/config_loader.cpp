@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "titan/core/error.h"
-#include "titan/parallel/context_parallel_options.h"
 #include "titan/nn/lora_targets.h"
+#include "titan/parallel/context_parallel_options.h"
 
 namespace titan::train {
 namespace {

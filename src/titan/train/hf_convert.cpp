@@ -6,8 +6,8 @@
 #include <set>
 
 #include "titan/checkpoint/checkpoint_metadata.h"
-#include "titan/models/hf/hf_folder.h"
 #include "titan/checkpoint/nonfinite_weights.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/models/lora_plan.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/config_loader.h"

@@ -5,8 +5,8 @@
 // instead of swapping for minutes until the OOM killer comes.
 #pragma once
 
-#include "titan/core/device.h"
 #include "titan/comm/device_mesh.h"
+#include "titan/core/device.h"
 #include "titan/models/decoder.h"
 #include "titan/train/job_config.h"
 

@@ -5,11 +5,11 @@
 #include <set>
 
 #include "titan/checkpoint/checkpoint_folder.h"
-#include "titan/models/hf/hf_folder.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/core/copy.h"
 #include "titan/core/error.h"
 #include "titan/core/staging_folder.h"
-#include "titan/core/copy.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 

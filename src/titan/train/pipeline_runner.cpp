@@ -30,8 +30,8 @@ struct PipelineRunner::Slot {
   autograd::WeightBackward weights;
 };
 
-PipelineRunner::PipelineRunner(models::Decoder& model, models::ModelParts parts,
-                               parallel::pipeline::Schedule schedule, std::shared_ptr<comm::ProcessGroup> pp)
+PipelineRunner::PipelineRunner(models::Decoder& model, models::ModelParts parts, parallel::pipeline::Schedule schedule,
+                               std::shared_ptr<comm::ProcessGroup> pp)
     : model_(model), parts_(std::move(parts)), schedule_(std::move(schedule)), pp_(std::move(pp)) {
   TITAN_CHECK(static_cast<int>(parts_.size()) == schedule_.stages,
               "pipeline: {} model parts for a schedule of {} stages", parts_.size(), schedule_.stages);

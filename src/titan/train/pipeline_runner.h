@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "titan/autograd/engine.h"
-#include "titan/parallel/pipeline_schedule.h"
 #include "titan/comm/process_group.h"
 #include "titan/models/decoder.h"
 #include "titan/models/model_parts.h"
+#include "titan/parallel/pipeline_schedule.h"
 
 namespace titan::train {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
+#include "titan/comm/flight_recorder.h"
 #include "titan/core/error.h"
 #include "titan/core/staging_folder.h"
-#include "titan/comm/flight_recorder.h"
 
 namespace titan::train {
 namespace {

@@ -80,6 +80,7 @@ struct Value {
     other.clear();
   }
   Value& operator=(const Value& other) noexcept {
+    if (this == &other) return *this;
     // Retain before releasing: `other` may live inside what this value holds.
     if (other.object != nullptr) ++other.object->refs;
     Object* old = object;

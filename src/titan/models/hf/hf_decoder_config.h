@@ -1,6 +1,6 @@
 // Hugging Face interop for the decoder families: config.json <-> DecoderConfig
 // here, titan FQNs <-> HF tensors and their layouts in models/hf/hf_tensor_names.h.
-// The logic is shared; each family (models/<name>/hf_adapter) contributes only
+// The logic is shared; each family (models/<name>/hf_family.cpp) contributes only
 // its HfFamily (models/hf/hf_config.h): architecture, model_type, config
 // defaults, RoPE pairing, norms, sliding rule and the like.
 #pragma once

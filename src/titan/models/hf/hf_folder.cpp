@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "titan/checkpoint/checkpoint_folder.h"
-#include "titan/models/hf/hf_index.h"
-#include "titan/core/staging_folder.h"
 #include "titan/core/copy.h"
+#include "titan/core/staging_folder.h"
+#include "titan/models/hf/hf_index.h"
 
 namespace titan::models {
 
@@ -79,7 +79,9 @@ const checkpoint::SafetensorsReader& HfFolderReader::shard_of(const std::string&
 }
 
 const std::string& HfFolderReader::file_of(const std::string& name) const { return shard_of(name).path(); }
-const checkpoint::SafetensorsEntry& HfFolderReader::entry(const std::string& name) const { return shard_of(name).entry(name); }
+const checkpoint::SafetensorsEntry& HfFolderReader::entry(const std::string& name) const {
+  return shard_of(name).entry(name);
+}
 Tensor HfFolderReader::read(const std::string& name) const { return shard_of(name).read(name); }
 
 namespace {

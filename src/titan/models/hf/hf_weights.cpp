@@ -2,8 +2,8 @@
 
 #include <fmt/ranges.h>
 
-#include "titan/models/hf/hf_folder.h"
 #include "titan/models/decoder_config_diff.h"
+#include "titan/models/hf/hf_folder.h"
 
 namespace titan::models {
 

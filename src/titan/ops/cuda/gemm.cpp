@@ -25,8 +25,8 @@
 #include <limits>
 #include <optional>
 
-#include "titan/ops/checks.h"
 #include "titan/core/copy.h"
+#include "titan/ops/checks.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/gemm_cublas_check.h"
 #include "titan/ops/cuda/gemm_plan_cache.h"

@@ -212,6 +212,8 @@ TEST_F(HostileInputRound2, PrepareLeavesNoStagingFolderAfterAFailureOrASignal) {
   const fs::path output = workdir() / "staged";
   const std::string prepare = kCli + " data prepare --input /usr/share/games/fortunes --format fortune " +
                               "--train-tokenizer 2048 --output " + output.string();
+  // A late signal may let an earlier run finish and publish the dataset.
+  fs::remove_all(output);
   // A file size limit fails the shard write (EFBIG, as a full disk would).
   const Result failed = run("bash -c \"trap '' XFSZ; ulimit -f 64; exec " + prepare + "\"", "staged_full");
   EXPECT_NE(failed.status, 0) << failed.output;

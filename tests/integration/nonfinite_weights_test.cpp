@@ -69,6 +69,7 @@ class NonFiniteWeights : public ::testing::Test {
 };
 
 TEST_F(NonFiniteWeights, ConvertRefusesThemNamingEachTensorOrWarnsWhenAllowed) {
+  fs::remove_all(workdir() / "hf");
   const std::string convert =
       kCli + " convert --from titan " + spoiled().string() + " --to hf " + (workdir() / "hf").string();
   expect_user_error(run(convert, "convert"),

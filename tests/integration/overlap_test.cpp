@@ -165,6 +165,7 @@ TEST_F(Overlap, ANeighbourWithAPrefixOfTheInputsNameIsNoOverlap) {
 // A prepared dataset or a token shard given to prepare as text is refused:
 // they are titan's own output, whose bytes would become a "dataset".
 TEST_F(Overlap, PreparedDatasetsAndTokenShardsAreNotText) {
+  fs::remove_all(workdir() / "elsewhere");
   for (const fs::path& input : {workdir() / "data", workdir() / "data" / "shard_00000.tshard"}) {
     SCOPED_TRACE(input.string());
     std::string log;

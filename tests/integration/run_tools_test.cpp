@@ -236,6 +236,7 @@ TEST_F(RunTools, PlotHonoursTheStatedSizeAndLeavesOutMetricsNoRunHas) {
 }
 
 TEST_F(RunTools, PlotToAPngIsAClearError) {
+  fs::remove(workdir() / "curves.png");
   const Result result =
       run(fmt::format("plot {} --output {}", (workdir() / "straight_1").string(), (workdir() / "curves.png").string()));
   EXPECT_EQ(result.exit_code, 1) << result.output;

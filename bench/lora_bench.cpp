@@ -37,7 +37,7 @@ struct Model {
   std::string options;  // job options choosing it
 };
 
-struct Case {
+struct LoraCase {
   std::string name;
   std::string options;
 };
@@ -60,7 +60,7 @@ std::pair<int64_t, int64_t> banner_state_bytes(const fs::path& log) {
   fail("bench lora: {} has no line naming the bytes of parameters and optimizer state", log.string());
 }
 
-RunResult run_case(const LoraBenchOptions& o, const Model& model, const Case& c, const fs::path& data,
+RunResult run_case(const LoraBenchOptions& o, const Model& model, const LoraCase& c, const fs::path& data,
                    const fs::path& folder) {
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   run_training_job(model.name + ", " + c.name, 1, threads, folder,
@@ -92,7 +92,7 @@ int run_lora_bench(const LoraBenchOptions& o) {
   std::ofstream(mid_config) << kMidModelConfig;
   std::vector<Model> models = {{"llama3 debugmodel (6.2M)", ""}};
   if (!o.quick) models.push_back({"llama3 110M (dim 1024, 8 layers)", "--model.hf_config " + mid_config.string()});
-  const std::vector<Case> cases = {
+  const std::vector<LoraCase> cases = {
       {"full fine-tuning", ""},
       {"LoRA r8 q,k,v,o", "--lora.enable true --lora.rank 8 --lora.alpha 16 --lora.target_modules q,k,v,o"},
       {"LoRA r8 all linears",
@@ -113,7 +113,7 @@ int run_lora_bench(const LoraBenchOptions& o) {
     std::printf("\n%s\n%-24s %10s %8s %13s %8s %20s %13s\n", model.name.c_str(), "case", "tokens/s", "vs full",
                 "peak mem GiB", "vs full", "params+optimizer MB", "optimizer MB");
     double full_tps = 0, full_memory = 0;
-    for (const Case& c : cases) {
+    for (const LoraCase& c : cases) {
       std::vector<double> tps, memory;
       for (const RunResult& r : runs[c.name]) {
         tps.push_back(r.tokens_per_second);

@@ -17,14 +17,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Case {
+struct ProfiledCase {
   std::string name;
   std::string executable;  // "" : this build
   std::string extra;       // job options of the case
 };
 
 // The median step time of one run, after its warm-up steps.
-double run_median_step(const ProfilerBenchOptions& o, const Case& c, const fs::path& data, const fs::path& folder) {
+double run_median_step(const ProfilerBenchOptions& o, const ProfiledCase& c, const fs::path& data,
+                       const fs::path& folder) {
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   run_training_job(c.name, 1, threads, folder,
                    fmt::format("--config {} --training.dataset_path {} --model.tokenizer_path {}/tokenizer.json "
@@ -43,7 +44,7 @@ double run_median_step(const ProfilerBenchOptions& o, const Case& c, const fs::p
 int run_profiler_bench(const ProfilerBenchOptions& o) {
   const fs::path root = fs::temp_directory_path() / "titan_bench_profiler";
   const fs::path data = bench_corpus();
-  std::vector<Case> cases;
+  std::vector<ProfiledCase> cases;
   if (!o.baseline.empty()) {
     TITAN_CHECK(fs::exists(o.baseline), "bench profiler: --baseline {} does not exist", o.baseline);
     cases.push_back({"no profiler (built without)", o.baseline, ""});
@@ -59,7 +60,7 @@ int run_profiler_bench(const ProfilerBenchOptions& o) {
   std::map<std::string, std::vector<double>> per_run;
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t i = 0; i < cases.size(); ++i) {
-      const Case& c = cases[i];
+      const ProfiledCase& c = cases[i];
       per_run[c.name].push_back(run_median_step(o, c, data, root / fmt::format("case{}", i)));
     }
   }
@@ -68,7 +69,7 @@ int run_profiler_bench(const ProfilerBenchOptions& o) {
               static_cast<long long>(o.seq_len), static_cast<long long>(o.local_batch), o.steps, o.warmup, o.rounds);
   std::printf("%-30s %12s %10s   %s\n", "case", "step s", "vs first", "per-run medians");
   nlohmann::json results = nlohmann::json::array();
-  for (const Case& c : cases) {
+  for (const ProfiledCase& c : cases) {
     const double step = median(per_run[c.name]);
     std::string runs;
     for (double s : per_run[c.name]) runs += fmt::format(" {:.4f}", s);

@@ -69,15 +69,15 @@ std::string training_text(size_t bytes, std::string& source) {
   return english_text("", bytes);
 }
 
-struct PeerResult {
+struct TokenizerPeerResult {
   double seconds = 0;
   uint64_t tokens = 0;
   bool ok = false;
   std::string error;
 };
 
-PeerResult run_peer(const std::string& encoding, const fs::path& text_file, int repeats) {
-  PeerResult result;
+TokenizerPeerResult run_tokenizer_peer(const std::string& encoding, const fs::path& text_file, int repeats) {
+  TokenizerPeerResult result;
   // The peer is npm's tiktoken, which scripts/setup.sh installs in the source
   // tree's tests/peers (a development tool, not part of an installed titan).
   const char* env = std::getenv("TITAN_TOKENIZER_PEERS");
@@ -134,7 +134,7 @@ int run_tokenizer_bench(const TokenizerBenchOptions& options) {
   const fs::path text_file =
       fs::temp_directory_path() / ("titan_tokenizer_bench_" + std::to_string(::getpid()) + ".txt");
   data::write_file_atomic(text_file, text);
-  const PeerResult peer = run_peer(options.encoding, text_file, repeats);
+  const TokenizerPeerResult peer = run_tokenizer_peer(options.encoding, text_file, repeats);
   fs::remove(text_file);
 
   std::printf("  %-34s %8.2f MB/s  (%llu tokens)\n", "titan, 1 thread", mb / one,

@@ -13,6 +13,7 @@
 #include "titan/ops/adamw.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
@@ -43,8 +44,6 @@ struct AdamWConstants {
   float step_size;       // lr / (1 - beta1^step)
   float inv_sqrt_bias2;  // 1 / sqrt(1 - beta2^step)
 };
-
-constexpr int kThreads = 256;
 
 // The CPU kernel's per-element update, term for term (all f32; sqrtf and the
 // division are IEEE-rounded under nvcc's defaults): one read of p, g, m, v and

@@ -11,6 +11,7 @@
 #include "titan/ops/attention.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
@@ -19,8 +20,6 @@ namespace {
 struct MaskBiasShape {
   int64_t batch = 0, q_len = 0, k_len = 0;
 };
-
-constexpr int kThreads = 256;
 
 __device__ __forceinline__ int64_t document_of(const void* ids, int bytes, int64_t i) {
   return bytes == 8 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];

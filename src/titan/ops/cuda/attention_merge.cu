@@ -16,12 +16,11 @@
 #include "titan/ops/attention.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
 namespace {
-
-constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void attention_merge(float* __restrict__ out_acc, float* __restrict__ lse_acc, const T* __restrict__ out,

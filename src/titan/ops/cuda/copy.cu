@@ -21,6 +21,7 @@
 #include "titan/ops/cuda/convert.cuh"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
@@ -36,8 +37,6 @@ struct CopyLayout {
   int64_t dst_strides[kMaxCopyDims] = {};
   int64_t src_strides[kMaxCopyDims] = {};
 };
-
-constexpr int kThreads = 256;
 
 // ---- scalar conversions (mirrors of core/dtype.cpp) ------------------------
 

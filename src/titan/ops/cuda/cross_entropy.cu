@@ -11,6 +11,7 @@
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
@@ -30,17 +31,13 @@ struct CrossEntropyStatus {
 };
 constexpr unsigned long long kNoBadRow = ~0ULL;
 
-constexpr int kThreads = 256;
-constexpr int kFinishThreads = 1024;
-constexpr int64_t kMaxRowBlocks = 1 << 20;
+// One block per row of logits (kThreads each), rows grid-strided over at
+// most kMaxLogitRowBlocks blocks: more than launch_shape.cuh's row_blocks.
+constexpr int64_t kMaxLogitRowBlocks = 1 << 20;
 
-unsigned int row_blocks(int64_t rows) {
-  return static_cast<unsigned int>(rows < 1 ? 1 : (rows < kMaxRowBlocks ? rows : kMaxRowBlocks));
+unsigned int logit_row_blocks(int64_t rows) {
+  return static_cast<unsigned int>(rows < 1 ? 1 : (rows < kMaxLogitRowBlocks ? rows : kMaxLogitRowBlocks));
 }
-
-// tanhf is accurate to a few ulp; the CPU's exp-based tanh differs from it by
-// about cap * 1e-7, far below what the loss can resolve.
-__device__ __forceinline__ float capped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
 
 template <typename Target>
 __device__ __forceinline__ bool in_vocab(Target target, int64_t vocab) {
@@ -110,8 +107,8 @@ cudaError_t forward(float* loss, float* lse, const T* logits, const Target* targ
                     const CrossEntropyParams& params, float* row_loss, CrossEntropyStatus* status,
                     cudaStream_t stream) {
   if (rows > 0) {
-    rows_forward<<<row_blocks(rows), kThreads, 0, stream>>>(logits, targets, rows, vocab, params, lse, row_loss,
-                                                            &status->bad_row);
+    rows_forward<<<logit_row_blocks(rows), kThreads, 0, stream>>>(logits, targets, rows, vocab, params, lse, row_loss,
+                                                                  &status->bad_row);
   }
   finish_forward<<<1, kFinishThreads, 0, stream>>>(row_loss, targets, rows, params, loss, status);
   return cudaGetLastError();
@@ -155,8 +152,8 @@ cudaError_t backward(T* grad, const T* logits, const Target* targets, const floa
                      int64_t counted, int64_t rows, int64_t vocab, const CrossEntropyParams& params,
                      cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  rows_backward<<<row_blocks(rows), kThreads, 0, stream>>>(grad, logits, targets, lse, grad_loss, counted, rows, vocab,
-                                                           params);
+  rows_backward<<<logit_row_blocks(rows), kThreads, 0, stream>>>(grad, logits, targets, lse, grad_loss, counted, rows,
+                                                                 vocab, params);
   return cudaGetLastError();
 }
 

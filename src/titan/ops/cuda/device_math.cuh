@@ -1,6 +1,7 @@
 // Device-side helpers shared by the CUDA kernels: bf16 <-> f32 loads and
 // stores (all math in f32, one rounding on store), warp and block reductions,
-// and grid sizing. Included by .cu files only.
+// the logit soft cap, and grid sizing (more in launch_shape.cuh). Included by
+// .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +20,11 @@ __device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { r
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
 // Round to nearest even, as the CPU backend's bf16 conversion.
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// A soft-capped logit: cap * tanh(x / cap) when cap > 0, else x. tanhf is
+// accurate to a few ulp; the CPU's exp-based tanh differs from it by about
+// cap * 1e-7, far below what a loss can resolve.
+__device__ __forceinline__ float capped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

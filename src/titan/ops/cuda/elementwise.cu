@@ -12,6 +12,8 @@
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/float_dtype.h"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/grad_clip.h"
@@ -20,11 +22,6 @@ namespace titan::ops::cuda {
 namespace {
 
 enum class BinaryKind { add, sub, mul };
-
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ int64_t first_index() { return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; }
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -263,10 +260,6 @@ cudaError_t launch_soft_cap_backward(DType dtype, void* grad_x, const void* grad
     soft_cap_backward<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<T*>(grad_x), static_cast<const T*>(grad_out), static_cast<const T*>(y), cap, n);
   });
-}
-
-void require_float(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
 }
 
 void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, float alpha) {

@@ -12,6 +12,7 @@
 
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/embedding.h"
 
@@ -19,20 +20,6 @@ namespace titan::ops::cuda {
 namespace {
 
 constexpr unsigned long long kNoBadPosition = ~0ULL;
-
-constexpr int kMaxThreads = 256;
-// Blocks of the grid-stride loops over tokens and over runs of equal ids.
-constexpr int64_t kMaxRowBlocks = 8192;
-
-// Enough threads for a row of `units`, a whole number of warps, at most kMaxThreads.
-int threads_for(int64_t units) {
-  const int64_t warps = (units + kWarpSize - 1) / kWarpSize;
-  return warps >= kMaxThreads / kWarpSize ? kMaxThreads : static_cast<int>(warps < 1 ? 1 : warps) * kWarpSize;
-}
-
-unsigned int row_blocks(int64_t rows) {
-  return static_cast<unsigned int>(rows < 1 ? 1 : (rows < kMaxRowBlocks ? rows : kMaxRowBlocks));
-}
 
 template <typename Id>
 __device__ __forceinline__ bool valid_id(Id id, int64_t vocab) {
@@ -82,15 +69,15 @@ cudaError_t gather_ids(void* out, const void* weight, int64_t vocab, int64_t row
 // ---- backward --------------------------------------------------------------
 
 // Sort keys hold ids in [0, vocab] (vocab marks a bad id, so those sort last
-// as one run that is skipped); only the low key_bits(vocab) bits are sorted.
-int key_bits(int64_t vocab) {
+// as one run that is skipped); only the low id_key_bits(vocab) bits are sorted.
+int id_key_bits(int64_t vocab) {
   int bits = 1;
   while ((int64_t{1} << bits) <= vocab) ++bits;
   return bits;
 }
 
-// The workspace, each piece 256-byte aligned.
-struct Workspace {
+// The backward's workspace, each piece 256-byte aligned.
+struct BackwardWorkspace {
   uint32_t* keys_in;
   uint32_t* keys_out;
   int32_t* order_in;   // 0, 1, ..., tokens - 1: token positions, also the run-start candidates
@@ -103,7 +90,7 @@ struct Workspace {
   size_t total;
 };
 
-Workspace carve(char* base, int64_t tokens, size_t temp_bytes) {
+BackwardWorkspace carve_backward_workspace(char* base, int64_t tokens, size_t temp_bytes) {
   size_t offset = 0;
   const auto take = [&](size_t bytes) {
     char* p = base == nullptr ? nullptr : base + offset;
@@ -111,7 +98,7 @@ Workspace carve(char* base, int64_t tokens, size_t temp_bytes) {
     return p;
   };
   const auto n = static_cast<size_t>(tokens);
-  Workspace w{};
+  BackwardWorkspace w{};
   w.keys_in = reinterpret_cast<uint32_t*>(take(n * sizeof(uint32_t)));
   w.keys_out = reinterpret_cast<uint32_t*>(take(n * sizeof(uint32_t)));
   w.order_in = reinterpret_cast<int32_t*>(take(n * sizeof(int32_t)));
@@ -130,7 +117,7 @@ cudaError_t cub_temp_bytes(int64_t tokens, int64_t vocab, size_t* bytes) {
   const int n = static_cast<int>(tokens);
   cudaError_t status = cub::DeviceRadixSort::SortPairs(
       nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, key_bits(vocab));
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, id_key_bits(vocab));
   if (status != cudaSuccess) return status;
   status = cub::DeviceSelect::Flagged(nullptr, select_bytes, static_cast<const int32_t*>(nullptr),
                                       static_cast<const uint8_t*>(nullptr), static_cast<int32_t*>(nullptr),
@@ -184,16 +171,16 @@ __global__ void accumulate_runs(float* grad_weight, const G* grad_out, int64_t v
 
 template <typename Id>
 cudaError_t backward_ids(float* grad_weight, const void* grad_out, bool grad_bf16, const Id* ids, int64_t tokens,
-                         int64_t vocab, int64_t dim, const Workspace& w, unsigned long long* bad_position,
+                         int64_t vocab, int64_t dim, const BackwardWorkspace& w, unsigned long long* bad_position,
                          cudaStream_t stream) {
-  const unsigned int grid = grid_for(tokens, kMaxThreads);
-  make_keys<<<grid, kMaxThreads, 0, stream>>>(ids, tokens, vocab, w.keys_in, w.order_in, bad_position);
+  const unsigned int grid = grid_for(tokens, kThreads);
+  make_keys<<<grid, kThreads, 0, stream>>>(ids, tokens, vocab, w.keys_in, w.order_in, bad_position);
   size_t temp_bytes = w.temp_bytes;
   cudaError_t status =
       cub::DeviceRadixSort::SortPairs(w.temp, temp_bytes, w.keys_in, w.keys_out, w.order_in, w.order_out,
-                                      static_cast<int>(tokens), 0, key_bits(vocab), stream);
+                                      static_cast<int>(tokens), 0, id_key_bits(vocab), stream);
   if (status != cudaSuccess) return status;
-  flag_run_starts<<<grid, kMaxThreads, 0, stream>>>(w.keys_out, tokens, w.run_flags);
+  flag_run_starts<<<grid, kThreads, 0, stream>>>(w.keys_out, tokens, w.run_flags);
   temp_bytes = w.temp_bytes;
   // The argument types of cub_temp_bytes, so CUB picks the same configuration (and scratch size).
   status =
@@ -227,7 +214,7 @@ cudaError_t launch_embedding(void* out, const void* weight, int64_t vocab, int64
 cudaError_t embedding_backward_workspace(int64_t tokens, int64_t vocab, size_t* bytes) {
   size_t temp_bytes = 0;
   const cudaError_t status = cub_temp_bytes(tokens, vocab, &temp_bytes);
-  *bytes = carve(nullptr, tokens, temp_bytes).total;
+  *bytes = carve_backward_workspace(nullptr, tokens, temp_bytes).total;
   return status;
 }
 
@@ -241,7 +228,7 @@ cudaError_t launch_embedding_backward(float* grad_weight, const void* grad_out, 
   if (status != cudaSuccess || tokens == 0) return status;
   size_t temp_bytes = 0;
   if ((status = cub_temp_bytes(tokens, vocab, &temp_bytes)) != cudaSuccess) return status;
-  const Workspace w = carve(static_cast<char*>(workspace), tokens, temp_bytes);
+  const BackwardWorkspace w = carve_backward_workspace(static_cast<char*>(workspace), tokens, temp_bytes);
   if (w.total > workspace_bytes) return cudaErrorInvalidValue;
   return ids_i64 ? backward_ids(grad_weight, grad_out, grad_bf16, static_cast<const int64_t*>(ids), tokens, vocab, dim,
                                 w, bad_position, stream)

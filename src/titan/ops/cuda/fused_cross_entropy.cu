@@ -48,6 +48,7 @@
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/fused_cross_entropy_tiles.h"
 
@@ -85,7 +86,6 @@ struct FusedCeTile {
 
 constexpr int kTargetThreads = 1024;
 constexpr int kLossThreads = 1024;
-constexpr int kMaxRowThreads = 256;
 constexpr int kElementThreads = 256;
 
 __device__ __forceinline__ long long warp_sum_ll(long long v) {
@@ -143,8 +143,6 @@ __global__ void read_targets(int64_t* columns, int64_t* summary, float* scale, b
     }
   }
 }
-
-__device__ __forceinline__ float capped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
 
 // d(loss)/dx for one element from its capped value z.
 __device__ __forceinline__ float gradient_of(float z, bool is_target, float lse, float prob_scale, float scale,
@@ -260,13 +258,6 @@ __global__ void total_loss(float* loss, const float* row_loss, int64_t rows, con
   }
 }
 
-// Threads per row block: enough warps to cover the row, at most kMaxRowThreads.
-int row_threads(int64_t cols) {
-  const int64_t warps = (cols + kWarpSize - 1) / kWarpSize;
-  const int64_t threads = warps * kWarpSize;
-  return static_cast<int>(threads < kWarpSize ? kWarpSize : (threads > kMaxRowThreads ? kMaxRowThreads : threads));
-}
-
 // Reads targets (i32 or i64) into columns[rows] and writes summary[0] = the
 // counted rows, summary[1] = the first row whose target is neither
 // ignore_index nor in [0, vocab) (rows when there is none), and scale[0] =
@@ -294,7 +285,7 @@ cudaError_t launch_fused_ce_reduce_tile(const FusedCeTile& tile, const FusedCeRo
                                         float* row_loss, cudaStream_t stream) {
   if (tile.rows == 0) return cudaSuccess;
   const auto grid = static_cast<unsigned>(tile.rows);
-  const int threads = row_threads(tile.cols);
+  const int threads = threads_for(tile.cols);  // whole warps, 32 to 256
   if (tile.grad_bf16 && tile.grad != nullptr) {
     reduce_tile<<<grid, threads, 0, stream>>>(tile, state, first, last, row_loss,
                                               static_cast<__nv_bfloat16*>(tile.grad));
@@ -310,7 +301,7 @@ cudaError_t launch_fused_ce_gradient_tile(const FusedCeTile& tile, const FusedCe
                                           cudaStream_t stream) {
   if (tile.rows == 0) return cudaSuccess;
   const auto grid = static_cast<unsigned>(tile.rows);
-  const int threads = row_threads(tile.cols);
+  const int threads = threads_for(tile.cols);  // whole warps, 32 to 256
   if (tile.grad_bf16) {
     gradient_tile<<<grid, threads, 0, stream>>>(tile, state, capped, static_cast<__nv_bfloat16*>(tile.grad));
   } else {

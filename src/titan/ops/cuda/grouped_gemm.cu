@@ -47,22 +47,22 @@ constexpr int64_t kGroupedGemmMaxGridYZ = 65535;
 // Rows and columns of one output tile.
 constexpr int64_t kGroupedGemmTile = 64;
 
-constexpr int kThreads = 256;
+constexpr int kGemmThreads = 256;
 constexpr int kTile = static_cast<int>(kGroupedGemmTile);
 constexpr int kTileK = 16;     // depth of one staged slice of the reduction
 constexpr int kSide = 16;      // threads along each side of the block: 16 x 16
 constexpr int kPerThread = 4;  // outputs per thread along each side: kSide * kPerThread = kTile
-static_assert(kSide * kSide == kThreads && kSide * kPerThread == kTile);
+static_assert(kSide * kSide == kGemmThreads && kSide * kPerThread == kTile);
 
 // row_offsets[e] = expert e's first row, tile_offsets[e] = its first row tile
 // (E + 1 entries each, the last being the totals). Counts are clamped so the
-// rows never pass N. One block scans the experts in chunks of kThreads.
-__global__ void __launch_bounds__(kThreads)
+// rows never pass N. One block scans the experts in chunks of kGemmThreads.
+__global__ void __launch_bounds__(kGemmThreads)
     expert_offsets(const int64_t* counts, int64_t experts, int64_t rows, int64_t* row_offsets, int64_t* tile_offsets) {
-  using Scan = cub::BlockScan<int64_t, kThreads>;
+  using Scan = cub::BlockScan<int64_t, kGemmThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   int64_t rows_before = 0, tiles_before = 0;  // the chunks so far; the same in every thread
-  for (int64_t first = 0; first < experts; first += kThreads) {
+  for (int64_t first = 0; first < experts; first += kGemmThreads) {
     const int64_t e = first + threadIdx.x;
     int64_t count = e < experts ? counts[e] : 0;
     count = count < 0 ? 0 : (count > rows ? rows : count);
@@ -116,12 +116,12 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[kPerThread][kPerThrea
   __shared__ float b_tile[kTileK][kTile + 1];
   const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
   for (int64_t k0 = 0; k0 < k_size; k0 += kTileK) {
-    for (int i = threadIdx.x; i < kTile * kTileK; i += kThreads) {
+    for (int i = threadIdx.x; i < kTile * kTileK; i += kGemmThreads) {
       const int m = kAUnitK ? i / kTileK : i % kTile, kk = kAUnitK ? i % kTileK : i / kTile;
       const int64_t gm = m0 + m, gk = k0 + kk;
       a_tile[kk][m] = gm < m_size && gk < k_size ? load_f32(a, kAUnitK ? gm * lda + gk : gk * lda + gm) : 0.0f;
     }
-    for (int i = threadIdx.x; i < kTile * kTileK; i += kThreads) {
+    for (int i = threadIdx.x; i < kTile * kTileK; i += kGemmThreads) {
       const int n = kBUnitK ? i / kTileK : i % kTile, kk = kBUnitK ? i % kTileK : i / kTile;
       const int64_t gn = n0 + n, gk = k0 + kk;
       b_tile[kk][n] = gn < n_size && gk < k_size ? load_f32(b, kBUnitK ? gn * ldb + gk : gk * ldb + gn) : 0.0f;
@@ -163,7 +163,7 @@ __device__ __forceinline__ void store_tile(T* out, int64_t ldc, const float (&ac
 // forward (kBUnitK, B(k, n) = w[e][n, k]) and input_grad (B(k, n) = w[e][k, n]):
 // block x is a row tile of some expert, block y a tile of output columns.
 template <typename T, bool kBUnitK>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kGemmThreads)
     grouped_rows_product(T* out, const T* a, const T* w, const int64_t* row_offsets, const int64_t* tile_offsets,
                          int64_t experts, int64_t a_cols, int64_t out_cols, int64_t w_cols, int64_t w_expert_stride) {
   const int64_t tile = blockIdx.x;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // grad_w[e] = grad_y_e^T @ x_e: block (x, y, z) = (input tile, output tile, expert).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kGemmThreads)
     grouped_weight_grad(T* grad_w, const T* grad_y, const T* x, const int64_t* row_offsets, int64_t out_features,
                         int64_t in_features) {
   const int64_t e = blockIdx.z;
@@ -200,16 +200,16 @@ void launch_typed(GroupedProduct kind, T* out, const T* a, const T* b, const int
                   cudaStream_t stream) {
   if (kind == GroupedProduct::weight_grad) {
     const dim3 grid(tiles_of(in_features), tiles_of(out_features), static_cast<unsigned int>(experts));
-    grouped_weight_grad<<<grid, kThreads, 0, stream>>>(out, a, b, row_offsets, out_features, in_features);
+    grouped_weight_grad<<<grid, kGemmThreads, 0, stream>>>(out, a, b, row_offsets, out_features, in_features);
     return;
   }
   const auto row_tiles = static_cast<unsigned int>((rows + kTile - 1) / kTile + experts);
   if (kind == GroupedProduct::forward) {  // a [N, in], out [N, out]
-    grouped_rows_product<T, true><<<dim3(row_tiles, tiles_of(out_features)), kThreads, 0, stream>>>(
+    grouped_rows_product<T, true><<<dim3(row_tiles, tiles_of(out_features)), kGemmThreads, 0, stream>>>(
         out, a, b, row_offsets, tile_offsets, experts, in_features, out_features, in_features,
         out_features * in_features);
   } else {  // a [N, out], out [N, in]
-    grouped_rows_product<T, false><<<dim3(row_tiles, tiles_of(in_features)), kThreads, 0, stream>>>(
+    grouped_rows_product<T, false><<<dim3(row_tiles, tiles_of(in_features)), kGemmThreads, 0, stream>>>(
         out, a, b, row_offsets, tile_offsets, experts, out_features, in_features, in_features,
         out_features * in_features);
   }
@@ -228,7 +228,7 @@ cudaError_t launch_grouped_gemm(GroupedProduct kind, bool bf16, void* out, const
   if (experts == 0 || out_cols == 0 || (kind == GroupedProduct::weight_grad && out_features == 0)) return cudaSuccess;
   int64_t* row_offsets = workspace;
   int64_t* tile_offsets = workspace + experts + 1;
-  expert_offsets<<<1, kThreads, 0, stream>>>(counts, experts, rows, row_offsets, tile_offsets);
+  expert_offsets<<<1, kGemmThreads, 0, stream>>>(counts, experts, rows, row_offsets, tile_offsets);
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
   if (bf16) {

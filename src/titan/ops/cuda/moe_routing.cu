@@ -31,28 +31,13 @@
 
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/float_dtype.h"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/moe_routing.h"
 
 namespace titan::ops::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-// Blocks of the grid-stride loops over tokens (one block each).
-constexpr int64_t kMaxRowBlocks = 8192;
-
-__device__ __forceinline__ int64_t first_index() { return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; }
-__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
-// Enough threads for a row of `units`, a whole number of warps, at most kThreads.
-int threads_for(int64_t units) {
-  const int64_t warps = (units + kWarpSize - 1) / kWarpSize;
-  return warps >= kThreads / kWarpSize ? kThreads : static_cast<int>(warps < 1 ? 1 : warps) * kWarpSize;
-}
-
-unsigned int row_blocks(int64_t rows) {
-  return static_cast<unsigned int>(rows < 1 ? 1 : (rows < kMaxRowBlocks ? rows : kMaxRowBlocks));
-}
 
 template <typename T>
 struct TypeTag {
@@ -128,8 +113,8 @@ __global__ void topk_rows(float* values, int64_t* indices, const float* scores, 
 // ---- expert order -----------------------------------------------------------
 
 // Keys hold experts in [0, experts] (experts marks a bad one, sorting last);
-// only the low key_bits(experts) bits are sorted.
-int key_bits(int64_t experts) {
+// only the low expert_key_bits(experts) bits are sorted.
+int expert_key_bits(int64_t experts) {
   int bits = 1;
   while (bits < 32 && (int64_t{1} << bits) <= experts) ++bits;
   return bits;
@@ -145,7 +130,7 @@ struct OrderWorkspace {
   size_t total;
 };
 
-OrderWorkspace carve(char* base, int64_t pairs, size_t temp_bytes) {
+OrderWorkspace carve_order_workspace(char* base, int64_t pairs, size_t temp_bytes) {
   size_t offset = 0;
   const auto take = [&](size_t bytes) {
     char* p = base == nullptr ? nullptr : base + offset;
@@ -169,7 +154,7 @@ cudaError_t sort_pairs(void* temp, size_t& temp_bytes, const uint32_t* keys_in, 
                        const int64_t* pairs_in, int64_t* pairs_out, int64_t pairs, int64_t experts,
                        cudaStream_t stream) {
   return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pairs_in, pairs_out, pairs, 0,
-                                         key_bits(experts), stream);
+                                         expert_key_bits(experts), stream);
 }
 
 __global__ void make_expert_keys(const int64_t* indices, int64_t pairs, int64_t experts, uint32_t* keys,
@@ -366,7 +351,7 @@ cudaError_t launch_topk(float* values, int64_t* indices, const float* scores, in
 cudaError_t expert_order_workspace(int64_t pairs, int64_t experts, size_t* bytes) {
   size_t temp_bytes = 0;
   const cudaError_t status = sort_pairs(nullptr, temp_bytes, nullptr, nullptr, nullptr, nullptr, pairs, experts, 0);
-  *bytes = carve(nullptr, pairs, temp_bytes).total;
+  *bytes = carve_order_workspace(nullptr, pairs, temp_bytes).total;
   return status;
 }
 
@@ -380,7 +365,7 @@ cudaError_t launch_expert_order(int64_t* order, int64_t* inverse, int64_t* count
   size_t temp_bytes = 0;
   cudaError_t status = sort_pairs(nullptr, temp_bytes, nullptr, nullptr, nullptr, nullptr, pairs, experts, stream);
   if (status != cudaSuccess) return status;
-  const OrderWorkspace w = carve(static_cast<char*>(workspace), pairs, temp_bytes);
+  const OrderWorkspace w = carve_order_workspace(static_cast<char*>(workspace), pairs, temp_bytes);
   if (w.total > workspace_bytes) return cudaErrorInvalidValue;
   make_expert_keys<<<grid_for(pairs, kThreads), kThreads, 0, stream>>>(indices, pairs, experts, w.keys_in, w.pairs_in);
   if ((status = cudaGetLastError()) != cudaSuccess) return status;
@@ -497,11 +482,6 @@ cudaError_t launch_sigmoid_backward(void* grad_x, const void* grad_out, const vo
 
 // The kernels' keys hold a column or expert below 2^32 - 1 (the top value is the "none" mark).
 constexpr int64_t kMaxKeyedRange = int64_t{0xffffffff} - 1;
-
-bool is_bf16(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
-  return t.dtype() == DType::bf16;
-}
 
 void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& scores) {
   const int64_t columns = scores.size(1);

@@ -20,6 +20,7 @@
 #include "titan/ops/cuda/convert.cuh"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/random.h"
 
@@ -36,8 +37,6 @@ struct RandomParams {
   uint64_t seed = 0;
   uint64_t first_block = 0;
 };
-
-constexpr int kThreads = 256;
 
 __device__ __forceinline__ double sample(const RandomParams& params, const Philox4x32& block, int lane) {
   switch (params.distribution) {

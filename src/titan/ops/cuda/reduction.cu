@@ -12,6 +12,8 @@
 
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/float_dtype.h"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/reduction.h"
 
@@ -43,16 +45,15 @@ struct SumToShapeLayout {
 };
 
 constexpr int kTileThreads = 256;
-constexpr int kPerThread = static_cast<int>(kReduceTile) / kTileThreads;
-constexpr int kFinishThreads = 1024;
+constexpr int kElementsPerThread = static_cast<int>(kReduceTile) / kTileThreads;
 
 // One block reduces x[0, count), count <= kReduceTile, in f32: each thread
-// folds its kPerThread elements (strided by the block, so loads coalesce),
+// folds its kElementsPerThread elements (strided by the block, so loads coalesce),
 // then the block tree. A NaN makes the max NaN, as on the CPU and in torch.max.
 template <typename T, bool kMax, bool kSquares>
 __device__ float reduce_tile(const T* x, int64_t count, float* scratch) {
   float acc = kMax ? -INFINITY : 0.0f;
-  for (int k = 0; k < kPerThread; ++k) {
+  for (int k = 0; k < kElementsPerThread; ++k) {
     const int64_t i = static_cast<int64_t>(k) * kTileThreads + threadIdx.x;
     if (i < count) {
       const float v = load_f32(x, i);
@@ -199,12 +200,6 @@ cudaError_t launch_sum_to_shape(void* out, const void* x, bool bf16, int64_t out
     sum_to_shape<<<grid, 256, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(x), out_numel, layout);
   }
   return cudaGetLastError();
-}
-
-// f32 or bf16 (true), else the op's unsupported-dtype error.
-bool is_bf16(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
-  return t.dtype() == DType::bf16;
 }
 
 // Scratch for one double partial per tile (8-byte elements; there is no f64

@@ -16,15 +16,15 @@
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/float_dtype.h"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/rms_norm.h"
 
 namespace titan::ops::cuda {
 namespace {
 
-constexpr int kMaxRowThreads = 512;
 constexpr int kColumnThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 20;
 constexpr int64_t kMinChunkRows = 32;
 constexpr int64_t kMaxChunks = 1024;
 
@@ -96,13 +96,6 @@ __global__ void rms_norm_grad_weight_total(T* __restrict__ grad_weight, const fl
   store_f32(grad_weight, c, total);
 }
 
-int row_threads(int64_t dim) {
-  const int64_t warps = (dim + kWarpSize - 1) / kWarpSize;
-  return static_cast<int>(warps * kWarpSize < kMaxRowThreads ? warps * kWarpSize : kMaxRowThreads);
-}
-
-unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
-
 int64_t chunk_rows_for(int64_t rows) {
   const int64_t spread = (rows + kMaxChunks - 1) / kMaxChunks;
   return spread > kMinChunkRows ? spread : kMinChunkRows;
@@ -119,8 +112,8 @@ void launch_backward_typed(void* grad_x, void* grad_weight, const void* grad_y, 
   const auto* dy = static_cast<const T*>(grad_y);
   const auto* xs = static_cast<const T*>(x);
   if (rows > 0) {
-    rms_norm_grad_x<<<row_blocks(rows), row_threads(dim), 0, stream>>>(static_cast<T*>(grad_x), dy, xs,
-                                                                       static_cast<const T*>(weight), rstd, rows, dim);
+    rms_norm_grad_x<<<norm_blocks(rows), norm_threads(dim), 0, stream>>>(
+        static_cast<T*>(grad_x), dy, xs, static_cast<const T*>(weight), rstd, rows, dim);
   }
   const auto column_tiles = static_cast<unsigned>((dim + kColumnThreads - 1) / kColumnThreads);
   const int64_t chunks = chunks_for(rows);
@@ -137,11 +130,11 @@ cudaError_t launch_rms_norm(DType dtype, void* y, float* rstd, const void* x, co
                             int64_t rows, int64_t dim, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
   if (dtype == DType::bf16) {
-    rms_norm_forward<<<row_blocks(rows), row_threads(dim), 0, stream>>>(
+    rms_norm_forward<<<norm_blocks(rows), norm_threads(dim), 0, stream>>>(
         static_cast<__nv_bfloat16*>(y), rstd, static_cast<const __nv_bfloat16*>(x),
         static_cast<const __nv_bfloat16*>(weight), eps, rows, dim);
   } else {
-    rms_norm_forward<<<row_blocks(rows), row_threads(dim), 0, stream>>>(
+    rms_norm_forward<<<norm_blocks(rows), norm_threads(dim), 0, stream>>>(
         static_cast<float*>(y), rstd, static_cast<const float*>(x), static_cast<const float*>(weight), eps, rows, dim);
   }
   return cudaGetLastError();
@@ -161,10 +154,6 @@ cudaError_t launch_rms_norm_backward(DType dtype, void* grad_x, void* grad_weigh
     launch_backward_typed<float>(grad_x, grad_weight, grad_y, x, weight, rstd, scratch, rows, dim, stream);
   }
   return cudaGetLastError();
-}
-
-void require_float(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) unsupported_dtype(op, t.device(), t.dtype());
 }
 
 void rms_norm_kernel(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, float eps) {

@@ -13,6 +13,7 @@
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/rope.h"
 
@@ -23,8 +24,6 @@ struct RopeShape {
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
   int64_t max_positions = 0;
 };
-
-constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void rope(T* __restrict__ out, const T* __restrict__ x, const float* __restrict__ cos,

@@ -13,14 +13,12 @@
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/launch_shape.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/softmax.h"
 
 namespace titan::ops::cuda {
 namespace {
-
-constexpr int kMaxThreads = 512;
-constexpr int64_t kMaxBlocks = 1 << 20;
 
 template <typename T>
 __global__ void softmax_forward(T* __restrict__ y, const T* __restrict__ x, int64_t rows, int64_t cols) {
@@ -59,24 +57,16 @@ __global__ void softmax_backward(T* __restrict__ grad_x, const T* __restrict__ g
   }
 }
 
-// Enough whole warps to give each thread a few columns, at most kMaxThreads.
-int threads_for(int64_t cols) {
-  const int64_t warps = (cols + kWarpSize - 1) / kWarpSize;
-  return static_cast<int>(warps * kWarpSize < kMaxThreads ? warps * kWarpSize : kMaxThreads);
-}
-
-unsigned blocks_for(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
-
 // A row whose entries are all -inf becomes zeros, as on the CPU.
 cudaError_t launch_softmax(DType dtype, void* y, const void* x, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  const int threads = threads_for(cols);
+  const int threads = norm_threads(cols);
   if (dtype == DType::bf16) {
-    softmax_forward<<<blocks_for(rows), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(y),
-                                                              static_cast<const __nv_bfloat16*>(x), rows, cols);
+    softmax_forward<<<norm_blocks(rows), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(y),
+                                                               static_cast<const __nv_bfloat16*>(x), rows, cols);
   } else {
-    softmax_forward<<<blocks_for(rows), threads, 0, stream>>>(static_cast<float*>(y), static_cast<const float*>(x),
-                                                              rows, cols);
+    softmax_forward<<<norm_blocks(rows), threads, 0, stream>>>(static_cast<float*>(y), static_cast<const float*>(x),
+                                                               rows, cols);
   }
   return cudaGetLastError();
 }
@@ -85,13 +75,13 @@ cudaError_t launch_softmax(DType dtype, void* y, const void* x, int64_t rows, in
 cudaError_t launch_softmax_backward(DType dtype, void* grad_x, const void* grad_y, const void* y, int64_t rows,
                                     int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  const int threads = threads_for(cols);
+  const int threads = norm_threads(cols);
   if (dtype == DType::bf16) {
-    softmax_backward<<<blocks_for(rows), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(grad_x),
-                                                               static_cast<const __nv_bfloat16*>(grad_y),
-                                                               static_cast<const __nv_bfloat16*>(y), rows, cols);
+    softmax_backward<<<norm_blocks(rows), threads, 0, stream>>>(static_cast<__nv_bfloat16*>(grad_x),
+                                                                static_cast<const __nv_bfloat16*>(grad_y),
+                                                                static_cast<const __nv_bfloat16*>(y), rows, cols);
   } else {
-    softmax_backward<<<blocks_for(rows), threads, 0, stream>>>(
+    softmax_backward<<<norm_blocks(rows), threads, 0, stream>>>(
         static_cast<float*>(grad_x), static_cast<const float*>(grad_y), static_cast<const float*>(y), rows, cols);
   }
   return cudaGetLastError();

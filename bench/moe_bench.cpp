@@ -1,4 +1,5 @@
 #include "bench/moe_bench.h"
+#include "titan/nn/initialize.h"
 
 #include <omp.h>
 
@@ -41,7 +42,8 @@ double titan_layer_seconds(const LayerShape& shape, nn::ExpertImpl impl, const M
   config.load_balance_coeff = 0.0;
   const std::shared_ptr<nn::MoE> moe = config.build();
   Generator generator(1);
-  moe->init_weights(generator, 0.02);
+  moe->set_init(0.02);
+  nn::initialize(*moe, generator.seed());
   Tensor x = Tensor::zeros({shape.tokens, config.dim});
   const Tensor grad = Tensor::zeros({shape.tokens, config.dim});
   ops::normal_(x, 0.0, 1.0, generator);

@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "titan/core/philox.h"
 #include "titan/core/random_math.h"
@@ -101,7 +103,8 @@ TEST(Random, SameValuesForAnyThreadCount) {
   EXPECT_EQ(one.to_floats(), many.to_floats());
   EXPECT_EQ(g1.offset(), g2.offset());
   // Element i matches the host reference formula too.
-  ops::RandomSpec spec{ops::Distribution::normal, 0.0, 1.0};
+  ops::RandomSpec spec;
+  spec.distribution = ops::Distribution::normal;
   spec.seed = 11;
   EXPECT_EQ(one.to_floats()[12345], static_cast<float>(ops::random_value(spec, 12345)));
 }
@@ -118,6 +121,61 @@ TEST(Random, GeneratorAdvancesAndRestores) {
   Tensor again = Tensor::empty({10});
   ops::normal_(again, 0, 1, generator);
   EXPECT_EQ(again.to_floats(), b.to_floats());
+}
+
+// A box of a tensor (a parameter's shard) filled on its own holds exactly
+// the whole fill's values there, for every distribution and any box; another
+// stream (another parameter's name) draws other numbers.
+TEST(Random, BoxOfAWholeFillEqualsTheWholeFillThere) {
+  const Shape whole_shape{4, 6, 5};
+  for (const ops::Distribution distribution :
+       {ops::Distribution::uniform, ops::Distribution::normal, ops::Distribution::truncated_normal}) {
+    ops::RandomSpec spec;
+    spec.distribution = distribution;
+    spec.a = 0.1;
+    spec.b = 0.5;
+    spec.low = -0.4;
+    spec.high = 0.9;
+    spec.seed = 17;
+    spec.stream = 0x1234abcdULL;
+    Tensor whole = Tensor::empty(whole_shape);
+    ops::fill_random(whole, spec);
+    for (const auto& [shape, offsets] : std::vector<std::pair<Shape, Shape>>{
+             {{2, 3, 5}, {1, 2, 0}}, {{4, 6, 2}, {0, 0, 3}}, {{1, 1, 1}, {3, 5, 4}}, {{4, 6, 5}, {0, 0, 0}}}) {
+      ops::RandomSpec boxed = spec;
+      boxed.box.dims = 3;
+      for (int d = 0; d < 3; ++d) {
+        boxed.box.shape[d] = shape[static_cast<size_t>(d)];
+        boxed.box.whole[d] = whole_shape[static_cast<size_t>(d)];
+        boxed.box.offsets[d] = offsets[static_cast<size_t>(d)];
+      }
+      Tensor part = Tensor::empty(shape);
+      ops::fill_random(part, boxed);
+      Tensor expected = whole;
+      for (int64_t d = 0; d < 3; ++d) {
+        expected = expected.narrow(d, offsets[static_cast<size_t>(d)], shape[static_cast<size_t>(d)]);
+      }
+      EXPECT_EQ(part.to_floats(), expected.contiguous().to_floats())
+          << shape_str(shape) << " at " << shape_str(offsets);
+    }
+    ops::RandomSpec other = spec;
+    other.stream += 1;
+    Tensor elsewhere = Tensor::empty(whole_shape);
+    ops::fill_random(elsewhere, other);
+    EXPECT_NE(elsewhere.to_floats(), whole.to_floats());
+  }
+}
+
+TEST(Random, RejectsABoxThatDoesNotFit) {
+  ops::RandomSpec spec;
+  spec.box.dims = 2;
+  spec.box.shape[0] = 2, spec.box.shape[1] = 3;
+  spec.box.whole[0] = 4, spec.box.whole[1] = 3;
+  spec.box.offsets[0] = 3, spec.box.offsets[1] = 0;  // rows 3..4 of 4
+  EXPECT_THROW(ops::fill_random(Tensor::empty({2, 3}), spec), Error);
+  spec.box.offsets[0] = 2;
+  EXPECT_NO_THROW(ops::fill_random(Tensor::empty({2, 3}), spec));
+  EXPECT_THROW(ops::fill_random(Tensor::empty({3, 2}), spec), Error);  // the tensor is not the box
 }
 
 TEST(Random, RejectsIntegerTensors) {

@@ -9,6 +9,7 @@
 #include "titan/autograd/engine.h"
 #include "titan/core/copy.h"
 #include "titan/nn/functional.h"
+#include "titan/nn/initialize.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/lora.h"
 
@@ -67,7 +68,8 @@ TEST(LinearBias, NamesShapesAndInit) {
   EXPECT_TRUE(linear->bias->data.requires_grad());
   titan::fill_(linear->bias->data, 3.0);
   Generator generator(7);
-  linear->init_weights(generator, 0.02);
+  linear->set_init(0.02);
+  nn::initialize(*linear, generator.seed());
   EXPECT_EQ(linear->bias->data.to_floats(), std::vector<float>(4, 0.0f));  // init zeroes the bias
   EXPECT_GT(testing::max_abs(linear->weight->data), 0.0);
 

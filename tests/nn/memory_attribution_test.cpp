@@ -10,6 +10,7 @@
 #include "titan/core/memory_snapshot_writer.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/functional.h"
+#include "titan/nn/initialize.h"
 
 namespace titan {
 namespace {
@@ -18,7 +19,8 @@ TEST(MemoryAttribution, ForwardAndBackwardOfAFeedForwardNameTheirModules) {
   auto block = nn::FeedForwardConfig{.dim = 32, .hidden_dim = 96}.build();
   block->name_modules("layers.0.feed_forward");
   Generator generator(1);
-  block->init_weights(generator, 0.02);
+  block->set_init(0.02);
+  nn::initialize(*block, generator.seed());
   Tensor x = Tensor::zeros({8, 32});
   x.set_requires_grad(true);
 

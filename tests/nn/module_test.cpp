@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "titan/core/allocator.h"
+#include "titan/nn/initialize.h"
 #include "titan/nn/transformer_block.h"
 
 namespace titan {
@@ -31,7 +32,8 @@ TEST(Module, FullyQualifiedNames) {
 TEST(Module, StateDictRoundTripAndErrors) {
   auto a = small_block().build(), b = small_block().build();
   Generator generator(3);
-  a->init_weights(generator, 0.01);
+  a->set_init(0.01);
+  nn::initialize(*a, generator.seed());
   b->load_state_dict(a->state_dict());
   for (auto& [name, tensor] : a->state_dict()) EXPECT_EQ(tensor.to_floats(), b->state_dict()[name].to_floats()) << name;
 
@@ -55,7 +57,8 @@ TEST(Module, StateDictRoundTripAndErrors) {
 TEST(Module, ToDtypeKeepsLeaves) {
   auto block = small_block().build();
   Generator generator(4);
-  block->init_weights(generator, 0.01);
+  block->set_init(0.01);
+  nn::initialize(*block, generator.seed());
   const std::vector<float> before = block->attention->wq->weight->data.to_floats();
   block->to(DType::bf16);
   EXPECT_EQ(block->attention->wq->weight->data.dtype(), DType::bf16);

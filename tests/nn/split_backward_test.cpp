@@ -14,6 +14,7 @@
 #include "titan/models/decoder.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/functional.h"
+#include "titan/nn/initialize.h"
 #include "titan/ops/random.h"
 
 namespace titan {
@@ -66,7 +67,8 @@ TEST_P(SplitBackwardTest, InputThenWeightHalvesEqualTheFusedBackward) {
   }
   auto block = block_config.build();
   Generator generator(7);
-  block->init_weights(generator, 0.02);
+  block->set_init(0.02);
+  nn::initialize(*block, generator.seed());
   if (c.dtype == DType::bf16) {
     for (auto& [name, parameter] : block->named_parameters()) {
       parameter->parametrizations.push_back([](const Tensor& t) { return F::cast(t, DType::bf16); });

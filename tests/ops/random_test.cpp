@@ -127,5 +127,40 @@ TEST(CudaRandom, LargeAndStridedTensors) {
   }
 }
 
+// A parameter's shard drawn by name on the GPU (a stream, a box of the whole)
+// against the CPU's draw of the same shard, for every distribution.
+TEST(CudaRandom, ShardsDrawnByNameEqualTheCpu) {
+  TITAN_REQUIRE_CUDA();
+  for (const ops::Distribution distribution :
+       {ops::Distribution::uniform, ops::Distribution::normal, ops::Distribution::truncated_normal}) {
+    ops::RandomSpec spec;
+    spec.distribution = distribution;
+    spec.a = 0.0;
+    spec.b = 0.02;
+    spec.low = -0.04;
+    spec.high = 0.04;
+    spec.seed = 7;
+    spec.stream = 0x9e3779b97f4a7c15ULL;
+    spec.box.dims = 3;
+    const int64_t whole[3] = {8, 515, 129}, shape[3] = {4, 257, 64}, offsets[3] = {4, 3, 65};
+    for (int d = 0; d < 3; ++d) {
+      spec.box.whole[d] = whole[d];
+      spec.box.shape[d] = shape[d];
+      spec.box.offsets[d] = offsets[d];
+    }
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + std::to_string(static_cast<int>(distribution)));
+      Tensor host = Tensor::empty({4, 257, 64}, dtype);
+      Tensor device = Tensor::empty({4, 257, 64}, dtype, Device::cuda());
+      ops::fill_random(host, spec);
+      ops::fill_random(device, spec);
+      const Kind kind = distribution == ops::Distribution::uniform  ? Kind::uniform
+                        : distribution == ops::Distribution::normal ? Kind::normal
+                                                                    : Kind::truncated;
+      EXPECT_TRUE(same_bits(device, host, allowed_differing(kind, host.numel())));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace titan::testing

@@ -83,17 +83,18 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, std::shared_ptr<ProcessGroup> w
   // A group varies the dims in `members` and fixes the others: its color is
   // this rank's position among the fixed dims, its key the position among the varying ones.
   const auto make_group = [&](MeshDim dim, const std::vector<size_t>& members) {
-    int64_t color = 0, key = 0;
+    int64_t color = 0, key = 0, count = 1;
     for (size_t d = 0; d < sizes.size(); ++d) {
       const bool varying = std::find(members.begin(), members.end(), d) != members.end();
       if (varying) {
         key = key * sizes[d] + coordinate[d];
+        count *= sizes[d];
       } else {
         color = color * sizes[d] + coordinate[d];
       }
     }
     groups_[static_cast<size_t>(dim)] =
-        world->split(static_cast<int>(color), static_cast<int>(key), mesh_dim_name(dim));
+        world->split_axis(static_cast<int>(color), static_cast<int>(key), static_cast<int>(count), mesh_dim_name(dim));
   };
   for (size_t d = 0; d < axes.size(); ++d) make_group(axes[d], {d});
   make_group(MeshDim::dp_shard, {2, 3});

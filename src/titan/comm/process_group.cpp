@@ -5,6 +5,14 @@
 
 namespace titan::comm {
 
+std::shared_ptr<ProcessGroup> ProcessGroup::split_axis(int color, int key, int members, const std::string& name) {
+  std::shared_ptr<ProcessGroup> group = split(color, key, name);
+  TITAN_CHECK(group->size() == members && group->rank() == key,
+              "splitting group {} into {}: rank {} of {} ranks, the mesh expected rank {} of {}", this->name(), name,
+              group->rank(), group->size(), key, members);
+  return group;
+}
+
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:

@@ -60,6 +60,10 @@ class ProcessGroup {
   // Splits this group into sub-groups: members passing the same `color` form
   // one, ordered by `key`. Every member must call it (it is a collective).
   virtual std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name) = 0;
+  // split() when the caller knows how many members each sub-group has (a
+  // device mesh's axes): checked against what split() found; a fake group,
+  // which has no peers to ask, is built from it.
+  virtual std::shared_ptr<ProcessGroup> split_axis(int color, int key, int members, const std::string& name);
 
   virtual CommStats stats() const = 0;
   virtual void reset_stats() = 0;

@@ -52,4 +52,27 @@ TITAN_HOST_DEVICE double philox_normal(const Philox4x32& block, int lane) {
   return (lane & 1) ? radius * std::sin(angle) : radius * std::cos(angle);
 }
 
+// A tensor that is a box of a larger one (a parameter's shard): its element i
+// is the whole tensor's element whole_index(box, i). Random fills key on that
+// index, so a shard draws exactly the numbers the whole tensor holds there,
+// whatever the mesh that cut it.
+inline constexpr int kMaxRandomBoxDims = 4;
+struct RandomBox {
+  int dims = 0;  // 0: the tensor is the whole
+  int64_t shape[kMaxRandomBoxDims] = {};
+  int64_t whole[kMaxRandomBoxDims] = {};
+  int64_t offsets[kMaxRandomBoxDims] = {};
+};
+
+TITAN_HOST_DEVICE uint64_t whole_index(const RandomBox& box, uint64_t i) {
+  uint64_t index = 0, stride = 1;
+  for (int d = box.dims - 1; d >= 0; --d) {
+    const auto extent = static_cast<uint64_t>(box.shape[d]);
+    index += (i % extent + static_cast<uint64_t>(box.offsets[d])) * stride;
+    i /= extent;
+    stride *= static_cast<uint64_t>(box.whole[d]);
+  }
+  return box.dims == 0 ? i : index;
+}
+
 }  // namespace titan

@@ -1,5 +1,6 @@
 #include "titan/core/storage.h"
 
+#include "titan/core/allocation_ceiling.h"
 #include "titan/core/allocator.h"
 #include "titan/core/error.h"
 #include "titan/core/memory_recorder.h"
@@ -11,6 +12,7 @@ namespace {
 // Every owned byte comes and goes through these two, so the memory recorder
 // sees each allocation and free, and a failed allocation can leave a snapshot.
 void* allocate_bytes(size_t nbytes, Device device) {
+  AllocationCeiling::check(device.type, nbytes);
   Allocator& allocator = allocator_for(device.type);
   void* ptr = nullptr;
   try {

@@ -16,6 +16,10 @@ class Storage {
  public:
   // Allocates nbytes on `device` (nothing for meta).
   Storage(size_t nbytes, Device device);
+  // Owns nbytes on `device` that reallocate() will allocate: a buffer used
+  // only at times (FSDP's gathered parameters) costs nothing until then.
+  struct Deferred {};
+  Storage(size_t nbytes, Device device, Deferred) : nbytes_(nbytes), device_(device), owned_(true) {}
   // Wraps external memory; `release` runs when the last view dies (may be empty).
   Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> release);
   ~Storage();

@@ -51,6 +51,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(make_impl(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
 }
 
+Tensor Tensor::unallocated(const Shape& shape, DType dtype, Device device) {
+  check_shape(shape);
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device,
+                                           Storage::Deferred{});
+  return Tensor(make_impl(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
+}
+
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
                          std::function<void(void*)> release) {
   check_shape(shape);

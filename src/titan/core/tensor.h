@@ -93,6 +93,8 @@ class Tensor {
   // ---- factories -------------------------------------------------------
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // Storage of the right size whose bytes come later (storage()->reallocate()).
+  static Tensor unallocated(const Shape& shape, DType dtype, Device device);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
   // Host tensor holding `values` converted to `dtype` (rounded for narrow floats).
   static Tensor from_floats(std::span<const float> values, const Shape& shape, DType dtype = DType::f32);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/core/copy.h"
 #include "titan/nn/functional.h"
+#include "titan/nn/initialize.h"
 
 namespace titan::models {
 
@@ -53,7 +55,18 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
     output = register_module("output", nn::LinearConfig{config.dim(), config.vocab_size}.build(device));
   }
   loss_function = cross_entropy_loss(config.loss);
-  // The tables are data, not state: rebuilt from the config, never checkpointed.
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    TITAN_CHECK(!config.layers[static_cast<size_t>(i)].attention.local_rope || config.local_rope_theta > 0,
+                "Decoder: layer {} rotates with the local RoPE table, but local_rope_theta is not set", i);
+  }
+  build_rope_tables(device);
+  set_init_rules();
+  name_modules();
+}
+
+// The tables are data, not state: rebuilt from the config, never checkpointed.
+void Decoder::build_rope_tables(Device device) {
+  const int64_t head = config.layers.front().attention.head_size();
   const auto table = [&](double theta, const ops::RopeScaling& scaling) -> ops::RopeTable {
     if (!device.is_meta()) return ops::rope_table(head, config.max_seq_len, theta, scaling, device);
     return {Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device),
@@ -61,11 +74,13 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
   };
   rope = table(config.rope_theta, config.rope_scaling);
   if (config.local_rope_theta > 0) local_rope = table(config.local_rope_theta, {});
-  for (int64_t i = 0; i < config.n_layers(); ++i) {
-    TITAN_CHECK(!config.layers[static_cast<size_t>(i)].attention.local_rope || config.local_rope_theta > 0,
-                "Decoder: layer {} rotates with the local RoPE table, but local_rope_theta is not set", i);
-  }
-  name_modules();
+}
+
+void Decoder::materialize(Device device) {
+  to_empty(device);
+  // Every buffer a decoder registers (MoE's expert bias and token counts) starts at zero.
+  for (auto& [name, buffer] : named_buffers()) titan::fill_(*buffer, 0.0);
+  build_rope_tables(device);
 }
 
 Tensor Decoder::hidden_states(const DecoderInputs& inputs) const { return hidden_states(inputs, nullptr); }
@@ -231,16 +246,17 @@ Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels, LossPart
   return lm;
 }
 
-void Decoder::init_weights(Generator& generator) {
+void Decoder::set_init_rules() {
   // A tied table is also the output projection: N(0, 1) rows would make the
   // first logits O(sqrt(dim)), so it takes the output layer's scale instead.
   const double output_std = 1.0 / std::sqrt(static_cast<double>(config.dim()));
-  tok_embeddings->init_weights(generator, config.tie_embeddings ? output_std : 1.0);
+  tok_embeddings->set_init(config.tie_embeddings ? output_std : 1.0);
   for (size_t i = 0; i < layers->size(); ++i) {
-    (*layers)[i]->init_weights(generator, 0.02 / std::sqrt(2.0 * static_cast<double>(i + 1)));
+    (*layers)[i]->set_init(0.02 / std::sqrt(2.0 * static_cast<double>(i + 1)));
   }
-  norm->init_weights();
-  if (output) output->init_weights(generator, output_std, -3.0 * output_std, 3.0 * output_std);
+  if (output) output->set_init(output_std, -3.0 * output_std, 3.0 * output_std);
 }
+
+void Decoder::init_weights(const Generator& generator) { nn::initialize(*this, generator.seed()); }
 
 }  // namespace titan::models

@@ -116,10 +116,14 @@ class Decoder : public nn::Module {
   // the part's layers in order, then the final norm when the part holds it.
   Tensor forward_part(const std::vector<std::string>& part, const Tensor& hidden, const DecoderInputs& inputs) const;
 
-  // Llama 3 / TorchTitan initialisation: embeddings N(0, 1) (N(0, dim^-1/2)
-  // when tied); per layer l the output projections N(0, 0.02 / sqrt(2 (l + 1)));
-  // output N(0, dim^-1/2) cut at 3 std.
-  void init_weights(Generator& generator);
+  // Draws every parameter this rank holds (whole or sharded) from the
+  // generator's seed by name (nn::initialize): Llama 3 / TorchTitan's
+  // initialisation, whose rules the constructor declares.
+  void init_weights(const Generator& generator);
+  // A model built on the meta device (and perhaps sharded there) gets storage
+  // on `device`: parameters uninitialised (init_weights or a load fills
+  // them), buffers zero, the RoPE tables computed.
+  void materialize(Device device);
 
   const DecoderConfig config;
   std::shared_ptr<nn::Embedding> tok_embeddings;
@@ -132,6 +136,10 @@ class Decoder : public nn::Module {
 
  private:
   Tensor hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
+  // Embeddings N(0, 1) (N(0, dim^-1/2) when tied); per layer l the output
+  // projections N(0, 0.02 / sqrt(2 (l + 1))); output N(0, dim^-1/2) cut at 3 std.
+  void set_init_rules();
+  void build_rope_tables(Device device);
   nn::BlockInputs block_inputs(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
   nn::AttentionInputs attention_inputs(const Tensor& positions) const;
   // The scaled token embeddings of ids.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "titan/models/hf/hf_decoder_config.h"
+#include "titan/nn/initialize.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/gemm.h"
@@ -46,7 +47,8 @@ std::vector<std::string> lora_hf_target_modules(const std::vector<std::string>& 
   return names;
 }
 
-std::vector<LoraAdapted> apply_lora(Decoder& model, const LoraOptions& options, Generator& init, Generator* dropout) {
+std::vector<LoraAdapted> apply_lora(Decoder& model, const LoraOptions& options, const Generator& init,
+                                    Generator* dropout) {
   TITAN_CHECK(options.rank > 0, "lora.rank must be > 0, got {}", options.rank);
   TITAN_CHECK(!options.target_modules.empty(), "lora.target_modules is empty: name at least one projection");
   // Everything the model had is frozen; only the adapters train.
@@ -67,8 +69,8 @@ std::vector<LoraAdapted> apply_lora(Decoder& model, const LoraOptions& options, 
       nn::LoraConfig config{linear->config.in_features, linear->config.out_features, options.rank, options.alpha,
                             options.dropout};
       auto adapter = std::make_shared<nn::LoraAdapter>(config, linear->weight->data.device(), dropout);
-      adapter->init_weights(init);
       linear->set_adapter(adapter);
+      for (const auto& [name, part] : adapter->modules()) nn::initialize(*part, init.seed(), module + "." + name + ".");
       adapted.push_back({module, linear, adapter});
       ++matched;
     }

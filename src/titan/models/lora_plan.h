@@ -31,11 +31,13 @@ struct LoraAdapted {
 };
 
 // Installs adapters on `model` (before it is parallelized), initialises them
-// from `init` (PEFT's default: A uniform, B zero) and freezes every parameter
+// from `init`'s seed by name (PEFT's default: A uniform, B zero; nothing is
+// drawn on the meta device) and freezes every parameter
 // but theirs. `dropout` draws dropout masks (may be null when options.dropout
 // is 0) and must outlive the model. Errors name a target that matches no
 // projection of this model (mixture-of-experts feed-forwards have none).
-std::vector<LoraAdapted> apply_lora(Decoder& model, const LoraOptions& options, Generator& init, Generator* dropout);
+std::vector<LoraAdapted> apply_lora(Decoder& model, const LoraOptions& options, const Generator& init,
+                                    Generator* dropout);
 // The adapters installed on `model` (empty without LoRA).
 std::vector<LoraAdapted> lora_adapters(Decoder& model);
 

@@ -130,9 +130,9 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
 std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMesh& mesh,
                                            const ParallelizeOptions& options) {
   // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
-  auto fsdp =
-      std::make_shared<parallel::Fsdp>(mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
-                                       parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward});
+  auto fsdp = std::make_shared<parallel::Fsdp>(
+      mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
+      parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward, options.device});
   std::vector<nn::Parameter*> root;
   for (auto& [name, parameter] : model.named_parameters()) {
     if (!name.starts_with("layers.")) root.push_back(parameter);

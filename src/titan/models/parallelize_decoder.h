@@ -31,6 +31,8 @@ struct ParallelizeOptions {
   // each unit completes) and, by default, keeps blocks gathered for the
   // step's many micro-batches, as TorchTitan does.
   bool pipelined = false;
+  // Where the parameters live once materialised (the model may still be on the meta device).
+  Device device = Device::cpu();
 };
 
 parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,

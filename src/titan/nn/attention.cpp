@@ -92,13 +92,9 @@ Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs,
   return attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask, nullptr);
 }
 
-void Attention::init_weights(Generator& generator, double output_std) {
-  for (const auto& projection : {wq, wk, wv}) projection->init_weights(generator, 0.02);  // biases zero
-  wo->init_weights(generator, output_std);
-  if (config.qk_norm) {
-    q_norm->init_weights();
-    k_norm->init_weights();
-  }
+void Attention::set_init(double output_std) {
+  for (const auto& projection : {wq, wk, wv}) projection->set_init(0.02);  // biases zero
+  wo->set_init(output_std);
 }
 
 }  // namespace titan::nn

@@ -70,8 +70,9 @@ class Attention : public Module {
   // ([B, capacity, Hkv, head_dim]) and the queries attend to all start + T.
   Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                         const Tensor& value_cache, int64_t start) const;
-  // q/k/v: N(0, 0.02); output projection: N(0, output_std) (depth-scaled).
-  void init_weights(Generator& generator, double output_std);
+  // Init rules (nn::initialize draws them): q/k/v N(0, 0.02), the output
+  // projection N(0, output_std) (depth-scaled); q/k norms to one.
+  void set_init(double output_std);
   // Replaces the kernel for training forwards (forward_cached, for decoding, keeps the kernel).
   void set_core(AttentionCore core) { core_ = std::move(core); }
 

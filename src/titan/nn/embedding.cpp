@@ -14,6 +14,7 @@ Embedding::Embedding(const EmbeddingConfig& config, Device device)
       weight(register_parameter("weight", Tensor::empty({config.num_embeddings, config.dim}, DType::f32, device))) {
   TITAN_CHECK(config.num_embeddings > 0 && config.dim > 0, "Embedding: sizes must be positive, got {} x {}",
               config.num_embeddings, config.dim);
+  set_init(1.0);
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
@@ -21,6 +22,6 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return post_forward(F::embedding(weight->materialize(), pre_forward(ids)));
 }
 
-void Embedding::init_weights(Generator& generator, double std) { ops::normal_(weight->data, 0.0, std, generator); }
+void Embedding::set_init(double std) { weight->init = InitRule::normal(0.0, std); }
 
 }  // namespace titan::nn

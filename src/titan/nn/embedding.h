@@ -20,7 +20,8 @@ class Embedding : public Module {
  public:
   Embedding(const EmbeddingConfig& config, Device device);
   Tensor forward(const Tensor& ids) const;
-  void init_weights(Generator& generator, double std = 1.0);
+  // Init rule: N(0, std) (N(0, 1) unless set).
+  void set_init(double std);
 
   const EmbeddingConfig config;
   Parameter* const weight;  // [num_embeddings, dim]

@@ -26,10 +26,10 @@ Tensor FeedForward::forward(const Tensor& input) const {
   return post_forward(w2->forward(hidden));
 }
 
-void FeedForward::init_weights(Generator& generator, double output_std) {
-  w1->init_weights(generator, 0.02);
-  w2->init_weights(generator, output_std);
-  w3->init_weights(generator, output_std);
+void FeedForward::set_init(double output_std) {
+  w1->set_init(0.02);
+  w2->set_init(output_std);
+  w3->set_init(output_std);
 }
 
 }  // namespace titan::nn

@@ -26,8 +26,8 @@ class FeedForward : public Module {
  public:
   FeedForward(const FeedForwardConfig& config, Device device);
   Tensor forward(const Tensor& x) const;
-  // w1 (gate): N(0, 0.02); w2 (down) and w3 (up): N(0, output_std) — TorchTitan's choice.
-  void init_weights(Generator& generator, double output_std);
+  // Init rules: w1 (gate) N(0, 0.02); w2 (down) and w3 (up) N(0, output_std) — TorchTitan's choice.
+  void set_init(double output_std);
 
   const FeedForwardConfig config;
   std::shared_ptr<Linear> w1, w2, w3;

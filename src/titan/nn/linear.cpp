@@ -16,6 +16,7 @@ Linear::Linear(const LinearConfig& config, Device device)
                        : nullptr) {
   TITAN_CHECK(config.in_features > 0 && config.out_features > 0, "Linear: sizes must be positive, got {} -> {}",
               config.in_features, config.out_features);
+  set_init(0.02);
 }
 
 Tensor Linear::forward(const Tensor& x) const {
@@ -37,9 +38,9 @@ void Linear::remove_adapter() {
   adapter_.reset();
 }
 
-void Linear::init_weights(Generator& generator, double std, double low, double high) {
-  ops::trunc_normal_(weight->data, 0.0, std, low, high, generator);
-  if (bias) titan::fill_(bias->data, 0.0);
+void Linear::set_init(double std, double low, double high) {
+  weight->init = InitRule::truncated_normal(0.0, std, low, high);
+  if (bias) bias->init = InitRule::constant(0.0);
 }
 
 }  // namespace titan::nn

@@ -44,9 +44,10 @@ class Linear : public Module {
  public:
   Linear(const LinearConfig& config, Device device);
   Tensor forward(const Tensor& x) const;
-  // Weight: truncated normal N(0, std) cut at [low, high] (absolute, as
-  // torch.nn.init.trunc_normal_); bias: zeros.
-  void init_weights(Generator& generator, double std, double low = -2.0, double high = 2.0);
+  // Init rules: the weight truncated normal N(0, std) cut at [low, high]
+  // (absolute, as torch.nn.init.trunc_normal_), N(0, 0.02) in [-2, 2] unless
+  // set; the bias zeros.
+  void set_init(double std, double low = -2.0, double high = 2.0);
   // Installs `adapter` (one per Linear) and registers its modules as children.
   void set_adapter(std::shared_ptr<LinearAdapter> adapter);
   // Drops the adapter and its modules (the export of a merged model).

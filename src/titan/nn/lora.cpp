@@ -18,6 +18,11 @@ LoraAdapter::LoraAdapter(const LoraConfig& config, Device device, Generator* dro
   TITAN_CHECK(config.dropout == 0.0 || dropout_generator != nullptr, "LoRA: dropout needs a generator");
   lora_A = LinearConfig{config.in_features, config.rank}.build(device);
   lora_B = LinearConfig{config.rank, config.out_features}.build(device);
+  // PEFT's default: A ~ kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(in),
+  // 1/sqrt(in)); B = 0, so the adapted layer starts as the base layer.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(config.in_features));
+  lora_A->weight->init = InitRule::uniform(-bound, bound);
+  lora_B->weight->init = InitRule::constant(0.0);
 }
 
 Tensor LoraAdapter::forward(const Tensor& x) const {
@@ -46,12 +51,6 @@ std::vector<std::pair<Parameter*, int64_t>> LoraAdapter::split_with_base(int64_t
   // split, so each rank's B(A x) is a partial sum the base's reduction adds up.
   if (base_dim == 0) return {{lora_B->weight, 0}};
   return {{lora_A->weight, 1}};
-}
-
-void LoraAdapter::init_weights(Generator& generator) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(config.in_features));
-  ops::uniform_(lora_A->weight->data, -bound, bound, generator);
-  titan::fill_(lora_B->weight->data, 0.0);
 }
 
 Tensor LoraAdapter::delta_weight() const {

@@ -31,9 +31,6 @@ class LoraAdapter : public LinearAdapter {
   Tensor forward(const Tensor& x) const override;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules() const override;
   std::vector<std::pair<Parameter*, int64_t>> split_with_base(int64_t base_dim) const override;
-  // PEFT's default: A ~ kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0 (the
-  // adapted layer starts as the base layer).
-  void init_weights(Generator& generator);
   // scale * B @ A [out, in] in f32 from whole A and B (what merging adds to the base weight).
   Tensor delta_weight() const;
 

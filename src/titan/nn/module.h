@@ -16,6 +16,7 @@
 #include "titan/core/profiler.h"
 #include "titan/core/tensor.h"
 #include "titan/core/trace_context.h"
+#include "titan/nn/init_rule.h"
 
 namespace titan::nn {
 
@@ -41,6 +42,8 @@ struct Parameter {
   int64_t tensor_parallel_dim = -1;
   // Expert parallelism: split along dim 0 (experts) over the ep group.
   bool expert_parallel = false;
+  // How nn::initialize draws it (declared by its module).
+  InitRule init;
 
   // The tensor forward uses this step.
   Tensor materialize() const;
@@ -76,7 +79,7 @@ class Module {
   void to(DType dtype);
   void to(Device device);
   // Replaces every parameter and buffer with uninitialised storage on `device`
-  // (a meta-built model becomes real before init_weights fills it).
+  // (a meta-built model becomes real before nn::initialize fills it).
   void to_empty(Device device);
   // Clears every parameter's gradient.
   void zero_grad();

@@ -71,7 +71,9 @@ GroupedExperts::GroupedExperts(const MoEConfig& config, Device device)
       w2(register_parameter("w2",
                             Tensor::empty({config.num_experts, config.dim, config.hidden_dim}, DType::f32, device))),
       w3(register_parameter("w3",
-                            Tensor::empty({config.num_experts, config.hidden_dim, config.dim}, DType::f32, device))) {}
+                            Tensor::empty({config.num_experts, config.hidden_dim, config.dim}, DType::f32, device))) {
+  set_init(0.02);
+}
 
 Tensor GroupedExperts::forward(const Tensor& rows, const Tensor& counts) const {
   const ForwardScope scope(*this);
@@ -90,10 +92,10 @@ Tensor GroupedExperts::compute(const Tensor& rows, const Tensor& counts) const {
   return F::looped_grouped_gemm(hidden, down, counts);
 }
 
-void GroupedExperts::init_weights(Generator& generator, double output_std) {
-  ops::trunc_normal_(w1->data, 0.0, 0.02, -2.0, 2.0, generator);
-  ops::trunc_normal_(w2->data, 0.0, output_std, -2.0, 2.0, generator);
-  ops::trunc_normal_(w3->data, 0.0, output_std, -2.0, 2.0, generator);
+void GroupedExperts::set_init(double output_std) {
+  w1->init = InitRule::truncated_normal(0.0, 0.02, -2.0, 2.0);
+  w2->init = InitRule::truncated_normal(0.0, output_std, -2.0, 2.0);
+  w3->init = InitRule::truncated_normal(0.0, output_std, -2.0, 2.0);
 }
 
 // ---- router ----
@@ -167,10 +169,10 @@ Tensor MoE::forward(const Tensor& input, const std::shared_ptr<MoEAuxLoss>& aux)
   return post_forward(F::reshape(y, shape));
 }
 
-void MoE::init_weights(Generator& generator, double output_std) {
-  router->gate->init_weights(generator, 0.02);
-  experts->init_weights(generator, output_std);
-  if (shared_experts) shared_experts->init_weights(generator, output_std);
+void MoE::set_init(double output_std) {
+  router->gate->set_init(0.02);
+  experts->set_init(output_std);
+  if (shared_experts) shared_experts->set_init(output_std);
 }
 
 void MoE::update_expert_bias(const Tensor& total_tokens_per_expert) {

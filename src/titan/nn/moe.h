@@ -94,7 +94,8 @@ class GroupedExperts : public Module {
   GroupedExperts(const MoEConfig& config, Device device);
   Tensor forward(const Tensor& rows, const Tensor& counts) const;
   void set_dispatcher(ExpertsDispatcher dispatcher) { dispatcher_ = std::move(dispatcher); }
-  void init_weights(Generator& generator, double output_std);
+  // Init rules: w1 N(0, 0.02) (unless set), w2 and w3 N(0, output_std), in [-2, 2].
+  void set_init(double output_std);
 
   const MoEConfig config;
   Parameter* const w1;
@@ -129,8 +130,8 @@ class MoE : public Module {
   // pass's statistics for the auxiliary loss, under this layer's slot (and
   // lives on in the backward graph, which reads it).
   Tensor forward(const Tensor& x, const std::shared_ptr<MoEAuxLoss>& aux) const;
-  // The router's gate N(0, 0.02); experts' w1 N(0, 0.02), w2 and w3 N(0, output_std) (as FeedForward).
-  void init_weights(Generator& generator, double output_std);
+  // Init rules: the router's gate N(0, 0.02); experts' w1 N(0, 0.02), w2 and w3 N(0, output_std) (as FeedForward).
+  void set_init(double output_std);
   // Aux-loss-free balancing, after an optimizer step: each expert's bias moves
   // by load_balance_coeff towards the mean load (up if it got fewer tokens than
   // the mean, down if more) given the tokens per expert summed over every rank

@@ -11,6 +11,8 @@ RMSNorm::RMSNorm(const RMSNormConfig& config, Device device)
     : config(config), weight(register_parameter("weight", Tensor::empty({config.dim}, DType::f32, device))) {
   TITAN_CHECK(config.dim > 0 && config.eps > 0, "RMSNorm: needs dim > 0 and eps > 0 (got {}, {})", config.dim,
               config.eps);
+  // The identity: weight_offset + w = 1.
+  weight->init = InitRule::constant(1.0 - config.weight_offset);
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
@@ -22,7 +24,5 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   }
   return post_forward(F::rms_norm(pre_forward(x), scale, static_cast<float>(config.eps)));
 }
-
-void RMSNorm::init_weights() { titan::fill_(weight->data, 1.0 - config.weight_offset); }
 
 }  // namespace titan::nn

@@ -22,7 +22,6 @@ class RMSNorm : public Module {
  public:
   RMSNorm(const RMSNormConfig& config, Device device);
   Tensor forward(const Tensor& x) const;
-  void init_weights();  // the identity: weight_offset + w = 1
 
   const RMSNormConfig config;
   Parameter* const weight;  // [dim]

@@ -63,15 +63,12 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& 
       nullptr);
 }
 
-void TransformerBlock::init_weights(Generator& generator, double output_std) {
-  for (const auto& norm : {attention_norm, ffn_norm, post_attention_norm, post_ffn_norm}) {
-    if (norm) norm->init_weights();
-  }
-  attention->init_weights(generator, output_std);
+void TransformerBlock::set_init(double output_std) {
+  attention->set_init(output_std);
   if (moe) {
-    moe->init_weights(generator, output_std);
+    moe->set_init(output_std);
   } else {
-    feed_forward->init_weights(generator, output_std);
+    feed_forward->set_init(output_std);
   }
 }
 

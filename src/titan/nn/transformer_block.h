@@ -51,9 +51,9 @@ class TransformerBlock : public Module {
                         const Tensor& value_cache, int64_t start) const;
   void set_runner(BlockRunner runner) { runner_ = std::move(runner); }
   const BlockRunner& runner() const { return runner_; }
-  // Norms to one; projections as Attention/FeedForward say, with output
-  // projections at `output_std` (Llama 3: 0.02 / sqrt(2 * (layer + 1))).
-  void init_weights(Generator& generator, double output_std);
+  // Init rules: norms to one; projections as Attention/FeedForward say, with
+  // output projections at `output_std` (Llama 3: 0.02 / sqrt(2 * (layer + 1))).
+  void set_init(double output_std);
 
   const TransformerBlockConfig config;
   std::shared_ptr<RMSNorm> attention_norm, ffn_norm;            // null without pre_norms

@@ -48,13 +48,15 @@ class FsdpUnit {
         replicate_(replicate_group),
         options_(options),
         gradient_scale_(gradient_scale),
-        device_(parameters.empty() ? Device::cpu() : parameters.front()->data.device()) {
+        device_(options.device) {
     const int64_t world = shard_.size(), rank = shard_.rank();
     int64_t full_offset = 0;
     for (nn::Parameter* parameter : parameters) {
       const Tensor full = parameter->data;
       TITAN_CHECK(full.dim() >= 1 && full.dtype() == DType::f32,
                   "fsdp unit {}: parameters must be f32 tensors of >= 1 dims", name_);
+      TITAN_CHECK(full.device() == device_ || full.device().is_meta(),
+                  "fsdp unit {}: a parameter on {}, FSDP's buffers on {}", name_, full.device().str(), device_.str());
       Entry e{parameter, full.shape(), full.size(0), full.size(0) > 0 ? full.numel() / full.size(0) : 0, 0,
               0,         full_offset};
       e.chunk_rows = (e.rows + world - 1) / world;
@@ -75,10 +77,9 @@ class FsdpUnit {
       if (!parameter->layout.sharded()) parameter->layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
       parameter->layout.offsets[0] += begin;
     }
-    full_ = Tensor::empty({full_offset}, options_.param_dtype, device_);
+    full_ = Tensor::unallocated({full_offset}, options_.param_dtype, device_);
     for (const Entry& e : entries_)
       full_views_.push_back(full_.narrow(0, e.full_offset, shape_numel(e.full_shape)).view(e.full_shape));
-    full_.storage()->release_memory();
   }
 
   static int64_t rows_on(const Entry& e, int64_t rank) {

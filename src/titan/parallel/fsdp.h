@@ -28,6 +28,9 @@ ReshardPolicy parse_reshard_policy(const std::string& name);
 struct FsdpOptions {
   DType param_dtype = DType::bf16;  // what forward computes with (mixed_precision_param)
   ReshardPolicy reshard_after_forward = ReshardPolicy::default_policy;
+  // Where the parameters live once materialised: FSDP may be applied to a
+  // model still on the meta device, whose shards get storage afterwards.
+  Device device = Device::cpu();
 };
 
 class FsdpUnit;

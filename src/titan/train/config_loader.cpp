@@ -450,6 +450,17 @@ void validate(const JobConfig& c) {
               c.training.global_batch_size);
   TITAN_CHECK(std::isfinite(c.comm.timeout_seconds) && c.comm.timeout_seconds > 0.0,
               "comm.timeout_seconds must be finite and > 0, got {}", c.comm.timeout_seconds);
+  TITAN_CHECK(c.comm.mode == "default" || c.comm.mode == "fake_backend",
+              "comm.mode must be default or fake_backend, got '{}'", c.comm.mode);
+  if (c.comm.mode == "fake_backend") {
+    TITAN_CHECK(c.comm.fake_world_size >= 1 && c.comm.fake_world_size <= (int64_t{1} << 24),
+                "comm.mode = fake_backend needs comm.fake_world_size, the ranks of the job to rehearse (1 to 2^24), "
+                "got {}",
+                c.comm.fake_world_size);
+    TITAN_CHECK(c.comm.fake_rank >= 0 && c.comm.fake_rank < c.comm.fake_world_size,
+                "comm.fake_rank {} is not a rank of the {} the fake backend plays (0 to {})", c.comm.fake_rank,
+                c.comm.fake_world_size, c.comm.fake_world_size - 1);
+  }
   TITAN_CHECK(std::isfinite(c.metrics.peak_tflops) && c.metrics.peak_tflops >= 0.0,
               "metrics.peak_tflops must be finite and >= 0 (0: the device's known peak), got {}",
               c.metrics.peak_tflops);

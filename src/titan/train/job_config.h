@@ -192,6 +192,9 @@ struct CommSection {
   double timeout_seconds = 300.0;
   int64_t trace_buf_size = 20000;
   std::string save_traces_folder = "comm_traces";
+  std::string mode = "default";
+  int64_t fake_world_size = 0;
+  int64_t fake_rank = 0;
   void visit(ConfigVisitor& v) {
     v.field("timeout_seconds", timeout_seconds,
             "a collective waiting longer than this ends every rank with a message naming the rank and collective");
@@ -199,6 +202,12 @@ struct CommSection {
             "flight recorder: collectives each rank remembers (0 = off), dumped on a timeout, a fatal error or "
             "SIGUSR1");
     v.field("save_traces_folder", save_traces_folder, "flight recorder dumps, under the dump folder");
+    v.field("mode", mode,
+            "default, or fake_backend: this one process plays rank comm.fake_rank of a job of comm.fake_world_size "
+            "ranks (its real shards and compute; collectives return at once, costing nothing) and reports its "
+            "memory, step time and the collectives it would issue");
+    v.field("fake_world_size", fake_world_size, "fake_backend: the ranks of the job rehearsed");
+    v.field("fake_rank", fake_rank, "fake_backend: the rank this process plays");
   }
 };
 

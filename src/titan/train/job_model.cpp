@@ -9,6 +9,7 @@
 #include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
+#include "titan/train/job_setup.h"
 #include "titan/train/memory_check.h"
 #include "titan/train/model_export.h"
 #include "titan/train/pipeline_plan.h"
@@ -19,7 +20,6 @@ using comm::MeshDim;
 
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
                          Generator& generator) {
-  const int rank = mesh.coordinate(MeshDim::world);
   // A Hugging Face config.json fixes the vocabulary (its embedding rows); otherwise the tokenizer sizes it.
   const bool from_hf = !config.model.hf_config.empty();
   const int64_t requested_vocab =
@@ -30,19 +30,24 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
               model_config.vocab_size, tokenizer_vocab);
   const models::ModelSpec& spec = models::model_spec(config.model.name);
   const MemoryBudget memory = check_job_fits_memory(config, model_config, mesh.dims(), device);
-  if (rank == 0) std::printf("titan: memory: this job %s\n", memory.summary().c_str());
+  if (reports_for_job(config, mesh)) std::printf("titan: memory: this job %s\n", memory.summary().c_str());
 
   JobModel job;
-  job.model = spec.build(model_config, device);
+  job.memory_needed_bytes = memory.needed_bytes;
   generator = Generator(static_cast<uint64_t>(config.training.seed));
-  job.model->init_weights(generator);
-  // A Hugging Face folder holds full weights: they are read before the model is sharded.
-  if (models::is_hf_model_folder(config.checkpoint.initial_load_path)) {
-    models::load_hf_weights_into(*job.model, config.checkpoint.initial_load_path);
-  }
-  // So does a titan model export (a job with checkpoints off writes only that).
-  if (is_model_export_folder(config.checkpoint.initial_load_path)) {
-    load_exported_weights_into(*job.model, config.checkpoint.initial_load_path);
+  // Whole weights (a Hugging Face folder, a titan model export) are read into
+  // the whole model before it is sharded. Otherwise the model is built on the
+  // meta device (shapes, no storage), the plan below cuts it to this rank's
+  // shards, and only those get storage and are drawn from the seed by name.
+  const bool whole_first = loads_whole_weights(config);
+  job.model = spec.build(model_config, whole_first ? device : Device::meta());
+  if (whole_first) {
+    job.model->init_weights(generator);
+    if (models::is_hf_model_folder(config.checkpoint.initial_load_path)) {
+      models::load_hf_weights_into(*job.model, config.checkpoint.initial_load_path);
+    } else {
+      load_exported_weights_into(*job.model, config.checkpoint.initial_load_path);
+    }
   }
   // LoRA: adapters on the loaded base weights, which freeze (before any split, so every parallelism sees them).
   if (config.lora.enable) {
@@ -62,7 +67,6 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
     job.pipeline = std::make_unique<PipelineRunner>(*job.model, job.pipeline_parts, std::move(placement.schedule),
                                                     mesh.group(MeshDim::pp));
   }
-  // Every rank initialised the same full weights from the seed; parallelize keeps its shards.
   job.compute_dtype = parse_dtype(config.training.mixed_precision_param);
   models::ParallelizeOptions options;
   options.param_dtype = job.compute_dtype;
@@ -73,7 +77,12 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   options.context_parallel_load_balance =
       parallel::parse_load_balancer(config.parallelism.context_parallel_load_balancer);
   options.pipelined = pipelined;
+  options.device = device;
   job.parallelized = std::make_unique<parallel::ParallelizedModel>(spec.parallelize(*job.model, mesh, options));
+  if (!whole_first) {
+    job.model->materialize(device);
+    job.model->init_weights(generator);
+  }
 
   job.parameters = models::parameter_count(model_config);
   job.flops_per_token = spec.flops_per_token(model_config, config.training.seq_len);

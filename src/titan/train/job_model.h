@@ -1,8 +1,11 @@
-// Job set-up's model half: the model a job config describes, built and
-// initialised from the seed, loaded (a Hugging Face folder or a titan model
-// export; titan checkpoints are read later, in any mesh), given LoRA
-// adapters, cut to this rank's pipeline stages and parallelized, in that
-// order; and what the rest of the job needs to know of it.
+// Job set-up's model half: the model a job config describes, built on the
+// meta device, given LoRA adapters, cut to this rank's pipeline stages and
+// parallelized, in that order; then only this rank's shards get storage and
+// are drawn from the seed by name (nn::initialize), so every layout starts
+// from the same model. A job that loads whole weights (a Hugging Face folder
+// or a titan model export) builds and loads the whole model first instead;
+// titan checkpoints are read later, into the shards, in any mesh. Also what
+// the rest of the job needs to know of the model.
 #pragma once
 
 #include <memory>
@@ -27,6 +30,7 @@ struct JobModel {
   int64_t parameters = 0;                    // the whole model's
   int64_t lora_parameters = 0;               // the adapters', whole (before any sharding)
   double flops_per_token = 0.0;              // forward + backward, the whole model's, for MFU
+  double memory_needed_bytes = 0.0;          // the memory check's estimate for a rank
 };
 
 // `vocab_size`: the tokenizer's ids (0 without one); a Hugging Face

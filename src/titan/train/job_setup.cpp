@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "titan/comm/fake_process_group.h"
 #include "titan/comm/flight_recorder.h"
 #include "titan/comm/routed_process_group.h"
 #include "titan/comm/world.h"
@@ -27,13 +28,25 @@ Device training_device(const JobConfig& config) {
   return device;
 }
 
+bool is_rehearsal(const JobConfig& config) { return config.comm.mode == "fake_backend"; }
+
+bool reports_for_job(const JobConfig& config, const comm::DeviceMesh& mesh) {
+  return is_rehearsal(config) || mesh.coordinate(MeshDim::world) == 0;
+}
+
 std::unique_ptr<comm::DeviceMesh> build_device_mesh(const JobConfig& config, Device device) {
   const ParallelismSection& p = config.parallelism;
   comm::World& world = comm::World::instance(config.comm.timeout_seconds);
   comm::FlightRecorder::instance().configure(
       config.comm.trace_buf_size,
       (std::filesystem::path(config.job.dump_folder) / config.comm.save_traces_folder).string());
-  const bool multi_gpu = device.is_cuda() && world.size() > 1;
+  const bool rehearsal = is_rehearsal(config);
+  TITAN_CHECK(!rehearsal || world.size() == 1,
+              "comm.mode = fake_backend: one process plays one rank of the job; start it without a launcher (this "
+              "job has {} processes)",
+              world.size());
+  const int64_t ranks = rehearsal ? config.comm.fake_world_size : world.size();
+  const bool multi_gpu = device.is_cuda() && ranks > 1;
   TITAN_CHECK(!multi_gpu || p.tensor_parallel_degree == 1,
               "parallelism.tensor_parallel_degree {} on CUDA: tensor parallelism runs on the CPU backend only so far "
               "(its vocabulary-parallel loss combines on the host)",
@@ -51,12 +64,15 @@ std::unique_ptr<comm::DeviceMesh> build_device_mesh(const JobConfig& config, Dev
   TITAN_CHECK(!multi_gpu || !config.training.graph_capture,
               "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
               "capture runs single-GPU jobs only so far",
-              world.size());
+              ranks);
   const comm::ParallelDims dims{p.pipeline_parallel_degree,   p.data_parallel_replicate_degree,
                                 p.data_parallel_shard_degree, p.context_parallel_degree,
                                 p.tensor_parallel_degree,     p.expert_parallel_degree};
   std::shared_ptr<comm::ProcessGroup> root = world.group();
-  if (multi_gpu) {
+  if (rehearsal) {
+    root = std::make_shared<comm::FakeProcessGroup>(static_cast<int>(config.comm.fake_rank),
+                                                    static_cast<int>(config.comm.fake_world_size));
+  } else if (multi_gpu) {
     root = std::make_shared<comm::RoutedProcessGroup>(world.group(), comm::make_process_group("nccl", 0));
   }
   return std::make_unique<comm::DeviceMesh>(dims, root);
@@ -96,9 +112,9 @@ std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, m
   return std::make_unique<optim::AdamW>(std::move(named), options);
 }
 
-optim::LrSchedule build_lr_schedule(const JobConfig& config, int rank) {
+optim::LrSchedule build_lr_schedule(const JobConfig& config, bool reports) {
   const int64_t warmup = std::min(config.lr_scheduler.warmup_steps, config.training.steps);
-  if (warmup < config.lr_scheduler.warmup_steps && rank == 0) {
+  if (warmup < config.lr_scheduler.warmup_steps && reports) {
     std::printf("titan: warning: lr_scheduler.warmup_steps %lld exceeds training.steps %lld: warming up over %lld\n",
                 static_cast<long long>(config.lr_scheduler.warmup_steps), static_cast<long long>(config.training.steps),
                 static_cast<long long>(warmup));

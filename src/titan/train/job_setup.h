@@ -15,12 +15,20 @@
 
 namespace titan::train {
 
+// comm.mode = "fake_backend": this process rehearses one rank of a larger job.
+bool is_rehearsal(const JobConfig& config);
+// The process that prints and writes the job's reports: the world's rank 0,
+// or the one process of a rehearsal, whatever rank it plays.
+bool reports_for_job(const JobConfig& config, const comm::DeviceMesh& mesh);
+
 // training.device, checked: a device this process can train on.
 Device training_device(const JobConfig& config);
 
 // The mesh of parallelism.* over the world (collective; checked against the
 // world size and against what the device's backend supports). On GPUs device
 // tensors travel through NCCL and the host's small agreements through MPI.
+// A rehearsal's world is a comm::FakeProcessGroup of comm.fake_world_size
+// ranks, checked exactly as a real world of that size would be.
 std::unique_ptr<comm::DeviceMesh> build_device_mesh(const JobConfig& config, Device device);
 
 // The job's dataset (training.*, validation.*, chat.*) for this rank's
@@ -37,6 +45,6 @@ std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, m
 
 // lr_scheduler.* over training.steps. As TorchTitan, a warmup longer than the
 // run is cut to the run, and said so (on rank 0).
-optim::LrSchedule build_lr_schedule(const JobConfig& config, int rank);
+optim::LrSchedule build_lr_schedule(const JobConfig& config, bool reports);
 
 }  // namespace titan::train

@@ -14,6 +14,7 @@
 #include "titan/core/units.h"
 #include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
+#include "titan/train/job_model_config.h"
 #include "titan/train/pipeline_plan.h"
 
 namespace titan::train {
@@ -97,8 +98,10 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   }
   // The estimate's activations are unsharded: under TP count only a rank's share (a lower bound).
   estimate.activation_bytes /= static_cast<double>(tp);
-  // Every rank builds the full f32 model before keeping its shard (or its pipeline stages).
-  const double full_model = 4.0 * static_cast<double>(estimate.model_parameters);
+  // A job that loads whole weights builds the full f32 model on every rank before keeping its shard (or its
+  // pipeline stages); any other builds on the meta device and allocates only its shards.
+  const bool whole_first = loads_whole_weights(config);
+  const double full_model = whole_first ? 4.0 * static_cast<double>(estimate.model_parameters) : 0.0;
   // The loader keeps up to three batches (the step's, two prefetched) of four i64 tensors.
   const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(config.training.local_batch_size * options.seq_len);
   // An async save first copies the rank's state (weights and AdamW moments) to host memory.
@@ -126,8 +129,11 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
     parts.push_back(fmt::format("pipeline buffers {}", size_text(estimate.pipeline_buffer_bytes)));
   }
   if (async_save) parts.push_back(fmt::format("async checkpoint copy {}", size_text(save_copy)));
-  budget.breakdown =
-      fmt::format("{}; the full f32 model built before sharding {}", fmt::join(parts, ", "), size_text(full_model));
+  budget.breakdown = fmt::format("{}", fmt::join(parts, ", "));
+  if (whole_first) {
+    budget.breakdown +=
+        fmt::format("; the full f32 model built to load whole weights before sharding {}", size_text(full_model));
+  }
   if (device.is_cpu()) {
     const int ranks = std::max(1, comm::World::instance().local_size());
     budget.available_bytes = host_available_bytes(budget.source) / ranks;

@@ -16,6 +16,7 @@
 #include "titan/train/nonfinite_step.h"
 #include "titan/train/pipeline_plan.h"
 #include "titan/train/preemption.h"
+#include "titan/train/rehearsal_report.h"
 #include "titan/train/validation.h"
 
 namespace titan::train {
@@ -37,13 +38,19 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   // The mesh is checked against the world before any work starts.
   mesh_ = build_device_mesh(config_, device_);
   rank_ = mesh_->coordinate(MeshDim::world);
+  reports_ = reports_for_job(config_, *mesh_);
+  if (is_rehearsal(config_) && config_.checkpoint.enable) {
+    // One rank's shards are not a checkpoint, and a rehearsal must leave a real job's folder as it was.
+    std::printf("titan: rehearsal: checkpoint.enable is ignored; nothing is saved or loaded\n");
+    config_.checkpoint.enable = false;
+  }
   step_profiler_ = std::make_unique<StepProfiler>(config_, rank_);
   micro_batches_ = micro_batches_per_step(config_, *mesh_);
   // Checked before any work: under context parallelism the sequence must cut into 2 x cp equal chunks.
   const int64_t pipeline_micro_batches = mesh_->size(MeshDim::pp) > 1 ? pipeline_microbatches(config_) : 1;
   inputs_ = std::make_unique<StepInputsBuilder>(config_, *mesh_, device_, micro_batches_, pipeline_micro_batches);
   check_outputs_apart_from_inputs(config_);
-  if (rank_ == 0) {
+  if (reports_) {
     dump_folder_lock_ = std::make_unique<DumpFolderLock>(config_.job.dump_folder);
     prepare_output_paths(config_);
     if (!dump_folder_lock_->previous_holder().empty()) {
@@ -57,7 +64,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
     loader_ = build_data_loader(config_, *mesh_);
     batches_ = [this] { return loader_->next_batch(); };
     tokenizer_vocab = loader_->vocab_size();
-    if (rank_ == 0 && loader_->corpus().is_chat()) {
+    if (reports_ && loader_->corpus().is_chat()) {
       std::printf("titan: chat dataset: %s\n", loader_->corpus().chat_stats().summary().c_str());
     }
   } else {
@@ -65,7 +72,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   }
   job_ = build_job_model(config_, *mesh_, device_, tokenizer_vocab, generator_);
   optimizer_ = build_optimizer(config_.optimizer, *job_.model);
-  schedule_ = build_lr_schedule(config_, rank_);
+  schedule_ = build_lr_schedule(config_, reports_);
   runner_ = std::make_unique<StepRunner>(*job_.model, *job_.parallelized,
                                          StepRunner::Pipelining{job_.pipeline.get(), job_.pipeline_micro_batches,
                                                                 config_.parallelism.pipeline_parallel_microbatch_size},
@@ -85,8 +92,8 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
       config_, *mesh_, device_, TrainingState::Parts{step_, job_, *optimizer_, schedule_, generator_, loader_.get()});
   state_->resume();
 
-  // Rank 0 reports for the job.
-  if (rank_ != 0) return;
+  // One process reports for the job.
+  if (!reports_) return;
   const std::filesystem::path dump_folder(config_.job.dump_folder);
   previous_run_last_step_ = last_logged_step((dump_folder / "metrics.jsonl").string());
   logger_ = std::make_unique<MetricsLogger>(
@@ -209,13 +216,14 @@ const std::vector<StepMetrics>& Trainer::train() {
     return history_;
   }
   const bool saving = config_.checkpoint.enable;
-  if (step_ >= config_.training.steps && rank_ == 0) {
+  if (step_ >= config_.training.steps && reports_) {
     std::printf(
         "titan: resumed at step %lld of training.steps = %lld: nothing left to train (raise "
         "--training.steps to go on)\n",
         static_cast<long long>(step_), static_cast<long long>(config_.training.steps));
   }
   // Each stretch of the loop is timed from the end of the one before, so goodput's parts cover the wall time.
+  forget_setup_collectives(*mesh_);
   auto mark = Clock::now();
   const auto lap = [&mark] {
     const auto now = Clock::now();
@@ -264,7 +272,7 @@ const std::vector<StepMetrics>& Trainer::train() {
       state_->wait();
       goodput_.checkpoint_seconds += lap();
       report_goodput();
-      if (rank_ == 0) {
+      if (reports_) {
         std::printf("titan: stopping after step %lld on a signal%s\n", static_cast<long long>(step_),
                     saving ? " (checkpoint saved; the next run resumes from it)" : " (checkpoints are off: not saved)");
         std::fflush(stdout);
@@ -278,11 +286,15 @@ const std::vector<StepMetrics>& Trainer::train() {
   }
   goodput_.checkpoint_seconds += lap();
   report_goodput();
+  if (is_rehearsal(config_)) {
+    std::printf("%s", rehearsal_report(config_, *mesh_, history_, job_.memory_needed_bytes).c_str());
+    std::fflush(stdout);
+  }
   return history_;
 }
 
 void Trainer::report_goodput() {
-  if (rank_ != 0) return;
+  if (!reports_) return;
   std::printf("%s\n", goodput_.summary_line().c_str());
   std::fflush(stdout);
   if (logger_) logger_->log_record({{"goodput", goodput_.to_json()}});

@@ -69,6 +69,7 @@ class Trainer {
   Device device_;
   std::unique_ptr<comm::DeviceMesh> mesh_;
   int rank_ = 0;
+  bool reports_ = false;  // this process prints and writes the job's reports (train/job_setup.h)
   std::unique_ptr<StepProfiler> step_profiler_;
   int64_t micro_batches_ = 1;
   std::unique_ptr<StepInputsBuilder> inputs_;

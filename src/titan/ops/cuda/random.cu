@@ -36,6 +36,8 @@ struct RandomParams {
   double cdf_low = 0.0, cdf_high = 0.0;  // truncated: normal_cdf((low - a) / b), ((high - a) / b), from the host
   uint64_t seed = 0;
   uint64_t first_block = 0;
+  uint64_t stream = 0;
+  RandomBox box;  // dims 0: the tensor is the whole
 };
 
 __device__ __forceinline__ double sample(const RandomParams& params, const Philox4x32& block, int lane) {
@@ -69,21 +71,42 @@ __global__ void random_fill(T* __restrict__ out, int64_t n, RandomParams params)
   const int64_t blocks = (n + 3) / 4;
   for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < blocks;
        b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Philox4x32 bits = philox4x32_10(params.first_block + static_cast<uint64_t>(b), 0, params.seed);
+    const Philox4x32 bits = philox4x32_10(params.first_block + static_cast<uint64_t>(b), params.stream, params.seed);
     for (int lane = 0; lane < 4 && 4 * b + lane < n; ++lane)
       store_double(out, 4 * b + lane, sample(params, bits, lane));
   }
 }
 
+// A shard of a whole tensor: its neighbours in the whole may lie in other
+// shards, so each element computes the block of its whole index on its own.
+template <typename T>
+__global__ void random_fill_box(T* __restrict__ out, int64_t n, RandomParams params) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t whole = whole_index(params.box, static_cast<uint64_t>(i));
+    const Philox4x32 bits = philox4x32_10(params.first_block + whole / 4, params.stream, params.seed);
+    store_double(out, i, sample(params, bits, static_cast<int>(whole % 4)));
+  }
+}
+
+template <typename T>
+void launch_random_as(T* out, int64_t n, const RandomParams& params, cudaStream_t stream) {
+  if (params.box.dims == 0) {
+    random_fill<<<grid_for((n + 3) / 4, kThreads), kThreads, 0, stream>>>(out, n, params);
+  } else {
+    random_fill_box<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, n, params);
+  }
+}
+
 // Fills n contiguous elements of `dtype` (f32 or bf16): element i takes lane
-// i % 4 of Philox block first_block + i / 4, rounded once from double.
+// w % 4 of Philox block first_block + w / 4 (w: its index in the whole
+// tensor), rounded once from double.
 cudaError_t launch_random(DType dtype, void* out, int64_t n, const RandomParams& params, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  const unsigned grid = grid_for((n + 3) / 4, kThreads);
   if (dtype == DType::bf16) {
-    random_fill<<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), n, params);
+    launch_random_as(static_cast<__nv_bfloat16*>(out), n, params, stream);
   } else {
-    random_fill<<<grid, kThreads, 0, stream>>>(static_cast<float*>(out), n, params);
+    launch_random_as(static_cast<float*>(out), n, params, stream);
   }
   return cudaGetLastError();
 }
@@ -96,6 +119,8 @@ RandomParams params_for(const RandomSpec& spec) {
   params.high = spec.high;
   params.seed = spec.seed;
   params.first_block = spec.first_block;
+  params.stream = spec.stream;
+  params.box = spec.box;
   switch (spec.distribution) {
     case Distribution::uniform:
       params.distribution = RandomDistribution::uniform;

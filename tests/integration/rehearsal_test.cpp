@@ -1,0 +1,91 @@
+// comm.mode = "fake_backend": one process plays one rank of a larger job. The
+// tiny Llama is rehearsed as rank 5 of an 8-rank FSDP 4 x TP 2 job: it must
+// train its steps and report its memory against the estimate, its step time,
+// and the collectives the rank issues on each mesh group. What a real job of
+// that size refuses, the rehearsal refuses with the same message; what is
+// not a rank of the job is refused naming the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "cli_job.h"
+
+namespace titan {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path& workdir() {
+  static const fs::path dir = fs::path(::testing::TempDir()) / "rehearsal_test";
+  return dir;
+}
+
+class Rehearsal : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(workdir());
+    fs::create_directories(workdir());
+    testing::prepare_test_corpus(workdir() / "data", workdir() / "prepare.log");
+  }
+
+  static std::string command(const std::string& name, const std::string& extra) {
+    return testing::tiny_train_command(workdir() / "data", testing::write_tiny_llama_config(workdir()),
+                                       workdir() / name, "--training.steps 2 " + extra);
+  }
+};
+
+// The number in `pattern`'s first group, from the rehearsal's report.
+double reported(const std::string& output, const std::string& pattern) {
+  std::smatch match;
+  EXPECT_TRUE(std::regex_search(output, match, std::regex(pattern))) << pattern << " in\n" << output;
+  return match.size() > 1 ? std::stod(match[1].str()) : -1.0;
+}
+
+TEST_F(Rehearsal, PlaysRankFiveOfAnEightRankJob) {
+  const std::string output = testing::run_ok(
+      command("fsdp4_tp2",
+              "--comm.mode fake_backend --comm.fake_world_size 8 --comm.fake_rank 5 "
+              "--parallelism.data_parallel_shard_degree 4 --parallelism.tensor_parallel_degree 2 "
+              "--checkpoint.enable true"),
+      workdir() / "fsdp4_tp2.log");
+  EXPECT_NE(output.find("rank 5 of 8 (pp 1 x dp_replicate 1 x dp_shard 4 x cp 1 x tp 2, ep 1)"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("checkpoint.enable is ignored"), std::string::npos) << output;
+  const fs::path checkpoints = workdir() / "fsdp4_tp2" / "checkpoint";
+  EXPECT_TRUE(!fs::exists(checkpoints) || fs::is_empty(checkpoints));
+  // Both steps ran and were logged as a real rank 0's would be.
+  EXPECT_EQ(testing::metrics_column(workdir() / "fsdp4_tp2" / "metrics.jsonl", "loss").size(), 2u);
+  const double peak = reported(output, "peak memory ([0-9.]+) GiB in tensors");
+  const double estimate = reported(output, "the memory check estimated ([0-9.]+) GiB per rank");
+  EXPECT_GT(peak, 0.0);
+  EXPECT_LE(peak, estimate);
+  EXPECT_GT(reported(output, "2 steps, median ([0-9.]+) s each"), 0.0);
+  // FSDP gathers parameters and reduce-scatters gradients over its 4 ranks; sequence parallelism gathers over tp.
+  EXPECT_GT(reported(output, "dp_shard_cp +all_gather +([0-9.]+) calls"), 0.0);
+  EXPECT_GT(reported(output, "dp_shard_cp +reduce_scatter +([0-9.]+) calls"), 0.0);
+  EXPECT_GT(reported(output, "\\btp +all_gather +([0-9.]+) calls"), 0.0);
+}
+
+TEST_F(Rehearsal, RefusesWhatARealJobOfThatSizeRefuses) {
+  testing::expect_user_error(
+      testing::run_to_completion(command("tp3", "--comm.mode fake_backend --comm.fake_world_size 8 "
+                                                "--parallelism.tensor_parallel_degree 3"),
+                                 workdir() / "tp3.log"),
+      {"parallelism:", "tp 3", "the world of 8 ranks"});
+  testing::expect_user_error(
+      testing::run_to_completion(command("rank8", "--comm.mode fake_backend --comm.fake_world_size 8 "
+                                                  "--comm.fake_rank 8"),
+                                 workdir() / "rank8.log"),
+      {"comm.fake_rank 8", "0 to 7"});
+  testing::expect_user_error(
+      testing::run_to_completion(command("no_size", "--comm.mode fake_backend"), workdir() / "no_size.log"),
+      {"comm.fake_world_size"});
+  testing::expect_user_error(
+      testing::run_to_completion(command("mode", "--comm.mode fake"), workdir() / "mode.log"),
+      {"comm.mode", "fake_backend"});
+}
+
+}  // namespace
+}  // namespace titan

@@ -44,12 +44,12 @@ double reported(const std::string& output, const std::string& pattern) {
 }
 
 TEST_F(Rehearsal, PlaysRankFiveOfAnEightRankJob) {
-  const std::string output = testing::run_ok(
-      command("fsdp4_tp2",
-              "--comm.mode fake_backend --comm.fake_world_size 8 --comm.fake_rank 5 "
-              "--parallelism.data_parallel_shard_degree 4 --parallelism.tensor_parallel_degree 2 "
-              "--checkpoint.enable true"),
-      workdir() / "fsdp4_tp2.log");
+  const std::string output =
+      testing::run_ok(command("fsdp4_tp2",
+                              "--comm.mode fake_backend --comm.fake_world_size 8 --comm.fake_rank 5 "
+                              "--parallelism.data_parallel_shard_degree 4 --parallelism.tensor_parallel_degree 2 "
+                              "--checkpoint.enable true"),
+                      workdir() / "fsdp4_tp2.log");
   EXPECT_NE(output.find("rank 5 of 8 (pp 1 x dp_replicate 1 x dp_shard 4 x cp 1 x tp 2, ep 1)"), std::string::npos)
       << output;
   EXPECT_NE(output.find("checkpoint.enable is ignored"), std::string::npos) << output;
@@ -69,22 +69,21 @@ TEST_F(Rehearsal, PlaysRankFiveOfAnEightRankJob) {
 }
 
 TEST_F(Rehearsal, RefusesWhatARealJobOfThatSizeRefuses) {
-  testing::expect_user_error(
-      testing::run_to_completion(command("tp3", "--comm.mode fake_backend --comm.fake_world_size 8 "
-                                                "--parallelism.tensor_parallel_degree 3"),
-                                 workdir() / "tp3.log"),
-      {"parallelism:", "tp 3", "the world of 8 ranks"});
-  testing::expect_user_error(
-      testing::run_to_completion(command("rank8", "--comm.mode fake_backend --comm.fake_world_size 8 "
-                                                  "--comm.fake_rank 8"),
-                                 workdir() / "rank8.log"),
-      {"comm.fake_rank 8", "0 to 7"});
+  testing::expect_user_error(testing::run_to_completion(command("tp3",
+                                                                "--comm.mode fake_backend --comm.fake_world_size 8 "
+                                                                "--parallelism.tensor_parallel_degree 3"),
+                                                        workdir() / "tp3.log"),
+                             {"parallelism:", "tp 3", "the world of 8 ranks"});
+  testing::expect_user_error(testing::run_to_completion(command("rank8",
+                                                                "--comm.mode fake_backend --comm.fake_world_size 8 "
+                                                                "--comm.fake_rank 8"),
+                                                        workdir() / "rank8.log"),
+                             {"comm.fake_rank 8", "0 to 7"});
   testing::expect_user_error(
       testing::run_to_completion(command("no_size", "--comm.mode fake_backend"), workdir() / "no_size.log"),
       {"comm.fake_world_size"});
-  testing::expect_user_error(
-      testing::run_to_completion(command("mode", "--comm.mode fake"), workdir() / "mode.log"),
-      {"comm.mode", "fake_backend"});
+  testing::expect_user_error(testing::run_to_completion(command("mode", "--comm.mode fake"), workdir() / "mode.log"),
+                             {"comm.mode", "fake_backend"});
 }
 
 }  // namespace

@@ -53,7 +53,9 @@ JobConfig job_for(const std::string& family, const Layout& layout, int64_t vocab
   return config;
 }
 
-comm::ParallelDims dims_of(const Layout& layout) { return {layout.pp, 1, layout.dp_shard, layout.cp, layout.tp, layout.ep}; }
+comm::ParallelDims dims_of(const Layout& layout) {
+  return {layout.pp, 1, layout.dp_shard, layout.cp, layout.tp, layout.ep};
+}
 
 JobModel build_rank(const std::string& family, const Layout& layout, std::shared_ptr<comm::ProcessGroup> world,
                     int64_t vocab_size = 2048) {
@@ -135,8 +137,8 @@ void expect_layout_matches_one_process(const std::string& family, const Layout& 
 
 const std::vector<Layout>& dense_layouts() {
   static const std::vector<Layout> layouts{
-      {"FSDP 2", 1, 2},          {"FSDP 4", 1, 4},        {"TP 2", 1, 1, 1, 2}, {"PP 2", 2, 1},
-      {"CP 2", 1, 1, 2},         {"PP 2 x FSDP 2 x TP 2", 2, 2, 1, 2},
+      {"FSDP 2", 1, 2}, {"FSDP 4", 1, 4},  {"TP 2", 1, 1, 1, 2},
+      {"PP 2", 2, 1},   {"CP 2", 1, 1, 2}, {"PP 2 x FSDP 2 x TP 2", 2, 2, 1, 2},
   };
   return layouts;
 }

@@ -11,6 +11,7 @@
 #include "bench/pipeline_bench.h"
 #include "bench/profiler_bench.h"
 #include "bench/scaling_bench.h"
+#include "bench/startup_bench.h"
 #include "bench/tokenizer_bench.h"
 #include "bench/train_bench.h"
 #include "titan/cli/numeric_checks.h"
@@ -31,13 +32,14 @@ Subcommand make_bench_subcommand() {
   auto profiler = std::make_shared<bench::ProfilerBenchOptions>();
   auto lora = std::make_shared<bench::LoraBenchOptions>();
   auto families = std::make_shared<bench::FamiliesBenchOptions>();
+  auto startup = std::make_shared<bench::StartupBenchOptions>();
   // The families suite shares --seq, --batch and --dtypes with others but has its own defaults, so it asks
   // the parsed command whether they were given.
   auto bench_app = std::make_shared<CLI::App*>(nullptr);
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
   subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, families,
-                    bench_app, suite](CLI::App& parent) {
+                    startup, bench_app, suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
@@ -48,7 +50,7 @@ Subcommand make_bench_subcommand() {
            "gpu, families")
         ->required()
         ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
-                               "context-parallel", "profiler", "lora", "gpu", "families"}));
+                               "context-parallel", "profiler", "lora", "gpu", "families", "startup"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -90,12 +92,26 @@ Subcommand make_bench_subcommand() {
     app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)")
         ->check(at_least(0));
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
+    app->add_option("--startup-flavor", startup->flavor, "startup suite: llama3 flavor on both paths (default 1B)");
+    app->add_option("--startup-fsdp", startup->fsdp, "startup suite: its FSDP degree (default 4)")->check(at_least(1));
+    app->add_option("--large-flavor", startup->large_flavor,
+                    "startup suite: also rank 0 of this llama3 flavor on the new path alone (e.g. 405B)");
+    app->add_option("--large-fsdp", startup->large_fsdp, "startup suite: the large job's FSDP degree (default 128)")
+        ->check(at_least(1));
+    app->add_option("--large-tp", startup->large_tp, "startup suite: the large job's TP degree (default 8)")
+        ->check(at_least(1));
     app->add_option("--models", families->models,
                     "families suite: models whose debugmodel to train (default llama3 and the Hugging Face families)");
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
-                    families, bench_app, suite] {
+                    families, startup, bench_app, suite] {
+    if (*suite == "startup") {
+      startup->json_path = options->json_path;
+      startup->repeats = options->repeats;
+      if (options->quick) startup->flavor = "debugmodel";
+      return bench::run_startup_bench(*startup);
+    }
     if (*suite == "families") {
       const CLI::App& app = **bench_app;
       families->json_path = options->json_path;

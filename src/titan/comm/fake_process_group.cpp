@@ -15,8 +15,8 @@ class ReturnedWork final : public Work {
 };
 
 void check_fake_peer(const ProcessGroup& group, const char* what, int peer) {
-  TITAN_CHECK(peer >= 0 && peer < group.size() && peer != group.rank(), "{} on group {}: peer {} of {} ranks (this is {})",
-              what, group.name(), peer, group.size(), group.rank());
+  TITAN_CHECK(peer >= 0 && peer < group.size() && peer != group.rank(),
+              "{} on group {}: peer {} of {} ranks (this is {})", what, group.name(), peer, group.size(), group.rank());
 }
 
 }  // namespace

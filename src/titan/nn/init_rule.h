@@ -10,9 +10,9 @@ namespace titan::nn {
 struct InitRule {
   enum class Kind { none, constant, uniform, normal, truncated_normal };
   Kind kind = Kind::none;
-  double a = 0.0;                 // constant: the value; uniform: low; normal and truncated: mean
-  double b = 0.0;                 // uniform: high; normal and truncated: std
-  double low = 0.0, high = 0.0;   // truncated: absolute bounds (as torch.nn.init.trunc_normal_)
+  double a = 0.0;                // constant: the value; uniform: low; normal and truncated: mean
+  double b = 0.0;                // uniform: high; normal and truncated: std
+  double low = 0.0, high = 0.0;  // truncated: absolute bounds (as torch.nn.init.trunc_normal_)
 
   static InitRule constant(double value) { return {Kind::constant, value, 0.0, 0.0, 0.0}; }
   static InitRule uniform(double low, double high) { return {Kind::uniform, low, high, 0.0, 0.0}; }

@@ -19,7 +19,7 @@ namespace titan::train {
 using comm::MeshDim;
 
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
-                         Generator& generator) {
+                         Generator& generator, ModelStart start) {
   // A Hugging Face config.json fixes the vocabulary (its embedding rows); otherwise the tokenizer sizes it.
   const bool from_hf = !config.model.hf_config.empty();
   const int64_t requested_vocab =
@@ -39,13 +39,17 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   // the whole model before it is sharded. Otherwise the model is built on the
   // meta device (shapes, no storage), the plan below cuts it to this rank's
   // shards, and only those get storage and are drawn from the seed by name.
-  const bool whole_first = loads_whole_weights(config);
+  const bool loads_whole = loads_whole_weights(config);
+  TITAN_CHECK(!loads_whole || start != ModelStart::meta_then_shards,
+              "checkpoint.initial_load_path {} holds whole weights: they are read before the model is sharded",
+              config.checkpoint.initial_load_path);
+  const bool whole_first = loads_whole || start == ModelStart::whole_then_shards;
   job.model = spec.build(model_config, whole_first ? device : Device::meta());
   if (whole_first) {
     job.model->init_weights(generator);
     if (models::is_hf_model_folder(config.checkpoint.initial_load_path)) {
       models::load_hf_weights_into(*job.model, config.checkpoint.initial_load_path);
-    } else {
+    } else if (loads_whole) {
       load_exported_weights_into(*job.model, config.checkpoint.initial_load_path);
     }
   }

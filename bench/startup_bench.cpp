@@ -21,8 +21,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct StartupResult {
-  double seconds = 0.0;     // median, to a built and initialised model
-  double peak_bytes = 0.0;  // most bytes live in tensors while building (the same every repeat)
+  double seconds = 0.0;      // median, to a built and initialised model
+  double peak_bytes = 0.0;   // most bytes live in tensors while building (the same every repeat)
   double shard_bytes = 0.0;  // the rank's parameters once built
 };
 
@@ -47,8 +47,8 @@ StartupResult start_rank(const train::JobConfig& base, train::ModelStart start, 
   Allocator& host = allocator_for(DeviceType::cpu);
   for (int i = 0; i < repeats; ++i) {
     train::JobConfig config = base;
-    const comm::ParallelDims dims{1, 1, config.parallelism.data_parallel_shard_degree, 1,
-                                  config.parallelism.tensor_parallel_degree, 1};
+    const comm::ParallelDims dims{
+        1, 1, config.parallelism.data_parallel_shard_degree, 1, config.parallelism.tensor_parallel_degree, 1};
     const comm::DeviceMesh mesh(dims, std::make_shared<comm::FakeProcessGroup>(0, config.comm.fake_world_size));
     const double live_before = static_cast<double>(host.stats().live_bytes);
     host.reset_peak();
@@ -68,7 +68,8 @@ StartupResult start_rank(const train::JobConfig& base, train::ModelStart start, 
 }
 
 nlohmann::json to_json(const StartupResult& r) {
-  return {{"seconds", r.seconds}, {"peak_gib", r.peak_bytes / kBytesPerGiB}, {"shard_gib", r.shard_bytes / kBytesPerGiB}};
+  return {
+      {"seconds", r.seconds}, {"peak_gib", r.peak_bytes / kBytesPerGiB}, {"shard_gib", r.shard_bytes / kBytesPerGiB}};
 }
 
 void print_row(const char* what, const StartupResult& r) {

@@ -8,12 +8,6 @@
 namespace titan::comm {
 namespace {
 
-class ReturnedWork final : public Work {
- public:
-  void wait() override {}
-  bool completed() override { return true; }
-};
-
 void check_fake_peer(const ProcessGroup& group, const char* what, int peer) {
   TITAN_CHECK(peer >= 0 && peer < group.size() && peer != group.rank(),
               "{} on group {}: peer {} of {} ranks (this is {})", what, group.name(), peer, group.size(), group.rank());
@@ -53,7 +47,7 @@ std::shared_ptr<Work> FakeProcessGroup::issued(const CommCall& call) {
   const uint64_t record = recorder.record(recorder_group_, ++issued_, call);
   recorder.start(record);
   recorder.complete(record);
-  return std::make_shared<ReturnedWork>();
+  return completed_work();
 }
 
 std::shared_ptr<Work> FakeProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {

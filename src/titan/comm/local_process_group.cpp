@@ -3,39 +3,27 @@
 #include "titan/core/copy.h"
 
 namespace titan::comm {
-namespace {
-
-class DoneWork final : public Work {
- public:
-  void wait() override {}
-  bool completed() override { return true; }
-};
-
-std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
-
-}  // namespace
-
 std::shared_ptr<Work> LocalProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_reduce_op(*this, "all_reduce", tensor.dtype(), op);
-  return done();
+  return completed_work();
 }
 
 std::shared_ptr<Work> LocalProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
   check_all_gather(*this, output, input);
   titan::copy_(output.view(input.shape()), input);
-  return done();
+  return completed_work();
 }
 
 std::shared_ptr<Work> LocalProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
   check_reduce_scatter(*this, output, input);
   check_reduce_op(*this, "reduce_scatter", input.dtype(), op);
   titan::copy_(output, input.view(output.shape()));
-  return done();
+  return completed_work();
 }
 
 std::shared_ptr<Work> LocalProcessGroup::broadcast(const Tensor&, int root) {
   TITAN_CHECK(root == 0, "broadcast on a group of one: root {} is not 0", root);
-  return done();
+  return completed_work();
 }
 
 std::shared_ptr<Work> LocalProcessGroup::all_to_all(const Tensor& output, const Tensor& input,
@@ -43,7 +31,7 @@ std::shared_ptr<Work> LocalProcessGroup::all_to_all(const Tensor& output, const 
                                                     const std::vector<int64_t>& input_splits) {
   check_all_to_all(*this, output, input, output_splits, input_splits);
   titan::copy_(output, input);
-  return done();
+  return completed_work();
 }
 
 std::shared_ptr<Work> LocalProcessGroup::send(const Tensor&, int peer, int) {

@@ -76,6 +76,10 @@ class ProcessGroup {
   std::string name_;
 };
 
+// A Work that has already finished: what backends without peers (a group of
+// one, a fake group) return from every collective.
+std::shared_ptr<Work> completed_work();
+
 // Every member's `mine` (the same count of host numbers on each), as
 // result[value][rank]: for metrics that report each rank's own figures.
 std::vector<std::vector<double>> gather_per_rank(ProcessGroup& group, const std::vector<double>& mine);

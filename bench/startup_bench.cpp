@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "bench/json_report.h"
+#include "titan/checkpoint/safetensors.h"
 #include "titan/comm/device_mesh.h"
 #include "titan/comm/fake_process_group.h"
 #include "titan/core/allocator.h"
 #include "titan/core/units.h"
+#include "titan/models/hf/hf_folder.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/job_model.h"
+#include "titan/train/model_export.h"
 
 namespace titan::bench {
 namespace {
@@ -24,6 +27,7 @@ struct StartupResult {
   double seconds = 0.0;      // median, to a built and initialised model
   double peak_bytes = 0.0;   // most bytes live in tensors while building (the same every repeat)
   double shard_bytes = 0.0;  // the rank's parameters once built
+  double read_bytes = 0.0;   // tensor bytes read from the weights' files (one repeat)
 };
 
 train::JobConfig job_config(const std::string& flavor, int64_t fsdp, int64_t tp) {
@@ -52,11 +56,13 @@ StartupResult start_rank(const train::JobConfig& base, train::ModelStart start, 
     const comm::DeviceMesh mesh(dims, std::make_shared<comm::FakeProcessGroup>(0, config.comm.fake_world_size));
     const double live_before = static_cast<double>(host.stats().live_bytes);
     host.reset_peak();
+    const uint64_t read_before = checkpoint::safetensors_bytes_read();
     const auto begin = Clock::now();
     Generator generator;
     train::JobModel job = train::build_job_model(config, mesh, Device::cpu(), 0, generator, start);
     seconds.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
     result.peak_bytes = static_cast<double>(host.stats().peak_bytes) - live_before;
+    result.read_bytes = static_cast<double>(checkpoint::safetensors_bytes_read() - read_before);
     result.shard_bytes = 0.0;
     for (auto& [name, parameter] : job.model->named_parameters()) {
       result.shard_bytes += static_cast<double>(parameter->data.nbytes());
@@ -68,13 +74,15 @@ StartupResult start_rank(const train::JobConfig& base, train::ModelStart start, 
 }
 
 nlohmann::json to_json(const StartupResult& r) {
-  return {
-      {"seconds", r.seconds}, {"peak_gib", r.peak_bytes / kBytesPerGiB}, {"shard_gib", r.shard_bytes / kBytesPerGiB}};
+  return {{"seconds", r.seconds},
+          {"peak_gib", r.peak_bytes / kBytesPerGiB},
+          {"shard_gib", r.shard_bytes / kBytesPerGiB},
+          {"read_gib", r.read_bytes / kBytesPerGiB}};
 }
 
 void print_row(const char* what, const StartupResult& r) {
-  std::printf("  %-34s %8.2f s   peak %8.3f GiB   its shards %8.3f GiB\n", what, r.seconds, r.peak_bytes / kBytesPerGiB,
-              r.shard_bytes / kBytesPerGiB);
+  std::printf("  %-34s %8.2f s   peak %8.3f GiB   its shards %8.3f GiB   read %8.3f GiB\n", what, r.seconds,
+              r.peak_bytes / kBytesPerGiB, r.shard_bytes / kBytesPerGiB, r.read_bytes / kBytesPerGiB);
 }
 
 }  // namespace
@@ -82,7 +90,13 @@ void print_row(const char* what, const StartupResult& r) {
 int run_startup_bench(const StartupBenchOptions& options) {
   std::printf("titan bench startup: llama3 %s, rank 0 of FSDP %lld (played by a fake process group), median of %d\n",
               options.flavor.c_str(), static_cast<long long>(options.fsdp), options.repeats);
-  const train::JobConfig config = job_config(options.flavor, options.fsdp, 1);
+  train::JobConfig config = job_config(options.flavor, options.fsdp, 1);
+  if (!options.weights.empty()) {
+    TITAN_CHECK(models::is_hf_model_folder(options.weights) || train::is_model_export_folder(options.weights),
+                "--startup-weights {}: not a Hugging Face model folder or a titan model export", options.weights);
+    std::printf("  weights read from %s\n", options.weights.c_str());
+    config.checkpoint.initial_load_path = options.weights;
+  }
   const StartupResult meta = start_rank(config, train::ModelStart::meta_then_shards, options.repeats);
   const StartupResult whole = start_rank(config, train::ModelStart::whole_then_shards, options.repeats);
   print_row("meta, then only its shards", meta);
@@ -91,6 +105,7 @@ int run_startup_bench(const StartupBenchOptions& options) {
               meta.peak_bytes / whole.peak_bytes);
   nlohmann::json report{{"flavor", options.flavor},
                         {"fsdp", options.fsdp},
+                        {"weights", options.weights},
                         {"meta_then_shards", to_json(meta)},
                         {"whole_then_shards", to_json(whole)}};
   if (!options.large_flavor.empty()) {

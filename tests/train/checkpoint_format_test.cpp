@@ -1,6 +1,7 @@
 // The checkpoint format's parts on their own: CRC-32C against its published
 // check value and a bit-by-bit reference, the metadata parser's refusals, and
-// chunk files read back at boxes that cut across chunks and checksum blocks.
+// chunk files read back at boxes that cut across chunks and checksum blocks,
+// and boxes of safetensors tensors read by ranged reads.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/checkpoint/chunk_file.h"
 #include "titan/checkpoint/crc32c.h"
+#include "titan/checkpoint/safetensors.h"
 #include "titan/core/error.h"
 
 namespace titan {
@@ -108,6 +110,50 @@ TEST(ChunkFile, ReadsAnyBoxAcrossChunksAndBlocks) {
   }
   Tensor wrong = Tensor::zeros({6, 5, 300});
   EXPECT_THROW(reader.read_box("t", wrong, {6, 5, 301}, {0, 0, 0}), Error);
+}
+
+// Every box of a 3-D tensor (random ones, plus whole rows, one element, the
+// whole tensor and empty ones), in f32 and bf16, is the tensor narrowed to it,
+// and reading it reads exactly its bytes; boxes outside the tensor are refused.
+TEST(SafetensorsReader, ReadBoxIsTheNarrowedTensorAndReadsOnlyItsBytes) {
+  const Shape shape{5, 6, 7};
+  std::vector<float> values(5 * 6 * 7);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 100.0f;
+  const Tensor whole = Tensor::from_vector(values, shape);
+  const fs::path path = fs::path(::testing::TempDir()) / "read_box_test.safetensors";
+  checkpoint::write_safetensors(path.string(),
+                                {{"f32", whole}, {"bf16", whole.to(DType::bf16)}, {"flat", whole.view({210})}});
+  const checkpoint::SafetensorsReader reader(path.string());
+  std::vector<std::pair<Shape, Shape>> boxes{{{0, 0, 0}, {5, 6, 7}}, {{2, 0, 0}, {2, 6, 7}}, {{1, 2, 3}, {1, 1, 1}},
+                                             {{0, 3, 0}, {5, 2, 7}}, {{4, 5, 6}, {0, 1, 1}}, {{0, 0, 5}, {5, 6, 2}}};
+  std::mt19937 random(7);
+  for (int i = 0; i < 40; ++i) {
+    Shape at(3), size(3);
+    for (size_t d = 0; d < 3; ++d) {
+      at[d] = std::uniform_int_distribution<int64_t>(0, shape[d] - 1)(random);
+      size[d] = std::uniform_int_distribution<int64_t>(0, shape[d] - at[d])(random);
+    }
+    boxes.emplace_back(at, size);
+  }
+  for (const auto& [at, size] : boxes) {
+    Tensor expected = whole;
+    for (int64_t d = 0; d < 3; ++d)
+      expected = expected.narrow(d, at[static_cast<size_t>(d)], size[static_cast<size_t>(d)]);
+    for (const char* name : {"f32", "bf16"}) {
+      const uint64_t before = checkpoint::safetensors_bytes_read();
+      const Tensor box = reader.read_box(name, at, size);
+      const Tensor want = expected.to(reader.entry(name).dtype);
+      EXPECT_EQ(checkpoint::safetensors_bytes_read() - before, want.nbytes()) << name << " " << shape_str(at);
+      EXPECT_EQ(box.shape(), size);
+      EXPECT_EQ(box.to(DType::f32).to_floats(), want.to(DType::f32).to_floats())
+          << name << " box " << shape_str(size) << " at " << shape_str(at);
+    }
+  }
+  EXPECT_EQ(reader.read_box("flat", {17}, {50}).to_floats(), whole.view({210}).narrow(0, 17, 50).to_floats());
+  EXPECT_THROW(reader.read_box("f32", {0, 0, 1}, {5, 6, 7}), Error);
+  EXPECT_THROW(reader.read_box("f32", {0, 0}, {5, 6}), Error);
+  EXPECT_THROW(reader.read_box("f32", {-1, 0, 0}, {1, 1, 1}), Error);
+  EXPECT_THROW(reader.read_box("missing", {0}, {1}), Error);
 }
 
 }  // namespace

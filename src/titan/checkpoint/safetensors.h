@@ -15,9 +15,14 @@
 
 namespace titan::checkpoint {
 
+// Keeps the file open: reads are ranged (pread), so reading a shard of a
+// tensor touches only that shard's bytes.
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(std::string path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
   const std::string& path() const { return path_; }
   const SafetensorsHeader& header() const { return header_; }
   bool contains(const std::string& name) const;
@@ -26,12 +31,21 @@ class SafetensorsReader {
   Tensor read(const std::string& name) const;
   // Reads bytes [offset, offset + size) of a tensor's data (for resharding loads).
   void read_bytes(const std::string& name, uint64_t offset, uint64_t size, void* destination) const;
+  // Reads the box of `shape` at `offsets` of a tensor (row-major, in the
+  // file's dtype), one ranged read per run of bytes contiguous in the file:
+  // what a rank does to load only its shard.
+  Tensor read_box(const std::string& name, const Shape& offsets, const Shape& shape) const;
 
  private:
   std::string path_;
+  int fd_ = -1;
   SafetensorsHeader header_;
   std::map<std::string, size_t> index_;
 };
+
+// Bytes of tensor data this process has read from safetensors files so far
+// (headers not counted): how tests see that a rank read only its shards.
+uint64_t safetensors_bytes_read();
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 

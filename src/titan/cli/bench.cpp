@@ -94,6 +94,8 @@ Subcommand make_bench_subcommand() {
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
     app->add_option("--startup-flavor", startup->flavor, "startup suite: llama3 flavor on both paths (default 1B)");
     app->add_option("--startup-fsdp", startup->fsdp, "startup suite: its FSDP degree (default 4)")->check(at_least(1));
+    app->add_option("--startup-weights", startup->weights,
+                    "startup suite: load the compared model's weights from this HF folder or titan export");
     app->add_option("--large-flavor", startup->large_flavor,
                     "startup suite: also rank 0 of this llama3 flavor on the new path alone (e.g. 405B)");
     app->add_option("--large-fsdp", startup->large_fsdp, "startup suite: the large job's FSDP degree (default 128)")

@@ -29,6 +29,10 @@ struct ShardLayout {
   Shape global_shape;
   Shape offsets;
   bool sharded() const { return !global_shape.empty(); }
+  // For a stored tensor of shape `stored`: the whole tensor's shape, and the
+  // stored box's offsets in it (an unsharded tensor is its own whole, at 0).
+  Shape whole_shape(const Shape& stored) const { return sharded() ? global_shape : stored; }
+  Shape offsets_in_whole(const Shape& stored) const { return sharded() ? offsets : Shape(stored.size(), 0); }
 };
 
 struct Parameter {

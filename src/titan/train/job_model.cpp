@@ -18,6 +18,21 @@ namespace titan::train {
 
 using comm::MeshDim;
 
+namespace {
+
+// Weights named by checkpoint.initial_load_path that are not a training
+// checkpoint (those the checkpointer restores): an HF folder or a titan export.
+void load_initial_weights(const JobConfig& config, models::Decoder& model) {
+  const std::string& path = config.checkpoint.initial_load_path;
+  if (models::is_hf_model_folder(path)) {
+    models::load_hf_weights_into(model, path);
+  } else if (is_model_export_folder(path)) {
+    load_exported_weights_into(model, path);
+  }
+}
+
+}  // namespace
+
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
                          Generator& generator, ModelStart start) {
   // A Hugging Face config.json fixes the vocabulary (its embedding rows); otherwise the tokenizer sizes it.
@@ -35,23 +50,16 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   JobModel job;
   job.memory_needed_bytes = memory.needed_bytes;
   generator = Generator(static_cast<uint64_t>(config.training.seed));
-  // Whole weights (a Hugging Face folder, a titan model export) are read into
-  // the whole model before it is sharded. Otherwise the model is built on the
-  // meta device (shapes, no storage), the plan below cuts it to this rank's
-  // shards, and only those get storage and are drawn from the seed by name.
-  const bool loads_whole = loads_whole_weights(config);
-  TITAN_CHECK(!loads_whole || start != ModelStart::meta_then_shards,
-              "checkpoint.initial_load_path {} holds whole weights: they are read before the model is sharded",
-              config.checkpoint.initial_load_path);
-  const bool whole_first = loads_whole || start == ModelStart::whole_then_shards;
+  // The model is built on the meta device (shapes, no storage), the plan
+  // below cuts it to this rank's shards, and only those get storage, are drawn
+  // from the seed by name and, from checkpoint.initial_load_path, read from
+  // just their bytes. (ModelStart::whole_then_shards, kept for `titan bench
+  // startup`, builds, draws and loads the whole model first.)
+  const bool whole_first = start == ModelStart::whole_then_shards;
   job.model = spec.build(model_config, whole_first ? device : Device::meta());
   if (whole_first) {
     job.model->init_weights(generator);
-    if (models::is_hf_model_folder(config.checkpoint.initial_load_path)) {
-      models::load_hf_weights_into(*job.model, config.checkpoint.initial_load_path);
-    } else if (loads_whole) {
-      load_exported_weights_into(*job.model, config.checkpoint.initial_load_path);
-    }
+    load_initial_weights(config, *job.model);
   }
   // LoRA: adapters on the loaded base weights, which freeze (before any split, so every parallelism sees them).
   if (config.lora.enable) {
@@ -86,6 +94,7 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   if (!whole_first) {
     job.model->materialize(device);
     job.model->init_weights(generator);
+    load_initial_weights(config, *job.model);
   }
 
   job.parameters = models::parameter_count(model_config);

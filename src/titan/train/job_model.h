@@ -33,17 +33,18 @@ struct JobModel {
   double memory_needed_bytes = 0.0;          // the memory check's estimate for a rank
 };
 
-// How the model comes to this rank's shards. meta_then_shards: shapes only,
-// then storage for the shards alone. whole_then_shards: the whole f32 model on
-// every rank, then cut; what a job loading whole weights needs, and what every
-// job did before (`titan bench startup` compares the two).
-enum class ModelStart { as_configured, meta_then_shards, whole_then_shards };
+// How the model comes to this rank's shards. meta_then_shards (every job):
+// shapes only, then storage, initial values and loaded weights for the
+// shards alone. whole_then_shards: the whole f32 model on every rank, drawn
+// and loaded, then cut; what every job did before, kept for `titan bench
+// startup` to compare against.
+enum class ModelStart { meta_then_shards, whole_then_shards };
 
 // `vocab_size`: the tokenizer's ids (0 without one); a Hugging Face
 // config.json or model.vocab_size may set more rows. The memory check runs
 // before anything is allocated; rank 0 prints it. `generator` initialises the
 // weights and LoRA's adapters (and draws LoRA's dropout masks later).
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t vocab_size,
-                         Generator& generator, ModelStart start = ModelStart::as_configured);
+                         Generator& generator, ModelStart start = ModelStart::meta_then_shards);
 
 }  // namespace titan::train

@@ -5,9 +5,7 @@
 
 #include "titan/models/decoder_config_diff.h"
 #include "titan/models/hf/hf_decoder_config.h"
-#include "titan/models/hf/hf_folder.h"
 #include "titan/models/model_spec.h"
-#include "titan/train/model_export.h"
 
 namespace titan::train {
 
@@ -39,11 +37,6 @@ models::DecoderConfig resolve_model_config(JobConfig& config, int64_t vocab_size
   decoder.loss.vocab_chunk = model.loss_vocab_chunk;
   decoder.max_seq_len = std::max(decoder.max_seq_len, config.training.seq_len);
   return decoder;
-}
-
-bool loads_whole_weights(const JobConfig& config) {
-  const std::string& path = config.checkpoint.initial_load_path;
-  return models::is_hf_model_folder(path) || is_model_export_folder(path);
 }
 
 }  // namespace titan::train

@@ -17,10 +17,4 @@ namespace titan::train {
 // from it: the family of its architecture, and the matching flavor or "custom".
 models::DecoderConfig resolve_model_config(JobConfig& config, int64_t vocab_size, const std::string& base_folder = "");
 
-// Whether the job starts from whole weights read before the model is sharded
-// (checkpoint.initial_load_path is a Hugging Face folder or a titan model
-// export): then every rank builds the whole f32 model first. Otherwise the
-// model is built on the meta device and each rank allocates only its shards.
-bool loads_whole_weights(const JobConfig& config);
-
 }  // namespace titan::train

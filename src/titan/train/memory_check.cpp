@@ -98,17 +98,13 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   }
   // The estimate's activations are unsharded: under TP count only a rank's share (a lower bound).
   estimate.activation_bytes /= static_cast<double>(tp);
-  // A job that loads whole weights builds the full f32 model on every rank before keeping its shard (or its
-  // pipeline stages); any other builds on the meta device and allocates only its shards.
-  const bool whole_first = loads_whole_weights(config);
-  const double full_model = whole_first ? 4.0 * static_cast<double>(estimate.model_parameters) : 0.0;
   // The loader keeps up to three batches (the step's, two prefetched) of four i64 tensors.
   const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(config.training.local_batch_size * options.seq_len);
   // An async save first copies the rank's state (weights and AdamW moments) to host memory.
   const bool async_save = config.checkpoint.enable && config.checkpoint.async_mode == "async";
   const double save_copy = async_save ? estimate.parameter_bytes + estimate.optimizer_bytes : 0.0;
   MemoryBudget budget;
-  budget.needed_bytes = std::max(estimate.total(), full_model) + batches + save_copy;
+  budget.needed_bytes = estimate.total() + batches + save_copy;
   // What needed_bytes is made of, the parts a job may not have left out.
   std::vector<std::string> parts{fmt::format("parameters {}", size_text(estimate.parameter_bytes)),
                                  fmt::format("gradients {}", size_text(estimate.gradient_bytes)),
@@ -130,10 +126,6 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   }
   if (async_save) parts.push_back(fmt::format("async checkpoint copy {}", size_text(save_copy)));
   budget.breakdown = fmt::format("{}", fmt::join(parts, ", "));
-  if (whole_first) {
-    budget.breakdown +=
-        fmt::format("; the full f32 model built to load whole weights before sharding {}", size_text(full_model));
-  }
   if (device.is_cpu()) {
     const int ranks = std::max(1, comm::World::instance().local_size());
     budget.available_bytes = host_available_bytes(budget.source) / ranks;

@@ -1,6 +1,5 @@
 // Before a job allocates anything, the memory it will need per rank (titan's
-// meta-device estimate, the full model a rank builds when it loads whole
-// weights before sharding, the data loader's batches) is compared with what the device has, so a job that
+// meta-device estimate, the data loader's batches) is compared with what the device has, so a job that
 // cannot fit ends at once with the numbers and the knobs that would help,
 // instead of swapping for minutes until the OOM killer comes.
 #pragma once

@@ -102,22 +102,35 @@ bool is_model_export_folder(const std::string& folder) {
 
 void load_exported_weights_into(models::Decoder& model, const std::string& folder) {
   const std::string file = (fs::path(folder) / "model.safetensors").string();
-  checkpoint::SafetensorsReader reader(file);
-  std::map<std::string, Tensor> own = model.state_dict();
-  std::set<std::string> found;
+  const checkpoint::SafetensorsReader reader(file);
+  // The whole model's tensors (names, shapes): this rank may hold only some of them, or shards of them.
+  std::map<std::string, Shape> whole;
+  {
+    const auto expected = model.config.build(Device::meta());
+    for (auto& [name, parameter] : expected->named_parameters()) whole[name] = parameter->data.shape();
+    for (auto& [name, buffer] : expected->named_persistent_buffers()) whole[name] = buffer->shape();
+  }
   for (const auto& entry : reader.header().entries) {
-    auto target = own.find(entry.name);
-    TITAN_CHECK(target != own.end(), "{}: tensor '{}' is not in this job's model (a different model?)", file,
+    auto target = whole.find(entry.name);
+    TITAN_CHECK(target != whole.end(), "{}: tensor '{}' is not in this job's model (a different model?)", file,
                 entry.name);
-    Tensor tensor = reader.read(entry.name);
-    TITAN_CHECK(tensor.shape() == target->second.shape(), "{}: tensor '{}' has shape {}, this job's model expects {}",
-                file, entry.name, shape_str(tensor.shape()), shape_str(target->second.shape()));
-    titan::copy_(target->second, tensor.to(target->second.device()).to(target->second.dtype()));
-    found.insert(entry.name);
+    TITAN_CHECK(entry.shape == target->second, "{}: tensor '{}' has shape {}, this job's model expects {}", file,
+                entry.name, shape_str(entry.shape), shape_str(target->second));
   }
-  for (const auto& [name, tensor] : own) {
-    TITAN_CHECK(found.count(name) != 0, "{}: missing tensor '{}' of this job's model", file, name);
+  for (const auto& [name, shape] : whole) {
+    TITAN_CHECK(reader.contains(name), "{}: missing tensor '{}' of this job's model", file, name);
   }
+  auto load = [&](const std::string& name, Tensor& stored, const nn::ShardLayout& layout) {
+    const Tensor box = reader.read_box(name, layout.offsets_in_whole(stored.shape()), stored.shape());
+    titan::copy_(stored, box.to(stored.dtype()).to(stored.device()));
+  };
+  for (auto& [name, parameter] : model.named_parameters()) {
+    // Not a weight of the base model: a LoRA adapter, which keeps its initial values.
+    if (whole.count(name) == 0 && parameter->data.requires_grad()) continue;
+    TITAN_CHECK(whole.count(name) != 0, "{}: no tensor holds '{}'", file, name);
+    load(name, parameter->data, parameter->layout);
+  }
+  for (auto& [name, buffer] : model.named_persistent_buffers()) load(name, *buffer, nn::ShardLayout{});
 }
 
 }  // namespace titan::train

@@ -39,9 +39,9 @@ ExportedModel load_exported_model(const std::string& folder);
 bool is_model_export_folder(const std::string& folder);
 // Copies an export's weights into `model` (cast to its dtypes), e.g. for
 // checkpoint.initial_load_path naming the default job's step folder. Every
-// tensor must match one of the model's by name and shape, and the reverse.
-// Call before LoRA adapters are installed and parallelize shards or casts the
-// parameters.
+// tensor must match one of the whole model's by name and shape, and the
+// reverse. A model cut into this rank's shards reads only those shards'
+// bytes; LoRA adapters keep their values.
 void load_exported_weights_into(models::Decoder& model, const std::string& folder);
 
 }  // namespace titan::train

@@ -104,20 +104,6 @@ Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Sha
   return shape;
 }
 
-// One HF tensor checked against the shape titan expects (as stored).
-Tensor read_checked(const HfFolderReader& reader, const models::HfTensorPlan& plan, const Shape& shape) {
-  const std::string& hf_name = plan.hf_name;
-  TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
-              plan.parts.front().titan_name, reader.config().architecture);
-  const checkpoint::SafetensorsEntry& entry = reader.entry(hf_name);
-  TITAN_CHECK(entry.shape == shape, "{}: tensor '{}' has shape {}, but config.json implies {}", reader.file_of(hf_name),
-              hf_name, shape_str(entry.shape), shape_str(shape));
-  TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
-              "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
-              dtype_name(entry.dtype));
-  return reader.read(hf_name);
-}
-
 // An HF tensor from titan's tensors: each part in HF layout, cast to `dtype`, their rows stacked.
 Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string, const Tensor*>& titan,
                     const models::DecoderConfig& config, DType dtype) {
@@ -154,27 +140,51 @@ bool omitted_from_hf(const std::string& name, const Tensor& tensor) {
 
 }  // namespace
 
-std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
-                                              std::optional<DType> dtype) {
+HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config) {
   const std::string& architecture = reader.config().architecture;
   const models::HfFamily& family = models::hf_family(reader.config());
   // Names and shapes only: a meta-device model allocates nothing.
   const auto expected = config.build(Device::meta());
+  HfWeightPlan weights;
   std::vector<std::pair<std::string, Shape>> titan_tensors;
-  std::map<std::string, Shape> titan_shapes;
   for (auto& [name, parameter] : expected->named_parameters()) {
     titan_tensors.emplace_back(name, parameter->data.shape());
-    titan_shapes[name] = parameter->data.shape();
+    weights.titan_shapes[name] = parameter->data.shape();
   }
-  std::map<std::string, Tensor> state;
+  for (auto& [name, buffer] : expected->named_persistent_buffers()) weights.buffers[name] = *buffer;
   std::set<std::string> used;
-  for (const models::HfTensorPlan& plan : models::hf_tensor_plan(family, titan_tensors)) {
-    const Tensor hf = read_checked(reader, plan, hf_shape(plan, titan_shapes));
-    used.insert(plan.hf_name);
+  weights.tensors = models::hf_tensor_plan(family, titan_tensors);
+  for (const models::HfTensorPlan& plan : weights.tensors) {
+    const std::string& hf_name = plan.hf_name;
+    TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
+                plan.parts.front().titan_name, architecture);
+    const checkpoint::SafetensorsEntry& entry = reader.entry(hf_name);
+    const Shape shape = hf_shape(plan, weights.titan_shapes);
+    TITAN_CHECK(entry.shape == shape, "{}: tensor '{}' has shape {}, but config.json implies {}",
+                reader.file_of(hf_name), hf_name, shape_str(entry.shape), shape_str(shape));
+    TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
+                "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
+                dtype_name(entry.dtype));
+    used.insert(hf_name);
+  }
+  for (const std::string& name : reader.tensor_names()) {
+    TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),
+                "{}: unexpected tensor '{}' (not part of a {} with this config.json)", reader.file_of(name), name,
+                architecture);
+  }
+  return weights;
+}
+
+std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
+                                              std::optional<DType> dtype) {
+  const HfWeightPlan weights = plan_hf_weights(reader, config);
+  std::map<std::string, Tensor> state;
+  for (const models::HfTensorPlan& plan : weights.tensors) {
+    const Tensor hf = reader.read(plan.hf_name);
     // Each part's rows, back in titan layout; an expert's slice goes into its stacked tensor.
     int64_t row = 0;
     for (const models::HfTensorPart& part : plan.parts) {
-      const Shape& shape = titan_shapes.at(part.titan_name);
+      const Shape& shape = weights.titan_shapes.at(part.titan_name);
       const int64_t rows = models::hf_part_shape(part, shape)[0];
       Tensor piece = hf.narrow(0, row, rows).contiguous();
       row += rows;
@@ -190,14 +200,7 @@ std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, cons
     }
   }
   // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
-  for (auto& [name, buffer] : expected->named_persistent_buffers()) {
-    state[name] = Tensor::zeros(buffer->shape(), buffer->dtype());
-  }
-  for (const std::string& name : reader.tensor_names()) {
-    TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),
-                "{}: unexpected tensor '{}' (not part of a {} with this config.json)", reader.file_of(name), name,
-                architecture);
-  }
+  for (const auto& [name, buffer] : weights.buffers) state[name] = Tensor::zeros(buffer.shape(), buffer.dtype());
   return state;
 }
 

@@ -15,6 +15,7 @@
 
 #include "titan/checkpoint/safetensors.h"
 #include "titan/models/hf/hf_decoder_config.h"
+#include "titan/models/hf/hf_tensor_names.h"
 
 namespace titan::models {
 
@@ -31,6 +32,10 @@ class HfFolderReader {
   const std::string& file_of(const std::string& name) const;
   const checkpoint::SafetensorsEntry& entry(const std::string& name) const;
   Tensor read(const std::string& name) const;
+  // The box of `shape` at `offsets` of a tensor (SafetensorsReader::read_box).
+  Tensor read_box(const std::string& name, const Shape& offsets, const Shape& shape) const {
+    return shard_of(name).read_box(name, offsets, shape);
+  }
 
  private:
   const checkpoint::SafetensorsReader& shard_of(const std::string& name) const;
@@ -39,6 +44,19 @@ class HfFolderReader {
   std::vector<std::unique_ptr<checkpoint::SafetensorsReader>> shards_;
   std::map<std::string, size_t> where_;  // tensor -> shard
 };
+
+// What an HF folder holds for `config`'s model: its HF tensors (each the rows
+// of titan tensors, hf_tensor_plan) and the whole shapes of titan's parameters
+// (and, as meta tensors, its persistent buffers). Planning checks the folder: every tensor the model
+// needs is there with its shape and a float dtype, and every tensor there is
+// one the model needs (or one HF keeps that titan ignores); errors name file
+// and tensor.
+struct HfWeightPlan {
+  std::vector<HfTensorPlan> tensors;
+  std::map<std::string, Shape> titan_shapes;
+  std::map<std::string, Tensor> buffers;
+};
+HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config);
 
 // The titan-named weights of `config`'s model from an HF folder, in titan
 // layout, cast to `dtype` (nullopt: as stored). Every tensor the model needs

@@ -277,4 +277,12 @@ Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const
   return permute_head_rows(titan_name, tensor, heads->heads, heads->head_dim, false);
 }
 
+int64_t hf_row_of(const std::string& titan_name, int64_t row, const DecoderConfig& config) {
+  const auto heads = permuted_heads(titan_name, config);
+  if (!heads) return row;
+  const int64_t head = row / heads->head_dim, interleaved = row % heads->head_dim;
+  const int64_t hf = interleaved % 2 == 0 ? interleaved / 2 : heads->head_dim / 2 + interleaved / 2;
+  return head * heads->head_dim + hf;
+}
+
 }  // namespace titan::models

@@ -64,5 +64,9 @@ bool hf_tensor_ignored(const std::string& hf_name, const DecoderConfig& config);
 // expects.
 Tensor to_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config);
 Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config);
+// The row of the HF tensor (in HF layout) that holds row `row` of titan's
+// `titan_name`: the same row, except for the permuted q/k rows above. How a
+// rank reads just its shard's rows.
+int64_t hf_row_of(const std::string& titan_name, int64_t row, const DecoderConfig& config);
 
 }  // namespace titan::models

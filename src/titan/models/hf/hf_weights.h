@@ -10,8 +10,11 @@ namespace titan::models {
 
 // Copies the folder's weights into `model` (cast to its parameter dtype).
 // The folder's config.json must describe the same weights as model.config
-// (the error lists every differing field); call before parallelize shards or
-// casts the parameters.
+// (the error lists every differing field). A model that parallelism has cut
+// into this rank's shards (nn::ShardLayout) reads only those shards' bytes,
+// and holds at most one tensor's shard besides them while it loads (read in
+// the file's dtype, then cast); a pipeline stage reads only its own layers.
+// LoRA adapters keep their values.
 void load_hf_weights_into(models::Decoder& model, const std::string& folder);
 
 }  // namespace titan::models

@@ -139,11 +139,15 @@ bench-profiler: cli
 	cmake --build $(NOPROF_BUILD) -j $(JOBS) --target titan_cli
 	$(BUILD)/bin/titan bench profiler --baseline $(abspath $(NOPROF_BUILD))/bin/titan
 
+# Tracked and not-yet-added sources alike (git's ignore rules apply), so a new
+# file is formatted and checked before its first commit, not after it.
+SOURCES_TO_FORMAT = git ls-files --cached --others --exclude-standard '*.h' '*.cpp' '*.cu' '*.cuh'
+
 format:
-	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i
+	$(SOURCES_TO_FORMAT) | xargs clang-format -i
 
 format-check:
-	@git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror && echo "format: clean"
+	@$(SOURCES_TO_FORMAT) | xargs clang-format --dry-run --Werror && echo "format: clean"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(TIDY_BUILD) $(FUZZ_BUILD) $(PACKAGE_BUILD) $(NOPROF_BUILD)

@@ -44,9 +44,8 @@ checkpoint::NamedTensors state_of(JobModel& job) {
 // An HF folder of `family`'s debug model in bf16, split over several
 // safetensors files; returns the model it holds (f32, as one process built it).
 JobModel write_hf_model(const std::string& family, const std::string& folder, int64_t vocab_size = 2048) {
-  JobModel source =
-      build_rank(job_for(family, Layout{"one process"}, vocab_size), Layout{"one process"},
-                 std::make_shared<comm::LocalProcessGroup>());
+  JobModel source = build_rank(job_for(family, Layout{"one process"}, vocab_size), Layout{"one process"},
+                               std::make_shared<comm::LocalProcessGroup>());
   models::write_hf_folder(folder, family, source.model->config, state_of(source),
                           {DType::bf16, uint64_t{256} << 10, {}});
   return source;
@@ -108,10 +107,7 @@ void expect_loaded_from(JobModel& source, const std::map<std::string, Tensor>& l
 }
 
 std::vector<Layout> hf_layouts() {
-  return {{"FSDP 2", 1, 2},
-          {"TP 2", 1, 1, 1, 2},
-          {"FSDP 4 x TP 2", 1, 4, 1, 2},
-          {"PP 2 x FSDP 2 x TP 2", 2, 2, 1, 2}};
+  return {{"FSDP 2", 1, 2}, {"TP 2", 1, 1, 1, 2}, {"FSDP 4 x TP 2", 1, 4, 1, 2}, {"PP 2 x FSDP 2 x TP 2", 2, 2, 1, 2}};
 }
 
 // Llama 3's q/k rows are stored permuted in HF folders: a rank reads its
@@ -173,8 +169,7 @@ TEST(ShardedLoad, ModelExportIntoShardsIsTheExportedModel) {
                                std::make_shared<comm::LocalProcessGroup>());
   export_model(*source.model, job_for("qwen3_moe", Layout{"one process"}), folder, DType::f32);
   const std::map<std::string, Tensor> exported = testing::whole_parameters(source);
-  for (const Layout& layout :
-       {Layout{"FSDP 2 x TP 2", 1, 2, 1, 2}, Layout{"PP 2 x FSDP 2 with EP 2", 2, 2, 1, 1, 2}}) {
+  for (const Layout& layout : {Layout{"FSDP 2 x TP 2", 1, 2, 1, 2}, Layout{"PP 2 x FSDP 2 with EP 2", 2, 2, 1, 1, 2}}) {
     expect_loaded_shards("qwen3_moe export", layout, loading_job("qwen3_moe", layout, folder), exported, 4, true);
   }
 }

@@ -68,6 +68,19 @@ TEST_F(Rehearsal, PlaysRankFiveOfAnEightRankJob) {
   EXPECT_GT(reported(output, "\\btp +all_gather +([0-9.]+) calls"), 0.0);
 }
 
+// Rank 0 with checkpoints off would end a real job by gathering the whole
+// model and exporting it; a rehearsal has only its own shards (the fake
+// gathers repeat them), so it writes no model.
+TEST_F(Rehearsal, RankZeroWritesNoModelExport) {
+  const std::string output = testing::run_ok(
+      command("rank0", "--comm.mode fake_backend --comm.fake_world_size 4 --parallelism.data_parallel_shard_degree 4"),
+      workdir() / "rank0.log");
+  EXPECT_NE(output.find("rank 0 of 4"), std::string::npos) << output;
+  EXPECT_EQ(output.find("model written"), std::string::npos) << output;
+  const fs::path checkpoints = workdir() / "rank0" / "checkpoint";
+  EXPECT_TRUE(!fs::exists(checkpoints) || fs::is_empty(checkpoints)) << output;
+}
+
 TEST_F(Rehearsal, RefusesWhatARealJobOfThatSizeRefuses) {
   testing::expect_user_error(testing::run_to_completion(command("tp3",
                                                                 "--comm.mode fake_backend --comm.fake_world_size 8 "

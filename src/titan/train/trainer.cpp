@@ -282,7 +282,9 @@ const std::vector<StepMetrics>& Trainer::train() {
   }
   {
     const profiler::Span span("phase", "checkpoint");
-    state_->finish();
+    // A rehearsal holds one rank's shards and its gathers are fake: there is
+    // no model to export, and gathering a 405B model whole would not fit.
+    if (!is_rehearsal(config_)) state_->finish();
   }
   goodput_.checkpoint_seconds += lap();
   report_goodput();

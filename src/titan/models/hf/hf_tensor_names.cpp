@@ -277,6 +277,10 @@ Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const
   return permute_head_rows(titan_name, tensor, heads->heads, heads->head_dim, false);
 }
 
+bool hf_rows_permuted(const std::string& titan_name, const DecoderConfig& config) {
+  return permuted_heads(titan_name, config).has_value();
+}
+
 int64_t hf_row_of(const std::string& titan_name, int64_t row, const DecoderConfig& config) {
   const auto heads = permuted_heads(titan_name, config);
   if (!heads) return row;

@@ -68,5 +68,7 @@ Tensor from_hf_layout(const std::string& titan_name, const Tensor& tensor, const
 // `titan_name`: the same row, except for the permuted q/k rows above. How a
 // rank reads just its shard's rows.
 int64_t hf_row_of(const std::string& titan_name, int64_t row, const DecoderConfig& config);
+// Whether HF orders the rows of `titan_name` differently (hf_row_of is not the identity).
+bool hf_rows_permuted(const std::string& titan_name, const DecoderConfig& config);
 
 }  // namespace titan::models

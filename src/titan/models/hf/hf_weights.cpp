@@ -52,7 +52,7 @@ Tensor read_titan_box(const HfFolderReader& reader, const std::string& name, con
   } else {
     const HfRows& source = sources.tensors.front();
     Shape row_offsets = offsets, row_shape = shape;
-    if (hf_row_of(name, 1, config) == 1) {  // rows in the same order: one box
+    if (!hf_rows_permuted(name, config)) {  // rows in the same order: one box
       row_offsets[0] += source.first_row;
       return reader.read_box(source.hf_name, row_offsets, row_shape);
     }

@@ -125,38 +125,96 @@ Tensor SafetensorsReader::read(const std::string& name) const {
   return tensor;
 }
 
-void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<Tensor> host;
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    TITAN_CHECK(tensor.defined(), "write_safetensors {}: tensor '{}' is undefined", path, name);
-    TITAN_CHECK(!header.contains(name), "write_safetensors {}: duplicate tensor name '{}'", path, name);
-    Tensor dense = tensor.to(Device::cpu()).contiguous();
-    header[name] = {{"dtype", safetensors_dtype_name(dense.dtype())},
-                    {"shape", dense.shape()},
-                    {"data_offsets", {offset, offset + dense.nbytes()}}};
-    offset += dense.nbytes();
-    host.push_back(std::move(dense));
+  for (const Spec& spec : specs) {
+    TITAN_CHECK(!places_.count(spec.name), "write_safetensors {}: duplicate tensor name '{}'", path_, spec.name);
+    const uint64_t bytes = static_cast<uint64_t>(shape_numel(spec.shape)) * dtype_size(spec.dtype);
+    header[spec.name] = {{"dtype", safetensors_dtype_name(spec.dtype)},
+                         {"shape", spec.shape},
+                         {"data_offsets", {offset, offset + bytes}}};
+    places_[spec.name] = Place{spec, offset};
+    offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data section starts 8-byte aligned
-  FILE* file = std::fopen(path.c_str(), "wb");
-  TITAN_CHECK(file != nullptr, "cannot create '{}': {}", path, std::strerror(errno));
-  char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  bool ok = std::fwrite(length, 1, 8, file) == 8;
-  ok = ok && std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  for (const Tensor& t : host) ok = ok && std::fwrite(t.data_ptr(), 1, t.nbytes(), file) == t.nbytes();
-  ok = std::fflush(file) == 0 && ok;  // a full disk often shows only when the buffer goes out
-  const int write_errno = errno;
-  ok = std::fclose(file) == 0 && ok;
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[static_cast<size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  prefix += text;
+  const uint64_t data_start = prefix.size();
+  for (auto& [name, place] : places_) place.offset += data_start;
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  TITAN_CHECK(fd_ >= 0, "cannot create '{}': {}", path_, std::strerror(errno));
+  const bool ok = ::pwrite(fd_, prefix.data(), prefix.size(), 0) == static_cast<ssize_t>(prefix.size()) &&
+                  ::ftruncate(fd_, static_cast<off_t>(data_start + offset)) == 0;
   if (!ok) {
-    std::remove(path.c_str());  // never leave a truncated file that looks like a model
-    fail("write_safetensors: writing '{}' failed: {}", path, std::strerror(write_errno != 0 ? write_errno : errno));
+    const int error = errno;
+    ::close(fd_);
+    fd_ = -1;
+    std::remove(path_.c_str());
+    fail("write_safetensors: writing '{}' failed: {}", path_, std::strerror(error));
   }
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  std::remove(path_.c_str());
+}
+
+void SafetensorsWriter::write(const std::string& name, const Tensor& tensor) {
+  TITAN_CHECK(fd_ >= 0, "write_safetensors {}: '{}' written after the file was finished or failed", path_, name);
+  const auto found = places_.find(name);
+  TITAN_CHECK(found != places_.end(), "write_safetensors {}: '{}' is not in its header", path_, name);
+  Place& place = found->second;
+  TITAN_CHECK(!place.written, "write_safetensors {}: '{}' written twice", path_, name);
+  TITAN_CHECK(tensor.defined() && tensor.dtype() == place.spec.dtype && tensor.shape() == place.spec.shape,
+              "write_safetensors {}: tensor '{}' is {} {}, its header says {} {}", path_, name,
+              tensor.defined() ? dtype_name(tensor.dtype()) : "undefined", shape_str(tensor.shape()),
+              dtype_name(place.spec.dtype), shape_str(place.spec.shape));
+  const Tensor dense = tensor.to(Device::cpu()).contiguous();
+  const auto* bytes = static_cast<const char*>(dense.data_ptr());
+  for (size_t done = 0; done < dense.nbytes();) {
+    const ssize_t n = ::pwrite(fd_, bytes + done, dense.nbytes() - done, static_cast<off_t>(place.offset + done));
+    if (n <= 0) {
+      const int error = errno;
+      ::close(fd_);
+      fd_ = -1;
+      std::remove(path_.c_str());
+      fail("write_safetensors: writing '{}' failed: {}", path_, std::strerror(error));
+    }
+    done += static_cast<size_t>(n);
+  }
+  place.written = true;
+}
+
+void SafetensorsWriter::finish() {
+  for (const auto& [name, place] : places_) {
+    TITAN_CHECK(place.written, "write_safetensors {}: tensor '{}' was never written", path_, name);
+  }
+  const bool ok = ::close(fd_) == 0;
+  const int error = errno;
+  fd_ = -1;
+  if (!ok) {
+    std::remove(path_.c_str());
+    fail("write_safetensors: writing '{}' failed: {}", path_, std::strerror(error));
+  }
+}
+
+void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Spec> specs;
+  for (const auto& [name, tensor] : tensors) {
+    TITAN_CHECK(tensor.defined(), "write_safetensors {}: tensor '{}' is undefined", path, name);
+    specs.push_back({name, tensor.dtype(), tensor.shape()});
+  }
+  SafetensorsWriter writer(path, specs, metadata);
+  for (const auto& [name, tensor] : tensors) writer.write(name, tensor);
+  writer.finish();
 }
 
 }  // namespace titan::checkpoint

@@ -49,6 +49,38 @@ uint64_t safetensors_bytes_read();
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// A file whose tensors are written one at a time, in any order, each at its
+// place (known from the header, written first): an export can stream a
+// sharded model tensor by tensor, never holding it whole. finish() checks
+// that every tensor was written; a writer destroyed before finish() removes
+// the file, so no truncated file looks like a model.
+class SafetensorsWriter {
+ public:
+  struct Spec {
+    std::string name;
+    DType dtype;
+    Shape shape;
+  };
+  SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  // `tensor` (any device; copied to the host) must have its spec's dtype and shape.
+  void write(const std::string& name, const Tensor& tensor);
+  void finish();
+
+ private:
+  struct Place {
+    Spec spec;
+    uint64_t offset = 0;  // in the file
+    bool written = false;
+  };
+  std::string path_;
+  int fd_ = -1;
+  std::map<std::string, Place> places_;
+};
+
 // Writes tensors (any device; copied to the host) in the given order.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -31,12 +31,29 @@ void* CpuAllocator::take_cached(size_t rounded) {
   return ptr;
 }
 
+// Returns cached blocks to the system, smallest first, until `rounded` bytes
+// are freed or the cache is empty: a request the cache cannot serve takes
+// the place of blocks it holds rather than adding to them, so reserved
+// memory (live + cached) never rises above the peak of live bytes.
+void CpuAllocator::make_room(size_t rounded) {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  size_t freed = 0;
+  while (freed < rounded && !cache_->blocks.empty()) {
+    const auto smallest = cache_->blocks.begin();
+    std::free(smallest->second);
+    freed += smallest->first;
+    cache_->bytes -= static_cast<int64_t>(smallest->first);
+    cache_->blocks.erase(smallest);
+  }
+}
+
 void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   const bool large = nbytes >= kLargeBlock;
   const size_t rounded = rounded_size(nbytes);
   void* ptr = large ? take_cached(rounded) : nullptr;
   if (ptr == nullptr) {
+    if (large) make_room(rounded);
     ptr = std::aligned_alloc(large ? kHugePage : kAlignment, rounded);
     if (ptr == nullptr && large) {
       retries_.fetch_add(1, std::memory_order_relaxed);

@@ -44,8 +44,10 @@ class Allocator {
 // a page fault and a page clear for every page (a MoE layer's 2.4 GB of
 // expert gradients at the Qwen3-30B-A3B shape spent most of their time
 // there). At most kMaxCachedBytes are kept, and no more than half the peak of
-// live bytes; an allocation that fails first
-// returns the cache to the system and retries.
+// live bytes; a large request the cache cannot serve first returns as many
+// cached bytes to the system, so live + cached never exceeds the peak of
+// live bytes and a process's resident memory follows what its tensors use
+// (what the memory estimates count).
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
@@ -70,6 +72,7 @@ class CpuAllocator final : public Allocator {
     int64_t peak_reserved = 0;
   };
   void* take_cached(size_t rounded);
+  void make_room(size_t rounded);
   std::atomic<int64_t> live_{0};
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> allocations_{0};

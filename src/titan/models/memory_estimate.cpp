@@ -137,6 +137,30 @@ double ring_attention_bytes(const DecoderConfig& config, const MemoryEstimateOpt
   return largest;
 }
 
+// FSDP's unsharded buffers at the peak of backward (parallel/fsdp.cpp): the
+// root unit (embeddings, final norm, output) stays gathered in the compute
+// dtype from forward to the end of backward, and its f32 gradient bucket
+// fills from the output's backward to the embedding's; a block's unit is
+// gathered with the next one prefetched, and backward holds the f32 bucket
+// the block fills beside the previous block's, whose reduce-scatter is in
+// flight (one at a time).
+double fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_layers, double compute_size) {
+  double root = 0.0;
+  std::map<int64_t, double> layer_elements;
+  for (auto& [name, parameter] : model.named_parameters()) {
+    const double elements = static_cast<double>(parameter->data.numel());
+    if (name.starts_with("layers.")) {
+      layer_elements[std::stoll(name.substr(7))] += elements;
+    } else {
+      root += elements;
+    }
+  }
+  double largest_layer = 0.0;
+  for (int64_t i : held_layers) largest_layer = std::max(largest_layer, layer_elements[i]);
+  const double blocks_in_flight = std::min(2.0, static_cast<double>(held_layers.size()));
+  return (root + blocks_in_flight * largest_layer) * (compute_size + 4.0);
+}
+
 }  // namespace
 
 std::vector<std::string> PipelinePlacement::held_modules() const {
@@ -195,10 +219,11 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   }
   for (int64_t i : held_layers) e.adapter_parameters += lora.parameters[static_cast<size_t>(i)];
   e.parameters = model->num_parameters() + e.adapter_parameters;
-  const double shard = static_cast<double>(e.parameters) / static_cast<double>(o.dp_shard);
+  const double model_shards = static_cast<double>(o.dp_shard * o.tp);
+  const double shard = static_cast<double>(e.parameters) / model_shards;
   // With LoRA only the adapters train: the frozen base has no gradient and no optimizer state.
   const double trainable_shard =
-      static_cast<double>(o.lora_rank > 0 ? e.adapter_parameters : e.parameters) / static_cast<double>(o.dp_shard);
+      static_cast<double>(o.lora_rank > 0 ? e.adapter_parameters : e.parameters) / model_shards;
   e.parameter_bytes = 4.0 * shard;
   // A pipeline stage's backward of one micro-batch makes a fresh f32 gradient
   // while the one before is still being added to the accumulated one: three
@@ -209,18 +234,13 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   // A stage boundary's activation arriving and its gradient leaving, beyond what the blocks save.
   if (o.pipeline)
     e.pipeline_buffer_bytes = 2.0 * static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
-  // Weights materialised for forward stay alive while saved for backward (whole
-  // model unsharded; with FSDP resharding only a block or two at a time).
-  // With FSDP, also one layer's unsharded f32 gradient and the reduce-scatter's copy of it. The
-  // embedding (vocab x dim) is a layer of its own and often the largest.
-  if (o.compute_dtype != DType::f32 || o.dp_shard > 1) {
-    const double per_layer =
-        std::max(static_cast<double>(e.parameters) / static_cast<double>(std::max<size_t>(1, held_layers.size())),
-                 static_cast<double>(config.vocab_size * config.dim()));
-    e.compute_copy_bytes =
-        o.dp_shard > 1 ? 2.0 * per_layer * (compute_size + 4.0) : compute_size * static_cast<double>(e.parameters);
+  if (o.dp_shard > 1) {
+    e.compute_copy_bytes = fsdp_unit_bytes(*model, held_layers, compute_size) / static_cast<double>(o.tp);
+  } else if (o.compute_dtype != DType::f32) {
+    // Weights cast for forward stay alive while saved for backward: the whole model.
+    e.compute_copy_bytes = compute_size * static_cast<double>(e.parameters) / static_cast<double>(o.tp);
   }
-  e.activation_bytes = activation_bytes;
+  e.activation_bytes = activation_bytes / static_cast<double>(o.tp);
   e.ring_attention_bytes = ring_attention_bytes(config, options);
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());

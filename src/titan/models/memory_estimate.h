@@ -32,6 +32,10 @@ struct MemoryEstimateOptions {
   std::string activation_checkpoint = "none";  // none, full, selective, offload
   int64_t selective_every = 2;
   int64_t dp_shard = 1;  // FSDP shards: parameters, gradients and optimizer states divide by it
+  // Tensor parallelism: the weights divide by it too (the replicated norms
+  // counted as split, a negligible error), and the activations (a lower
+  // bound: some, like the norms' inputs under sequence parallelism, do).
+  int64_t tp = 1;
   // Pipeline parallelism: the rank's stages only, `batch` sequences per
   // micro-batch, and as many micro-batches' activations as the schedule keeps
   // in flight on the rank at once (from a forward until its full or weight

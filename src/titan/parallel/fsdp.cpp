@@ -40,9 +40,10 @@ class FsdpUnit {
  public:
   FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters,
            std::shared_ptr<comm::ProcessGroup> shard_group, comm::ProcessGroup& replicate_group,
-           const FsdpOptions& options, float gradient_scale, const bool* reduce_in_backward)
+           const FsdpOptions& options, float gradient_scale, const bool* reduce_in_backward, FsdpUnit** reducing)
       : name_(std::move(name)),
         reduce_in_backward_(reduce_in_backward),
+        reducing_(reducing),
         shard_group_(std::move(shard_group)),
         shard_(*shard_group_),
         replicate_(replicate_group),
@@ -211,17 +212,34 @@ class FsdpUnit {
   }
 
   // Every gradient of the unit is in: reduce-scatter them (averaged over the
-  // shards) while backward goes on, and free the gathered parameters.
+  // shards) while backward goes on, and free the gathered parameters. The
+  // bucket (a full-size f32 gradient) lives only while its reduction is in
+  // flight: at most one unit's is, as in FSDP2, so starting this reduction
+  // first completes the previous unit's, which had a whole block's backward
+  // to finish in. Without that, backward would hold a full f32 gradient of
+  // every unit, the whole model's, until finish_backward.
   void reduce_async() {
     if (!bucket_.defined() || reduce_work_ || reduced_.defined()) return;
     if (gradient_scale_ != 1.0f) ops::scale_(bucket_, gradient_scale_);
     if (shard_.size() == 1) {
       reduced_ = bucket_;
+      bucket_ = Tensor();
     } else {
       reduced_ = Tensor::empty({grad_size_}, DType::f32, device_);
       reduce_work_ = shard_.reduce_scatter(reduced_, bucket_, comm::ReduceOp::avg);
+      if (*reducing_ != nullptr && *reducing_ != this) (*reducing_)->complete_reduction();
+      *reducing_ = this;
+      if (reduce_work_->completed()) complete_reduction();
     }
     reshard();
+  }
+
+  // Waits for the reduce-scatter in flight and frees its bucket.
+  void complete_reduction() {
+    if (reduce_work_) reduce_work_->wait();
+    reduce_work_.reset();
+    bucket_ = Tensor();
+    if (*reducing_ == this) *reducing_ = nullptr;
   }
 
   // Waits for the reduction and adds this rank's shard gradients into the
@@ -229,8 +247,7 @@ class FsdpUnit {
   // the replicate group (HSDP / DDP) first.
   void finish(bool sync_replicas) {
     reduce_async();
-    if (reduce_work_) reduce_work_->wait();
-    reduce_work_.reset();
+    complete_reduction();
     if (reduced_.defined()) {
       for (const Entry& e : entries_) {
         Tensor& shard = e.parameter->data;
@@ -247,7 +264,6 @@ class FsdpUnit {
         }
       }
     }
-    bucket_ = Tensor();
     reduced_ = Tensor();
     arrived_ = 0;
     expected_ = 0;
@@ -277,6 +293,7 @@ class FsdpUnit {
 
   std::string name_;
   const bool* reduce_in_backward_;  // the Fsdp's setting
+  FsdpUnit** reducing_;             // the Fsdp's unit whose reduce-scatter is in flight, if any
   std::shared_ptr<comm::ProcessGroup> shard_group_;
   comm::ProcessGroup& shard_;
   comm::ProcessGroup& replicate_;
@@ -309,7 +326,7 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
 size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
                       std::shared_ptr<comm::ProcessGroup> shard_group, float gradient_scale) {
   auto unit = std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_,
-                                         gradient_scale, &reduce_in_backward_);
+                                         gradient_scale, &reduce_in_backward_, &reducing_);
   FsdpUnit* raw = unit.get();
   for (size_t i = 0; i < parameters.size(); ++i) {
     parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });
@@ -344,13 +361,10 @@ void Fsdp::wrap_block(nn::TransformerBlock& block, size_t index, bool reshard) {
   });
 }
 
-std::vector<std::pair<nn::Parameter*, Tensor>> Fsdp::gather_full_parameters() {
-  std::vector<std::pair<nn::Parameter*, Tensor>> result;
+void Fsdp::for_each_full_parameter(const std::function<void(nn::Parameter*, const Tensor&)>& use) {
   for (auto& unit : units_) {
-    auto part = unit->gather_f32();
-    result.insert(result.end(), part.begin(), part.end());
+    for (const auto& [parameter, full] : unit->gather_f32()) use(parameter, full);
   }
-  return result;
 }
 
 void Fsdp::finish_backward() {

@@ -12,6 +12,7 @@
 // on the block output that re-gathers it before the block's backward.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,8 +73,9 @@ class Fsdp {
   void finish_backward();
 
   // The full f32 parameters of every unit, gathered from the shards (every
-  // rank must call it; every rank gets them). For exporting a trained model.
-  std::vector<std::pair<nn::Parameter*, Tensor>> gather_full_parameters();
+  // rank must call it; every rank gets them), one unit at a time: each is
+  // handed to `use`, and the unit's are dropped before the next is gathered.
+  void for_each_full_parameter(const std::function<void(nn::Parameter*, const Tensor&)>& use);
 
   size_t num_units() const { return units_.size(); }
   const comm::ProcessGroup& shard_group() const { return *shard_group_; }
@@ -84,6 +86,7 @@ class Fsdp {
   std::vector<std::unique_ptr<FsdpUnit>> units_;
   bool sync_replicas_ = true;
   bool reduce_in_backward_ = true;
+  FsdpUnit* reducing_ = nullptr;  // whose reduce-scatter is in flight (at most one)
 };
 
 }  // namespace titan::parallel

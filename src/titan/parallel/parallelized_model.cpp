@@ -57,21 +57,30 @@ Tensor ParallelizedModel::synchronize_and_clip_gradients(nn::Module& model, doub
   return clip;
 }
 
-std::vector<std::pair<nn::Parameter*, Tensor>> ParallelizedModel::gather_full_parameters(nn::Module& model) {
-  std::vector<std::pair<nn::Parameter*, Tensor>> full;
-  if (fsdp) full = fsdp->gather_full_parameters();
-  // Then the tensor-parallel parts and the expert-parallel experts.
+void ParallelizedModel::for_each_full_parameter(nn::Module& model,
+                                                const std::function<void(nn::Parameter*, const Tensor&)>& use) {
+  // After FSDP's shards, the tensor-parallel parts and the expert-parallel experts.
   const bool split_tp = mesh_->size(MeshDim::tp) > 1, split_ep = mesh_->size(MeshDim::ep) > 1;
-  if (!split_tp && !split_ep) return full;
-  if (full.empty()) {
-    for (auto& [name, parameter] : model.named_parameters()) full.emplace_back(parameter, parameter->data);
-  }
-  for (auto& [parameter, tensor] : full) {
+  auto whole = [&](nn::Parameter* parameter, Tensor tensor) {
     if (split_tp && parameter->tensor_parallel_dim >= 0) {
       tensor = gather_parameter(tensor, parameter->tensor_parallel_dim, *mesh_->group(MeshDim::tp));
     }
     if (split_ep && parameter->expert_parallel) tensor = gather_parameter(tensor, 0, *mesh_->group(MeshDim::ep));
+    use(parameter, tensor);
+  };
+  if (fsdp) {
+    fsdp->for_each_full_parameter(whole);
+  } else {
+    for (auto& [name, parameter] : model.named_parameters()) whole(parameter, parameter->data);
   }
+}
+
+std::vector<std::pair<nn::Parameter*, Tensor>> ParallelizedModel::gather_full_parameters(nn::Module& model) {
+  const bool split_tp = mesh_->size(MeshDim::tp) > 1, split_ep = mesh_->size(MeshDim::ep) > 1;
+  std::vector<std::pair<nn::Parameter*, Tensor>> full;
+  if (!fsdp && !split_tp && !split_ep) return full;
+  for_each_full_parameter(
+      model, [&](nn::Parameter* parameter, const Tensor& tensor) { full.emplace_back(parameter, tensor); });
   return full;
 }
 

@@ -6,6 +6,7 @@
 // are on; each is a no-op for the ones that are not.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -37,6 +38,10 @@ class ParallelizedModel {
   // expert-parallel parts gathered; a collective over the mesh). Empty when
   // nothing is split.
   std::vector<std::pair<nn::Parameter*, Tensor>> gather_full_parameters(nn::Module& model);
+  // The same one parameter at a time (an FSDP unit's gathered together), each
+  // handed to `use` and dropped after: a rank never holds the whole model.
+  // Every parameter of `model` is handed over, split or not.
+  void for_each_full_parameter(nn::Module& model, const std::function<void(nn::Parameter*, const Tensor&)>& use);
 
  private:
   const comm::DeviceMesh* mesh_;

@@ -67,8 +67,8 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.optimizer_state_dtype = parse_dtype(config.optimizer.state_dtype);
   options.activation_checkpoint = config.activation_checkpoint.mode;
   options.selective_every = config.activation_checkpoint.selective_every;
-  // Tensor parallelism shards the weights too; the estimate only knows FSDP's shards.
-  options.dp_shard = std::max<int64_t>(1, dims.dp_shard) * tp;
+  options.dp_shard = std::max<int64_t>(1, dims.dp_shard);
+  options.tp = tp;
   options.cp = std::max<int64_t>(1, dims.cp);
   options.cp_rotate_method = config.parallelism.context_parallel_rotate_method;
   options.fused_loss = config.model.fused_loss;
@@ -96,8 +96,6 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   } else {
     estimate = spec.memory_estimate(model, options);
   }
-  // The estimate's activations are unsharded: under TP count only a rank's share (a lower bound).
-  estimate.activation_bytes /= static_cast<double>(tp);
   // The loader keeps up to three batches (the step's, two prefetched) of four i64 tensors.
   const double batches = 3.0 * 4.0 * 8.0 * static_cast<double>(config.training.local_batch_size * options.seq_len);
   // An async save first copies the rank's state (weights and AdamW moments) to host memory.

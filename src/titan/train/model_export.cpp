@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "titan/checkpoint/checkpoint_folder.h"
@@ -19,10 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The export's files, into `staging`.
-void write_export_files(const fs::path& staging, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
+// The files beside the weights, into `staging`: the tokenizer and Hugging
+// Face config the job names (copied in, and named relative to the export),
+// and the job config.
+void write_support_files(const fs::path& staging, const JobConfig& config) {
   JobConfig saved = config;
-  // Files the job config names travel with the export and are named relative to it.
   auto bring = [&](std::string& path, const std::string& name) {
     if (path.empty() || !fs::is_regular_file(path)) return;
     fs::copy_file(path, staging / name, fs::copy_options::overwrite_existing);
@@ -30,9 +32,17 @@ void write_export_files(const fs::path& staging, const JobConfig& config, const 
   };
   bring(saved.model.tokenizer_path, fs::path(config.model.tokenizer_path).filename().string());
   bring(saved.model.hf_config, "config.json");
-  checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors,
-                                {{"format", "titan"}, {"model", config.model.name}, {"flavor", config.model.flavor}});
   checkpoint::write_file_durably((staging / "job.toml").string(), config_to_toml(saved));
+}
+
+std::map<std::string, std::string> export_metadata(const JobConfig& config) {
+  return {{"format", "titan"}, {"model", config.model.name}, {"flavor", config.model.flavor}};
+}
+
+// The export's files, into `staging`.
+void write_export_files(const fs::path& staging, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
+  checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors, export_metadata(config));
+  write_support_files(staging, config);
 }
 
 // The job config as the export records it: the vocabulary the model was built with.
@@ -59,6 +69,33 @@ void export_model(models::Decoder& model, const JobConfig& config, const std::st
 
 void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype) {
   write_export_files(folder, with_model_vocab(config, model), cast_state_dict(model, dtype));
+}
+
+void export_model_streamed(models::Decoder& model, const JobConfig& job, const std::string& folder, DType dtype,
+                           const FullParameters& each_full, bool writes) {
+  const JobConfig config = with_model_vocab(job, model);
+  std::map<nn::Parameter*, std::string> names;
+  for (auto& [name, parameter] : model.named_parameters()) names[parameter] = name;
+  std::optional<StagingFolder> staging;
+  std::optional<checkpoint::SafetensorsWriter> writer;
+  if (writes) {
+    // The whole model's shapes, from a build on the meta device: this rank holds only shards.
+    std::vector<checkpoint::SafetensorsWriter::Spec> specs;
+    const auto whole = model.config.build(Device::meta());
+    for (auto& [name, parameter] : whole->named_parameters()) specs.push_back({name, dtype, parameter->data.shape()});
+    for (auto& [name, buffer] : model.named_persistent_buffers())
+      specs.push_back({name, buffer->dtype(), buffer->shape()});
+    staging.emplace(folder);
+    writer.emplace((staging->path() / "model.safetensors").string(), specs, export_metadata(config));
+  }
+  each_full([&](nn::Parameter* parameter, const Tensor& full) {
+    if (writer) writer->write(names.at(parameter), full.to(dtype));
+  });
+  if (!writes) return;
+  for (auto& [name, buffer] : model.named_persistent_buffers()) writer->write(name, *buffer);
+  writer->finish();
+  write_support_files(staging->path(), config);
+  staging->publish();
 }
 
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors) {

@@ -4,6 +4,7 @@
 // reader never sees a half-written export.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,14 @@
 namespace titan::train {
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype);
+// The same for a model whose parameters are split over ranks, streamed:
+// `each_full` hands every parameter of `model` whole, one at a time (a
+// collective every rank calls; see ParallelizedModel::for_each_full_parameter),
+// and the rank that `writes` puts each into the file and drops it, so no rank
+// ever holds the whole model.
+using FullParameters = std::function<void(const std::function<void(nn::Parameter*, const Tensor&)>&)>;
+void export_model_streamed(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype,
+                           const FullParameters& each_full, bool writes);
 // The same from tensors already named and cast (e.g. converted from Hugging
 // Face). The tokenizer and model.hf_config files the config names are copied
 // in; an existing export at `folder` is replaced only once the new one is complete.

@@ -247,6 +247,24 @@ void TrainingState::load(const std::string& folder, const std::vector<std::strin
 void TrainingState::finish() {
   checkpointer_.wait();
   if (config_.checkpoint.enable && parts_.step == resumed_step_) return;  // that checkpoint (and its export) exists
+  const std::string folder =
+      (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(parts_.step)).string();
+  const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
+  // A plain export (no checkpoint to write it into, no pipeline stages to
+  // bring together, no LoRA adapters to merge) streams: the parameters are
+  // gathered one FSDP unit at a time and rank 0 writes each as it comes.
+  if (!config_.checkpoint.enable && !parts_.job.pipeline && !config_.lora.enable) {
+    parallel::ParallelizedModel& parallelized = *parts_.job.parallelized;
+    models::Decoder& model = *parts_.job.model;
+    export_model_streamed(
+        model, config_, folder, dtype, [&](const auto& use) { parallelized.for_each_full_parameter(model, use); },
+        rank_ == 0);
+    if (rank_ == 0) {
+      std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
+                  folder.c_str());
+    }
+    return;
+  }
   // Split parameters are gathered (a collective: every rank takes part); rank 0 writes.
   const std::vector<std::pair<nn::Parameter*, Tensor>> full =
       parts_.job.parallelized->gather_full_parameters(*parts_.job.model);
@@ -254,7 +272,6 @@ void TrainingState::finish() {
   std::shared_ptr<models::Decoder> whole;
   if (parts_.job.pipeline) whole = gather_pipeline_model(full);
   models::Decoder& exported = whole ? *whole : *parts_.job.model;
-  const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
   // The full weights stand in for the shards while the export is written.
   auto with_full_weights = [&](const std::function<void()>& write) {
     std::vector<std::pair<nn::Parameter*, Tensor>> sharded;
@@ -265,8 +282,6 @@ void TrainingState::finish() {
     write();
     for (auto& [parameter, shard] : sharded) parameter->data = shard;
   };
-  const std::string folder =
-      (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(parts_.step)).string();
   // With LoRA the export holds the merged weights (a plain model, for generate
   // and for Hugging Face), and <export>/adapter the PEFT adapter alone.
   const bool lora = config_.lora.enable;

@@ -1,5 +1,6 @@
 #include "titan/comm/mpi_process_group.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -146,6 +147,7 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, double timeout
       comm_(comm),
       timeout_seconds_(timeout_seconds),
       worker_([this] { run_worker(); }) {
+  MPI_Comm_dup(comm_, &ring_comm_);
   recorder_group_ = FlightRecorder::instance().register_group(this->name(), "mpi", world_ranks());
   if (StallCensus* census = stall_census()) {
     census->add_group(this->name(), [this] {
@@ -163,6 +165,7 @@ MpiProcessGroup::~MpiProcessGroup() {
   }
   ready_.notify_all();
   worker_.join();
+  if (ring_comm_ != MPI_COMM_NULL) MPI_Comm_free(&ring_comm_);
   if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
 }
 
@@ -280,6 +283,61 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& output, const Te
                  });
 }
 
+namespace {
+
+// into[i] = a[i] (op) b[i] for the ring's partial sums.
+template <typename T>
+void combine(T* into, const T* a, const T* b, int64_t count, ReduceOp op) {
+  if (op == ReduceOp::max) {
+    for (int64_t i = 0; i < count; ++i) into[i] = std::max(a[i], b[i]);
+  } else {
+    for (int64_t i = 0; i < count; ++i) into[i] = a[i] + b[i];
+  }
+}
+
+void combine(const Tensor& into, const Tensor& a, const Tensor& b, ReduceOp op) {
+  switch (a.dtype()) {
+    case DType::f32:
+      return combine(into.data<float>(), a.data<float>(), b.data<float>(), a.numel(), op);
+    case DType::i32:
+      return combine(into.data<int32_t>(), a.data<int32_t>(), b.data<int32_t>(), a.numel(), op);
+    case DType::i64:
+      return combine(into.data<int64_t>(), a.data<int64_t>(), b.data<int64_t>(), a.numel(), op);
+    default:
+      fail("reduce_scatter: cannot reduce {} tensors", dtype_name(a.dtype()));
+  }
+}
+
+}  // namespace
+
+// A ring: in step s each rank passes the partial result of one block to the
+// next rank, which adds its own part; after size() - 1 steps rank r holds
+// block r whole. Memory beyond the output is two blocks (what goes out and
+// what comes in). MPI_Reduce_scatter_block's algorithms take a temporary of
+// the whole input (Open MPI's default reduces it onto rank 0 first): an FSDP
+// unit's f32 gradient more, on a rank whose peak is backward's.
+void MpiProcessGroup::ring_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) {
+  const int world = size(), me = rank();
+  const int64_t count = output.numel();
+  const auto block = [&](int index) { return input.narrow(0, ((index % world + world) % world) * count, count); };
+  if (world == 1) {
+    titan::copy_(output, block(0));
+    return;
+  }
+  const int next = (me + 1) % world, previous = (me + world - 1) % world;
+  const MPI_Datatype type = mpi_type(input.dtype());
+  const int n = checked_count(count, "reduce_scatter");
+  Tensor outgoing = block(me - 1).clone();
+  Tensor incoming = Tensor::empty({count}, input.dtype());
+  for (int step = 0; step < world - 1; ++step) {
+    MPI_Sendrecv(outgoing.data_ptr(), n, type, next, step, incoming.data_ptr(), n, type, previous, step, ring_comm_,
+                 MPI_STATUS_IGNORE);
+    // incoming: the partial of block me - step - 2, to which this rank adds its own part.
+    const bool last = step == world - 2;
+    combine(last ? output : outgoing, block(me - step - 2), incoming, op);
+  }
+}
+
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
   check_cpu(output, "reduce_scatter");
   check_cpu(input, "reduce_scatter");
@@ -289,12 +347,11 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, cons
   TITAN_CHECK(!widen || is_floating(input.dtype()), "reduce_scatter of a {} tensor", dtype_name(input.dtype()));
   const Tensor send = widen ? input.to(DType::f32) : input;
   const Tensor receive = widen ? Tensor::empty(output.shape(), DType::f32) : output;
-  const int count = checked_count(output.numel(), "reduce_scatter");
+  checked_count(output.numel(), "reduce_scatter");
   return enqueue(fmt::format("reduce_scatter({}) of {} {}", reduce_op_name(op), shape_str(input.shape()),
                              dtype_name(input.dtype())),
                  describe_call(CommOp::reduce_scatter, input, output, static_cast<int>(op)), [=, this] {
-                   MPI_Reduce_scatter_block(send.data_ptr(), receive.data_ptr(), count, mpi_type(send.dtype()),
-                                            mpi_op(op), comm_);
+                   ring_reduce_scatter(send.view({-1}), receive.view({-1}), op);
                    if (op == ReduceOp::avg) ops::scale_(receive, 1.0f / static_cast<float>(size()));
                    if (widen) titan::copy_(output, receive);
                  });

@@ -54,8 +54,13 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> enqueue(std::string what, const CommCall& call, std::function<void()> body);
   std::vector<int> world_ranks() const;  // the members' ranks in MPI_COMM_WORLD, in group rank order
   void run_worker();
+  // The ring reduce-scatter (on the worker): see reduce_scatter.
+  void ring_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op);
 
   MPI_Comm comm_;
+  // A duplicate of comm_ for the ring's own messages, which no send/recv
+  // posted on comm_ (pipeline and ring-attention transfers) can match.
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;
   double timeout_seconds_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;

@@ -13,11 +13,38 @@ namespace titan {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kPage = size_t{4} << 10;
+
+bool cached_size(size_t nbytes) { return nbytes >= CpuAllocator::kCachedBlock; }
 
 size_t rounded_size(size_t nbytes) {
-  const size_t alignment = nbytes >= CpuAllocator::kLargeBlock ? kHugePage : CpuAllocator::kAlignment;
+  const size_t alignment = nbytes >= CpuAllocator::kLargeBlock ? kHugePage
+                           : cached_size(nbytes)               ? kPage
+                                                               : CpuAllocator::kAlignment;
   return (nbytes + alignment - 1) / alignment * alignment;
 }
+
+// `rounded` bytes mapped from the system, 2 MiB aligned (and advised onto
+// huge pages) from kLargeBlock up; nullptr when the system has none.
+void* map_block(size_t rounded) {
+  const bool huge = rounded >= CpuAllocator::kLargeBlock;
+  const size_t slack = huge ? kHugePage : 0;
+  void* mapped = mmap(nullptr, rounded + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return nullptr;
+  if (!huge) return mapped;
+  // Trim the slack so the block starts on a 2 MiB boundary.
+  const auto address = reinterpret_cast<uintptr_t>(mapped);
+  const uintptr_t aligned = (address + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > address) munmap(mapped, aligned - address);
+  if (const size_t tail = address + rounded + slack - (aligned + rounded); tail > 0) {
+    munmap(reinterpret_cast<void*>(aligned + rounded), tail);
+  }
+  // Advice only: where transparent huge pages are off, nothing changes.
+  madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void unmap_block(void* ptr, size_t rounded) { munmap(ptr, rounded); }
 
 }  // namespace
 
@@ -31,17 +58,21 @@ void* CpuAllocator::take_cached(size_t rounded) {
   return ptr;
 }
 
-// Returns cached blocks to the system, smallest first, until `rounded` bytes
-// are freed or the cache is empty: a request the cache cannot serve takes
-// the place of blocks it holds rather than adding to them, so reserved
-// memory (live + cached) never rises above the peak of live bytes.
+// Returns cached blocks to the system, smallest first, until a fresh block of
+// `rounded` bytes keeps reserved memory (live + cached) within the peak of
+// live bytes plus an eighth: a request the cache cannot serve takes the place
+// of blocks it holds rather than adding to them. (The eighth lets a step's
+// mix of sizes, which exact-size reuse cannot all serve within the peak
+// itself, stay cached: evicting down to the peak cost the debug model 15% of
+// its throughput in page faults.)
 void CpuAllocator::make_room(size_t rounded) {
+  const int64_t live = live_.load(std::memory_order_relaxed);
+  const int64_t peak = std::max(peak_.load(std::memory_order_relaxed), live + static_cast<int64_t>(rounded));
+  const int64_t limit = peak + peak / 8;
   std::lock_guard<std::mutex> lock(cache_->mutex);
-  size_t freed = 0;
-  while (freed < rounded && !cache_->blocks.empty()) {
+  while (!cache_->blocks.empty() && live + cache_->bytes + static_cast<int64_t>(rounded) > limit) {
     const auto smallest = cache_->blocks.begin();
-    std::free(smallest->second);
-    freed += smallest->first;
+    unmap_block(smallest->second, smallest->first);
     cache_->bytes -= static_cast<int64_t>(smallest->first);
     cache_->blocks.erase(smallest);
   }
@@ -49,23 +80,22 @@ void CpuAllocator::make_room(size_t rounded) {
 
 void* CpuAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const bool large = nbytes >= kLargeBlock;
   const size_t rounded = rounded_size(nbytes);
-  void* ptr = large ? take_cached(rounded) : nullptr;
-  if (ptr == nullptr) {
-    if (large) make_room(rounded);
-    ptr = std::aligned_alloc(large ? kHugePage : kAlignment, rounded);
-    if (ptr == nullptr && large) {
+  void* ptr = nullptr;
+  if (!cached_size(nbytes)) {
+    ptr = std::aligned_alloc(kAlignment, rounded);
+  } else if ((ptr = take_cached(rounded)) == nullptr) {
+    make_room(rounded);
+    ptr = map_block(rounded);
+    if (ptr == nullptr) {
       retries_.fetch_add(1, std::memory_order_relaxed);
       release_cached();
-      ptr = std::aligned_alloc(kHugePage, rounded);
+      ptr = map_block(rounded);
     }
-    if (ptr == nullptr) {
-      fail("out of host memory allocating {} bytes ({} live); `titan estimate-memory` shows what a job needs", nbytes,
-           live_.load(std::memory_order_relaxed));
-    }
-    // Advice only: where transparent huge pages are off, nothing changes.
-    if (large) madvise(ptr, rounded, MADV_HUGEPAGE);
+  }
+  if (ptr == nullptr) {
+    fail("out of host memory allocating {} bytes ({} live); `titan estimate-memory` shows what a job needs", nbytes,
+         live_.load(std::memory_order_relaxed));
   }
   allocations_.fetch_add(1, std::memory_order_relaxed);
   const int64_t live =
@@ -79,25 +109,24 @@ void* CpuAllocator::allocate(size_t nbytes) {
 void CpuAllocator::deallocate(void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
   live_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
-  if (nbytes >= kLargeBlock) {
-    const size_t rounded = rounded_size(nbytes);
-    std::lock_guard<std::mutex> lock(cache_->mutex);
-    // Bounded by half the peak of live bytes as well, so a process whose sizes
-    // keep changing holds at most 1.5x its own peak.
-    const int64_t limit = std::min(static_cast<int64_t>(kMaxCachedBytes), peak_.load(std::memory_order_relaxed) / 2);
-    if (cache_->bytes + static_cast<int64_t>(rounded) <= limit) {
-      cache_->blocks.emplace(rounded, ptr);
-      cache_->bytes += static_cast<int64_t>(rounded);
-      cache_->peak_reserved = std::max(cache_->peak_reserved, live_.load(std::memory_order_relaxed) + cache_->bytes);
-      return;
-    }
+  if (!cached_size(nbytes)) {
+    std::free(ptr);
+    return;
   }
-  std::free(ptr);
+  const size_t rounded = rounded_size(nbytes);
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  if (cache_->bytes + static_cast<int64_t>(rounded) <= static_cast<int64_t>(kMaxCachedBytes)) {
+    cache_->blocks.emplace(rounded, ptr);
+    cache_->bytes += static_cast<int64_t>(rounded);
+    cache_->peak_reserved = std::max(cache_->peak_reserved, live_.load(std::memory_order_relaxed) + cache_->bytes);
+    return;
+  }
+  unmap_block(ptr, rounded);
 }
 
 void CpuAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(cache_->mutex);
-  for (auto& [size, ptr] : cache_->blocks) std::free(ptr);
+  for (auto& [size, ptr] : cache_->blocks) unmap_block(ptr, size);
   cache_->blocks.clear();
   cache_->bytes = 0;
 }

@@ -37,20 +37,23 @@ class Allocator {
 // Host memory, 64-byte aligned so every row a kernel touches starts on a cache
 // line and AVX-512 loads of aligned tensors never split.
 //
-// Large blocks (4 MiB and up: weights, gradients, big activations) are backed
-// by 2 MiB transparent huge pages and, when freed, kept for the next request
-// of the same size instead of going back to the system: a training step frees
-// and allocates the same sizes every step, and a fresh block costs the kernel
-// a page fault and a page clear for every page (a MoE layer's 2.4 GB of
-// expert gradients at the Qwen3-30B-A3B shape spent most of their time
-// there). At most kMaxCachedBytes are kept, and no more than half the peak of
-// live bytes; a large request the cache cannot serve first returns as many
-// cached bytes to the system, so live + cached never exceeds the peak of
-// live bytes and a process's resident memory follows what its tensors use
-// (what the memory estimates count).
+// Blocks of kCachedBlock (256 KiB) and up are mapped from the system directly
+// (2 MiB transparent huge pages from kLargeBlock, 4 MiB, up) and, when freed,
+// kept for the next request of the same size: a training step frees and
+// allocates the same sizes every step, and a fresh block costs the kernel a
+// page fault and a page clear for every page (a MoE layer's 2.4 GB of expert
+// gradients at the Qwen3-30B-A3B shape spent most of their time there). A
+// request the cache cannot serve first returns as many cached bytes to the
+// system, so live + cached never exceeds the peak of live bytes: resident
+// memory follows what the tensors use (what the memory estimates count).
+// Mapping them directly, not through malloc, is what makes returning them
+// real: glibc keeps freed heap memory, and raises its own mapping threshold
+// as blocks are freed, which at llama3 1B left 0.75 GiB resident beyond the
+// tensors' peak. Smaller blocks come from malloc.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kCachedBlock = size_t{256} << 10;
   static constexpr size_t kLargeBlock = size_t{4} << 20;
   static constexpr size_t kMaxCachedBytes = size_t{8} << 30;
   CpuAllocator() = default;

@@ -47,6 +47,13 @@ void cap_onednn(CpuIsa isa) {
               cpu_isa_name(isa));
 }
 
+// Below AMX: Debian's oneDNN 2.6 computes some bf16 products wrongly with
+// its AMX kernels. On a Xeon with AMX the fused loss's [7 x 16] . [16 x 40]
+// bf16 logits GEMM gave a loss of 6.062 where every other ISA (and PyTorch)
+// gives 6.151 (tests/ops/nonfinite_test.cpp caught it). AVX-512 BF16 is
+// the fastest ISA titan has checked; this call overrides ONEDNN_MAX_CPU_ISA.
+void cap_onednn_below_amx() { dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core_bf16); }
+
 }  // namespace
 
 const char* cpu_isa_name(CpuIsa isa) {
@@ -84,12 +91,17 @@ bool cpu_supports(CpuIsa isa) {
 CpuIsa selected_cpu_isa() {
   static const CpuIsa isa = [] {
     const char* forced = std::getenv("TITAN_CPU_ISA");
-    if (forced == nullptr || *forced == '\0') return best_supported_isa();
+    if (forced == nullptr || *forced == '\0') {
+      const CpuIsa best = best_supported_isa();
+      if (best == CpuIsa::avx512) cap_onednn_below_amx();
+      return best;
+    }
     for (CpuIsa candidate : kAllIsas) {
       if (std::string_view(forced) != cpu_isa_name(candidate)) continue;
       TITAN_CHECK(cpu_supports(candidate), "TITAN_CPU_ISA={} but this CPU lacks it (it supports up to {})", forced,
                   cpu_isa_name(best_supported_isa()));
       if (candidate != CpuIsa::avx512) cap_onednn(candidate);
+      if (candidate == CpuIsa::avx512) cap_onednn_below_amx();
       return candidate;
     }
     fail("TITAN_CPU_ISA='{}': expected baseline, avx2 or avx512", forced);

@@ -14,6 +14,7 @@
 #include "titan/checkpoint/nonfinite_weights.h"
 #include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
+#include "titan/comm/world.h"
 #include "titan/core/error.h"
 #include "titan/data/chat_jsonl.h"
 #include "titan/data/chat_template.h"
@@ -33,6 +34,7 @@ namespace fs = std::filesystem;
 struct GenerateArguments {
   std::string checkpoint, prompt;
   models::SamplingOptions sampling;
+  int64_t tp = 1, dp_shard = 1;  // under mpirun: the generation mesh
   bool ids = false, prompt_ids = false, allow_nonfinite = false;
   // --chat
   bool chat = false;
@@ -119,7 +121,30 @@ int run_generate(GenerateArguments& args) {
   TITAN_CHECK(args.chat || (args.system.empty() && args.messages_file.empty() && args.chat_template.empty()),
               "generate: --system, --messages and --chat-template need --chat");
   TITAN_CHECK(args.chat || !args.prompt.empty(), "generate: pass --prompt (or --chat with --message)");
-  train::ExportedModel exported = train::load_exported_model(args.checkpoint);
+  // Under mpirun every rank holds its part of the model (tensor-parallel heads,
+  // FSDP shards gathered a block at a time) and they agree on each token.
+  comm::World& world = comm::World::instance();
+  const bool on_mesh = world.size() > 1 || args.tp > 1 || args.dp_shard > 1;
+  std::unique_ptr<comm::DeviceMesh> mesh;
+  models::GenerationMesh generation_mesh;
+  train::ExportedModel exported;
+  if (on_mesh) {
+    TITAN_CHECK(args.tp * args.dp_shard == world.size(),
+                "generate: --tp {} x --dp-shard {} = {} ranks, but {} process(es) run it{}", args.tp, args.dp_shard,
+                args.tp * args.dp_shard, world.size(),
+                world.launched() ? "" : " (start it with mpirun -np N, N = --tp x --dp-shard)");
+    mesh =
+        std::make_unique<comm::DeviceMesh>(comm::ParallelDims{.dp_shard = args.dp_shard, .tp = args.tp}, world.group());
+    exported = train::load_exported_model_on_mesh(args.checkpoint, *mesh);
+    generation_mesh.head_split = args.tp;
+    generation_mesh.agree = [&world](int64_t token) {
+      const Tensor chosen = Tensor::from_vector(std::vector<int64_t>{token}, {1});
+      world.group()->broadcast(chosen, 0)->wait();
+      return chosen.data<int64_t>()[0];
+    };
+  } else {
+    exported = train::load_exported_model(args.checkpoint);
+  }
   checkpoint::check_finite_weights(exported.model->named_state(), args.checkpoint + "/model.safetensors",
                                    args.allow_nonfinite, "--allow-nonfinite");
   const auto tokenizer = data::load_tokenizer(exported.tokenizer);
@@ -150,9 +175,13 @@ int run_generate(GenerateArguments& args) {
   const auto prompt_tokens = static_cast<int64_t>(prompt.size());
   TITAN_CHECK(args.sampling.max_new_tokens <= std::numeric_limits<int64_t>::max() / 2 - prompt_tokens,
               "generate: --max-new-tokens {} is too large", args.sampling.max_new_tokens);
-  train::check_generation_fits_memory(exported.model->config, exported.model->output_weight().dtype(), prompt_tokens,
-                                      prompt_tokens + args.sampling.max_new_tokens);
-  const std::vector<int64_t> generated = models::generate(*exported.model, prompt, args.sampling);
+  // (On a mesh each rank holds a part of the weights: the whole-model check does not apply.)
+  if (!on_mesh) {
+    train::check_generation_fits_memory(exported.model->config, exported.model->output_weight().dtype(), prompt_tokens,
+                                        prompt_tokens + args.sampling.max_new_tokens);
+  }
+  const std::vector<int64_t> generated = models::generate(*exported.model, prompt, args.sampling, generation_mesh);
+  if (world.rank() != 0) return 0;  // rank 0 prints
   std::vector<uint32_t> ids(generated.begin(), generated.end());
   // The stop token is not part of the text.
   if (!ids.empty() && std::find(args.sampling.stop_tokens.begin(), args.sampling.stop_tokens.end(),
@@ -207,6 +236,15 @@ Subcommand make_generate_subcommand() {
     app->add_option("--seed", args->sampling.seed, "sampling seed")->capture_default_str()->check(at_least(0));
     app->add_flag("--ids", args->ids, "also print the generated token ids (the stop token included)");
     app->add_flag("--prompt-ids", args->prompt_ids, "also print the prompt's token ids (\"prompt ids: ...\")");
+    app->add_option("--tp", args->tp,
+                    "under mpirun: tensor parallel degree (each rank holds 1/tp of every layer's heads and FFN)")
+        ->capture_default_str()
+        ->check(at_least(1));
+    app->add_option("--dp-shard", args->dp_shard,
+                    "under mpirun: FSDP degree (weights sharded, each block gathered only while it runs); "
+                    "mpirun -np = tp x dp-shard")
+        ->capture_default_str()
+        ->check(at_least(1));
     app->add_flag("--allow-nonfinite", args->allow_nonfinite,
                   "load weights holding NaN or Inf (named in a warning) instead of refusing them");
     return app;

@@ -179,14 +179,17 @@ Tensor Decoder::forward_part(const std::vector<std::string>& part, const Tensor&
   return h;
 }
 
-KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype) const {
+KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype, int64_t head_split) const {
   TITAN_CHECK(capacity <= config.max_seq_len, "KV cache of {} positions exceeds max_seq_len {}", capacity,
               config.max_seq_len);
   KVCache cache;
   for (const nn::TransformerBlockConfig& layer : config.layers) {
     const nn::AttentionConfig& a = layer.attention;
-    cache.keys.push_back(Tensor::zeros({batch, capacity, a.kv_heads(), a.head_size()}, dtype, rope.cos.device()));
-    cache.values.push_back(Tensor::zeros({batch, capacity, a.kv_heads(), a.head_size()}, dtype, rope.cos.device()));
+    TITAN_CHECK(head_split >= 1 && a.kv_heads() % head_split == 0, "KV cache: {} key/value heads do not split over {}",
+                a.kv_heads(), head_split);
+    const Shape shape{batch, capacity, a.kv_heads() / head_split, a.head_size()};
+    cache.keys.push_back(Tensor::zeros(shape, dtype, rope.cos.device()));
+    cache.values.push_back(Tensor::zeros(shape, dtype, rope.cos.device()));
   }
   return cache;
 }

@@ -100,8 +100,10 @@ class Decoder : public nn::Module {
   // their routers coef * d(aux) (nn::MoEAuxLoss); the returned value is the
   // cross-entropy alone, and `parts` (optional) receives both.
   Tensor loss(const DecoderInputs& inputs, const Tensor& labels, LossParts* parts = nullptr) const;
-  // A cache for `batch` sequences of up to `capacity` positions, in the dtype forward computes in.
-  KVCache make_cache(int64_t batch, int64_t capacity, DType dtype) const;
+  // A cache for `batch` sequences of up to `capacity` positions, in the dtype
+  // forward computes in; with tensor parallelism each rank caches its own
+  // key/value heads, every layer's split over `head_split` ranks.
+  KVCache make_cache(int64_t batch, int64_t capacity, DType dtype, int64_t head_split = 1) const;
   // Logits [B, T, vocab] for T new tokens after the cache's `length` positions; appends them to the cache.
   Tensor forward_cached(const Tensor& input_ids, KVCache& cache) const;
   // The output projection as forward sees it (the embedding table when tied).

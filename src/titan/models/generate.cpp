@@ -50,13 +50,13 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
   return order[nucleus - 1];
 }
 
-std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& prompt,
-                              const SamplingOptions& options) {
+std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& prompt, const SamplingOptions& options,
+                              const GenerationMesh& mesh) {
   TITAN_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
   TITAN_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0");
   autograd::NoGradGuard no_grad;
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
-  KVCache cache = model.make_cache(1, capacity, model.output_weight().dtype());
+  KVCache cache = model.make_cache(1, capacity, model.output_weight().dtype(), mesh.head_split);
   std::vector<int64_t> generated;
   Tensor input = Tensor::from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
@@ -71,7 +71,8 @@ std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& 
                 "model's weights or activations hold NaN or Inf",
                 i + 1, static_cast<int64_t>(prompt.size()) + i, *bad, bad - row.begin());
     const double uniform = philox_uniform(philox4x32_10(static_cast<uint64_t>(i), 0, options.seed).x[0]);
-    const int64_t token = sample_token(row, options, uniform);
+    int64_t token = sample_token(row, options, uniform);
+    if (mesh.agree) token = mesh.agree(token);
     generated.push_back(token);
     if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end()) break;
     input = Tensor::from_vector(std::vector<int64_t>{token}, {1, 1});

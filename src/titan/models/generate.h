@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -23,7 +24,19 @@ struct SamplingOptions {
 // (ignored when greedy), so a sampler is a pure function a test can check.
 int64_t sample_token(std::span<const float> logits, const SamplingOptions& options, double uniform);
 
+// Generation by several ranks at once (`titan generate` under mpirun): the
+// KV heads each rank holds (tensor parallelism splits every layer's over
+// `head_split` ranks), and how the ranks agree on each new token: `agree`
+// takes this rank's choice and returns the one every rank goes on with
+// (rank 0's, broadcast), so ranks whose logits differ in a last bit never
+// drift apart.
+struct GenerationMesh {
+  int64_t head_split = 1;
+  std::function<int64_t(int64_t)> agree;
+};
+
 // Continues `prompt` (token ids); returns the new tokens only.
-std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& prompt, const SamplingOptions& options);
+std::vector<int64_t> generate(const Decoder& model, const std::vector<int64_t>& prompt, const SamplingOptions& options,
+                              const GenerationMesh& mesh = {});
 
 }  // namespace titan::models

@@ -63,10 +63,19 @@ void gather_heads_around(nn::RMSNorm& norm, const std::shared_ptr<ProcessGroup>&
   });
 }
 
+// Around a split module for generation (no sequence parallelism): its input
+// is whole on every rank; its partial outputs are summed over tp.
+void wrap_in_partial_sum(nn::Module& module, const std::shared_ptr<ProcessGroup>& tp) {
+  module.output_hooks.push_back([tp](const Tensor& x) { return parallel::sum_partial_outputs(x, *tp); });
+}
+
+// How a split module's input and output are laid out between blocks.
+using Redistribution = void (*)(nn::Module&, const std::shared_ptr<ProcessGroup>&);
+
 // ---- the plan by module kind ----
 
 void tensor_parallel_attention(const std::string& where, nn::Attention& attention,
-                               const std::shared_ptr<ProcessGroup>& tp) {
+                               const std::shared_ptr<ProcessGroup>& tp, Redistribution around) {
   const nn::AttentionConfig& a = attention.config;
   TITAN_CHECK(a.n_heads % tp->size() == 0 && a.kv_heads() % tp->size() == 0,
               "tensor parallelism: {} has {} query / {} key-value heads, which do not split over {} ranks", where,
@@ -75,21 +84,21 @@ void tensor_parallel_attention(const std::string& where, nn::Attention& attentio
     column_parallel(where, *linear, *tp);
   }
   row_parallel(where, *attention.wo, *tp);
-  wrap_in_sequence_parallel(attention, tp);
+  around(attention, tp);
   if (a.qk_norm && a.qk_norm_whole_projection) {
     for (nn::RMSNorm* norm : {attention.q_norm.get(), attention.k_norm.get()}) gather_heads_around(*norm, tp);
   }
 }
 
 void tensor_parallel_feed_forward(const std::string& where, nn::FeedForward& ffn,
-                                  const std::shared_ptr<ProcessGroup>& tp) {
+                                  const std::shared_ptr<ProcessGroup>& tp, Redistribution around) {
   TITAN_CHECK(ffn.config.hidden_dim % tp->size() == 0,
               "tensor parallelism: {} has an FFN of {} which does not split over {} ranks", where,
               ffn.config.hidden_dim, tp->size());
   column_parallel(where, *ffn.w1, *tp);
   column_parallel(where, *ffn.w3, *tp);
   row_parallel(where, *ffn.w2, *tp);
-  wrap_in_sequence_parallel(ffn, tp);
+  around(ffn, tp);
 }
 
 // The output projection split by vocabulary rows, with a loss that combines
@@ -204,8 +213,10 @@ void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
     const std::string where = "layers." + model.layers->key(i);
-    tensor_parallel_attention(where + ".attention", *block.attention, tp);
-    if (block.feed_forward) tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp);
+    tensor_parallel_attention(where + ".attention", *block.attention, tp, wrap_in_sequence_parallel);
+    if (block.feed_forward) {
+      tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp, wrap_in_sequence_parallel);
+    }
   }
   // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
   if (model.tok_embeddings) {
@@ -230,6 +241,33 @@ parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::Devi
     if (options.pipelined) parallelized.fsdp->set_reduce_in_backward(false);
   } else {
     parallel::apply_mixed_precision(model, options.param_dtype);
+  }
+  return parallelized;
+}
+
+parallel::ParallelizedModel parallelize_decoder_for_generation(Decoder& model, const comm::DeviceMesh& mesh) {
+  const comm::ParallelDims& dims = mesh.dims();
+  TITAN_CHECK(dims.pp == 1 && dims.cp == 1 && dims.ep == 1 && dims.dp_replicate == 1,
+              "generation on a mesh: tensor parallelism and FSDP sharding only (got pp {}, cp {}, ep {}, "
+              "dp_replicate {})",
+              dims.pp, dims.cp, dims.ep, dims.dp_replicate);
+  const std::shared_ptr<ProcessGroup>& tp = mesh.group(comm::MeshDim::tp);
+  if (tp->size() > 1) {
+    for (size_t i = 0; i < model.layers->size(); ++i) {
+      nn::TransformerBlock& block = *(*model.layers)[i];
+      const std::string where = "layers." + model.layers->key(i);
+      tensor_parallel_attention(where + ".attention", *block.attention, tp, wrap_in_partial_sum);
+      if (block.feed_forward) {
+        tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp, wrap_in_partial_sum);
+      }
+    }
+  }
+  parallel::ParallelizedModel parallelized(mesh, /*pipelined=*/false);
+  if (dims.dp_shard > 1) {
+    ParallelizeOptions options;
+    options.param_dtype = DType::f32;  // what one process generates with
+    options.reshard_after_forward = parallel::ReshardPolicy::always;
+    parallelized.fsdp = apply_fsdp(model, mesh, options);
   }
   return parallelized;
 }

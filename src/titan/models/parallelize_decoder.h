@@ -38,6 +38,17 @@ struct ParallelizeOptions {
 parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
                                                 const ParallelizeOptions& options);
 
+// The plan `titan generate` runs under on a mesh (tp x dp_shard ranks):
+// tensor parallelism without sequence parallelism, since decoding feeds one
+// token at a time and one token does not split over ranks. Attention heads
+// and FFN hidden units are split as in training and each module's partial
+// output is summed over tp; embeddings, norms, the output projection and
+// MoE blocks stay whole on every tp rank, so every rank computes the same
+// logits. With dp_shard > 1 FSDP shards every weight and gathers one block
+// at a time, in f32, freeing it after the block (the root's embeddings and
+// output stay gathered). No autograd.
+parallel::ParallelizedModel parallelize_decoder_for_generation(Decoder& model, const comm::DeviceMesh& mesh);
+
 // The tensor-parallel plan alone, over the mesh's tp group: attention's q/k/v
 // and a dense FFN's w1/w3 split by output features (column-parallel), their
 // output projections by input features (row-parallel), each such module's

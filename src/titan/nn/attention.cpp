@@ -82,14 +82,16 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& inputs) const 
 
 Tensor Attention::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                                  const Tensor& value_cache, int64_t start) const {
-  const Projected p = project(x, inputs);
+  const ForwardScope scope(*this);
+  // Through the hooks, as forward: a parallel plan's redistributions apply to decoding too.
+  const Projected p = project(pre_forward(x), inputs);
   const int64_t end = start + x.size(1);
   TITAN_CHECK(end <= key_cache.size(1), "Attention: KV cache of {} positions cannot hold position {}",
               key_cache.size(1), end - 1);
   titan::copy_(key_cache.narrow(1, start, x.size(1)), p.k);
   titan::copy_(value_cache.narrow(1, start, x.size(1)), p.v);
   // The queries sit at the end of the visible keys: causal masking aligns them there.
-  return attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask, nullptr);
+  return post_forward(attend(p, key_cache.narrow(1, 0, end), value_cache.narrow(1, 0, end), inputs.mask, nullptr));
 }
 
 void Attention::set_init(double output_std) {

@@ -58,9 +58,15 @@ Tensor TransformerBlock::compute(const Tensor& x, const BlockInputs& inputs) con
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                                         const Tensor& value_cache, int64_t start) const {
-  return residual(
-      x, [&](const Tensor& normed) { return attention->forward_cached(normed, inputs, key_cache, value_cache, start); },
-      nullptr);
+  const ForwardScope scope(*this);
+  const BlockBody body = [&](const Tensor& in) {
+    return residual(
+        in,
+        [&](const Tensor& normed) { return attention->forward_cached(normed, inputs, key_cache, value_cache, start); },
+        nullptr);
+  };
+  // Through the runner, as forward: FSDP gathers the block's weights around it.
+  return runner_ ? runner_(body, x) : body(x);
 }
 
 void TransformerBlock::set_init(double output_std) {

@@ -73,6 +73,15 @@ Tensor slice_sequence(const Tensor& ids, const comm::ProcessGroup& group) {
   return ids.narrow(1, group.rank() * part, part).contiguous();
 }
 
+Tensor sum_partial_outputs(const Tensor& x, comm::ProcessGroup& group) {
+  TITAN_CHECK(!x.requires_grad(),
+              "tensor parallelism without sequence parallelism is for inference: a partial output that needs a "
+              "gradient cannot be summed here");
+  Tensor sum = x.contiguous().clone();
+  group.all_reduce(sum, comm::ReduceOp::sum)->wait();
+  return sum;
+}
+
 void shard_parameter(const std::string& name, nn::Parameter& parameter, int64_t dim, const comm::ProcessGroup& group) {
   const Tensor full = parameter.data;
   dim = full.wrap_dim(dim);

@@ -23,6 +23,11 @@ Tensor gather_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup
 Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup>& group);
 // ids [B, S] -> this rank's [B, S / tp] (token ids carry no gradient).
 Tensor slice_sequence(const Tensor& ids, const comm::ProcessGroup& group);
+// Every rank's partial output summed, whole on every rank: the row-parallel
+// end of a module under tensor parallelism without sequence parallelism.
+// Inference only (generation): it has no backward, and refuses a tensor
+// that needs one.
+Tensor sum_partial_outputs(const Tensor& x, comm::ProcessGroup& group);
 
 // Keeps this rank's 1/tp of the parameter along `dim` (equal parts; errors
 // name the parameter when the size does not divide).

@@ -11,6 +11,7 @@
 #include "titan/core/error.h"
 #include "titan/core/staging_folder.h"
 #include "titan/models/hf/hf_folder.h"
+#include "titan/models/parallelize_decoder.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 
@@ -109,7 +110,10 @@ models::DecoderConfig exported_model_config(JobConfig& config, const std::string
   return resolve_model_config(config, config.model.vocab_size, folder);
 }
 
-ExportedModel load_exported_model(const std::string& folder) {
+namespace {
+
+// An export's job config and tokenizer, its files checked; the model not built yet.
+ExportedModel read_export_config(const std::string& folder) {
   const fs::path root(folder);
   TITAN_CHECK(fs::is_directory(root), "'{}' is not a folder", folder);
   for (const char* file : {"job.toml", "model.safetensors"}) {
@@ -117,6 +121,26 @@ ExportedModel load_exported_model(const std::string& folder) {
   }
   ExportedModel exported;
   load_toml_file(exported.config, (root / "job.toml").string());
+  const std::string& tokenizer = exported.config.model.tokenizer_path;
+  exported.tokenizer = fs::is_regular_file(root / tokenizer) ? (root / tokenizer).string() : tokenizer;
+  return exported;
+}
+
+}  // namespace
+
+ExportedModel load_exported_model_on_mesh(const std::string& folder, const comm::DeviceMesh& mesh) {
+  ExportedModel exported = read_export_config(folder);
+  exported.model = exported_model_config(exported.config, folder).build(Device::meta());
+  exported.parallelized =
+      std::make_shared<parallel::ParallelizedModel>(models::parallelize_decoder_for_generation(*exported.model, mesh));
+  exported.model->materialize(Device::cpu());
+  load_exported_weights_into(*exported.model, folder);
+  return exported;
+}
+
+ExportedModel load_exported_model(const std::string& folder) {
+  const fs::path root(folder);
+  ExportedModel exported = read_export_config(folder);
   exported.model = exported_model_config(exported.config, folder).build();
   checkpoint::SafetensorsReader reader((root / "model.safetensors").string());
   std::map<std::string, Tensor> state;
@@ -126,8 +150,6 @@ ExportedModel load_exported_model(const std::string& folder) {
   } catch (const Error& error) {
     fail("{}/model.safetensors: {}", folder, error.what());
   }
-  const std::string& tokenizer = exported.config.model.tokenizer_path;
-  exported.tokenizer = fs::is_regular_file(root / tokenizer) ? (root / tokenizer).string() : tokenizer;
   return exported;
 }
 

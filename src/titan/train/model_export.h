@@ -9,7 +9,9 @@
 #include <string>
 
 #include "titan/checkpoint/safetensors.h"
+#include "titan/comm/device_mesh.h"
 #include "titan/models/decoder.h"
+#include "titan/parallel/parallelized_model.h"
 #include "titan/train/job_config.h"
 
 namespace titan::train {
@@ -36,11 +38,17 @@ struct ExportedModel {
   JobConfig config;
   std::shared_ptr<models::Decoder> model;
   std::string tokenizer;  // what data::load_tokenizer takes (a file in the export, or a built-in name)
+  // Loaded on a mesh: the plan that cut the model (it must live as long as the model).
+  std::shared_ptr<parallel::ParallelizedModel> parallelized;
 };
 
 // Loads an export (or any folder with job.toml + model.safetensors); errors
 // name the folder and the missing or mismatching file or tensor.
 ExportedModel load_exported_model(const std::string& folder);
+// The same on a mesh, for generation: the model built on the meta device,
+// cut by the generation plan (models::parallelize_decoder_for_generation),
+// and only this rank's shards read from the file. Every rank calls it.
+ExportedModel load_exported_model_on_mesh(const std::string& folder, const comm::DeviceMesh& mesh);
 
 // Whether `folder` is a model export without a training checkpoint in it
 // (job.toml + model.safetensors, no metadata.json): what a job with

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -115,6 +116,13 @@ std::map<std::string, Tensor> read_all_tensors(const fs::path& safetensors) {
   checkpoint::SafetensorsReader reader(safetensors.string());
   for (const auto& entry : reader.header().entries) tensors[entry.name] = reader.read(entry.name);
   return tensors;
+}
+
+fs::path per_test_folder(const std::string& file) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(test->test_suite_name()) + "." + test->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  return fs::path(::testing::TempDir()) / file / name;
 }
 
 std::string mpirun(int ranks, const std::string& extra) {

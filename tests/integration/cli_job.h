@@ -30,6 +30,9 @@ struct CommandResult {
 CommandResult run_to_completion(const std::string& command, const std::filesystem::path& log);
 // Exit 1 (a user error, never "internal error") with every fragment in the output.
 void expect_user_error(const CommandResult& result, std::initializer_list<std::string> fragments);
+// The running test's own folder under TempDir()/`file` (Suite.Test, '/' of a
+// parameterised name as '_'): CTest may run a file's tests at once.
+std::filesystem::path per_test_folder(const std::string& file);
 // A file's whole content ("" when it cannot be read).
 std::string file_text(const std::filesystem::path& path);
 // Runs a command that must succeed (a GoogleTest failure shows its output otherwise); returns its output.

@@ -21,11 +21,7 @@ namespace fs = std::filesystem;
 
 const std::string kCli = TITAN_CLI_PATH;
 
-// Each test's own folder: CTest may run the tests of this file at once.
-fs::path workdir() {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return fs::path(::testing::TempDir()) / "generate_chat_test" / test->name();
-}
+fs::path workdir() { return testing::per_test_folder("generate_chat_test"); }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

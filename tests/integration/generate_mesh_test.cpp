@@ -7,7 +7,6 @@
 // distribution, not only its top). Bad degrees are refused naming the flags.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -22,13 +21,7 @@ namespace fs = std::filesystem;
 
 const std::string kCli = TITAN_CLI_PATH;
 
-// Each test's own folder: CTest runs the families' tests at once.
-fs::path workdir() {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(test->test_suite_name()) + "." + test->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  return fs::path(::testing::TempDir()) / "generate_mesh_test" / name;
-}
+fs::path workdir() { return testing::per_test_folder("generate_mesh_test"); }
 
 // The ids `--ids` prints on the last line of the output.
 std::vector<int64_t> generated_ids(const std::string& output) {

@@ -205,19 +205,23 @@ std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, 
   return ring;
 }
 
+// Every block's attention and dense FFN split over tp, `around` laying out
+// their inputs and outputs.
+void split_blocks(Decoder& model, const std::shared_ptr<ProcessGroup>& tp, Redistribution around) {
+  for (size_t i = 0; i < model.layers->size(); ++i) {
+    nn::TransformerBlock& block = *(*model.layers)[i];
+    const std::string where = "layers." + model.layers->key(i);
+    tensor_parallel_attention(where + ".attention", *block.attention, tp, around);
+    if (block.feed_forward) tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp, around);
+  }
+}
+
 }  // namespace
 
 void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   const std::shared_ptr<ProcessGroup>& tp = mesh.group(comm::MeshDim::tp);
   if (tp->size() == 1) return;
-  for (size_t i = 0; i < model.layers->size(); ++i) {
-    nn::TransformerBlock& block = *(*model.layers)[i];
-    const std::string where = "layers." + model.layers->key(i);
-    tensor_parallel_attention(where + ".attention", *block.attention, tp, wrap_in_sequence_parallel);
-    if (block.feed_forward) {
-      tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp, wrap_in_sequence_parallel);
-    }
-  }
+  split_blocks(model, tp, wrap_in_sequence_parallel);
   // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
   if (model.tok_embeddings) {
     model.tok_embeddings->input_hooks.push_back([tp](const Tensor& ids) { return parallel::slice_sequence(ids, *tp); });
@@ -252,16 +256,7 @@ parallel::ParallelizedModel parallelize_decoder_for_generation(Decoder& model, c
               "dp_replicate {})",
               dims.pp, dims.cp, dims.ep, dims.dp_replicate);
   const std::shared_ptr<ProcessGroup>& tp = mesh.group(comm::MeshDim::tp);
-  if (tp->size() > 1) {
-    for (size_t i = 0; i < model.layers->size(); ++i) {
-      nn::TransformerBlock& block = *(*model.layers)[i];
-      const std::string where = "layers." + model.layers->key(i);
-      tensor_parallel_attention(where + ".attention", *block.attention, tp, wrap_in_partial_sum);
-      if (block.feed_forward) {
-        tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp, wrap_in_partial_sum);
-      }
-    }
-  }
+  if (tp->size() > 1) split_blocks(model, tp, wrap_in_partial_sum);
   parallel::ParallelizedModel parallelized(mesh, /*pipelined=*/false);
   if (dims.dp_shard > 1) {
     ParallelizeOptions options;

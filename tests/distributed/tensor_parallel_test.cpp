@@ -1,3 +1,6 @@
+// Tensor parallelism's split modules on every rank of the job, each against
+// the whole module computed by each rank alone.
+//
 // A column-parallel Linear with a bias (Qwen 2's q/k/v under tensor
 // parallelism) on every rank of the job, as the decoder plan runs it: the
 // sequence-split input gathered, weight and bias split along the output rows,
@@ -74,6 +77,38 @@ TEST(TensorParallel, ColumnParallelLinearWithBias) {
   expect_part("grad_x", split.grad_x, whole.grad_x.narrow(1, rank * seq_part, seq_part));
   expect_part("grad_weight", split.grad_weight, whole.grad_weight.narrow(0, rank * out_part, out_part));
   expect_part("grad_bias", split.grad_bias, whole.grad_bias.narrow(0, rank * out_part, out_part));
+}
+
+// The embedding table split by vocabulary rows (TorchTitan's rowwise
+// embedding): every rank looks up the whole sequence in its rows and keeps
+// its part of the sequence. Its output must be that part of the whole
+// lookup, and its weight gradient its rows of the whole gradient, with ids on
+// both sides of every boundary between ranks' rows and repeated ids (whose
+// gradients add).
+TEST(TensorParallel, VocabParallelEmbeddingIsTheWholeLookupsSequencePart) {
+  const std::shared_ptr<comm::ProcessGroup> group = comm::World::instance().group();
+  const int64_t ranks = group->size(), rank = group->rank();
+  const int64_t rows = 3, vocab = rows * ranks, dim = 4, batch = 2, seq_part = vocab, seq = seq_part * ranks;
+  const Tensor table = titan::testing::random_leaf({vocab, dim}, 5).detach();
+  const Tensor up = titan::testing::random_leaf({batch, seq, dim}, 6).detach();
+  Tensor ids = Tensor::empty({batch, seq}, DType::i64);
+  for (int64_t i = 0; i < batch * seq; ++i) ids.data<int64_t>()[i] = (i * 7 + i / 5) % vocab;
+
+  Tensor whole_weight = table.clone();
+  whole_weight.set_requires_grad(true);
+  const Tensor whole = F::embedding(whole_weight, ids);
+  autograd::backward({F::sum(F::mul(whole, up))});
+
+  Tensor local_weight = table.narrow(0, rank * rows, rows).contiguous().clone();
+  local_weight.set_requires_grad(true);
+  const Tensor part = vocab_parallel_embedding(local_weight, ids, group);
+  autograd::backward({F::sum(F::mul(part, up.narrow(1, rank * seq_part, seq_part).contiguous()))});
+
+  // A lookup is a copy and its partial sums add zeros: exact. The gradient
+  // rows add the same terms in the same (token) order: exact too.
+  EXPECT_TRUE(titan::testing::all_close(part, whole.narrow(1, rank * seq_part, seq_part).contiguous(), 0.0, 0.0));
+  EXPECT_TRUE(titan::testing::all_close(local_weight.grad(),
+                                        whole_weight.grad().narrow(0, rank * rows, rows).contiguous(), 0.0, 0.0));
 }
 
 }  // namespace

@@ -89,6 +89,20 @@ fs::path write_tiny_llama_config(const fs::path& folder) {
   return path;
 }
 
+fs::path write_tiny_moe_config(const fs::path& folder, const TinyMoe& moe) {
+  const fs::path path = folder / "config.json";
+  fs::create_directories(folder);
+  std::ofstream(path) << fmt::format(
+      R"({{
+  "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": {}, "intermediate_size": {},
+  "moe_intermediate_size": {}, "num_experts": {}, "num_experts_per_tok": {}, "decoder_sparse_step": 1,
+  "mlp_only_layers": [], "norm_topk_prob": true, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "head_dim": {}, "vocab_size": {}, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+  "max_position_embeddings": 256, "tie_word_embeddings": false}})",
+      moe.dim, 3 * moe.dim, moe.expert_hidden, moe.experts, moe.top_k, moe.dim / 4, moe.vocab);
+  return path;
+}
+
 std::string tiny_train_command(const fs::path& data, const fs::path& config_json, const fs::path& dump,
                                const std::string& extra) {
   return fmt::format(

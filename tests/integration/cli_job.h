@@ -42,6 +42,12 @@ void prepare_test_corpus(const std::filesystem::path& folder, const std::filesys
 // A two-layer Llama (dim 256, vocab 512) whose steps take milliseconds and
 // whose checkpoints a few MB: config.json written into `folder` once; its path.
 std::filesystem::path write_tiny_llama_config(const std::filesystem::path& folder);
+// A two-layer Qwen3-MoE (every layer MoE: `experts` experts of `expert_hidden`,
+// `top_k` per token; 4 heads): config.json written into `folder`; its path.
+struct TinyMoe {
+  int64_t dim = 256, expert_hidden = 128, experts = 8, top_k = 2, vocab = 512;
+};
+std::filesystem::path write_tiny_moe_config(const std::filesystem::path& folder, const TinyMoe& moe);
 // `titan train` (CLI path included) of that model on the corpus prepare_test_corpus
 // wrote into `data`, seq 128 x batch 4, dumping into `dump`; `extra` goes last.
 std::string tiny_train_command(const std::filesystem::path& data, const std::filesystem::path& config_json,

@@ -4,7 +4,9 @@
 // naive attention's scores, an async save's host copy, chat data packed whole
 // conversations to a row, ring attention under
 // context parallelism, pipeline stages and their micro-batches in flight,
-// FSDP shards), a tiny job runs a few steps and the allocator's peak on every
+// FSDP shards (alone, and accumulating micro-batches, whose gradients then
+// outlive a forward), tensor parallelism's split tables, MoE experts under FSDP,
+// expert and tensor parallelism), a tiny job runs a few steps and the allocator's peak on every
 // rank (metrics.jsonl) must stay under the estimate the job's memory check
 // makes for the same config (train::job_memory_budget). A buffer the estimate
 // forgets shows up as a measured peak above it.
@@ -41,6 +43,7 @@ struct Case {
   const char* name;
   int ranks;
   const char* overrides;
+  bool moe = false;  // the tiny Qwen3-MoE instead of the tiny Llama
 };
 
 // The tiny job's command line after `titan train`, split into words.
@@ -77,6 +80,7 @@ class MemoryEstimateAgainstJobs : public ::testing::TestWithParam<Case> {
     fs::create_directories(workdir());
     testing::prepare_test_corpus(workdir() / "data", workdir() / "prepare.log");
     testing::write_tiny_llama_config(workdir());
+    testing::write_tiny_moe_config(workdir() / "moe", {});  // the tiny Llama's size: 8 experts of 128, 2 per token
   }
 };
 
@@ -88,8 +92,8 @@ TEST_P(MemoryEstimateAgainstJobs, TheEstimateCoversTheMeasuredPeakOfEveryRank) {
   for (size_t at = overrides.find("{src}"); at != std::string::npos; at = overrides.find("{src}")) {
     overrides.replace(at, 5, TITAN_SOURCE_DIR);
   }
-  const std::string command =
-      testing::tiny_train_command(workdir() / "data", workdir() / "config.json", dump, overrides);
+  const std::string command = testing::tiny_train_command(
+      workdir() / "data", workdir() / (c.moe ? "moe" : "") / "config.json", dump, overrides);
   testing::run_ok(c.ranks > 1 ? testing::mpirun(c.ranks) + command : command,
                   workdir() / (std::string(c.name) + ".log"));
   const double measured = measured_peak_bytes(dump / "metrics.jsonl");
@@ -132,11 +136,21 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"chat_packing", 1,
              "--chat.enable true --chat.template llama3 --training.dataset_path {src}/data/fortune_chat/train.jsonl"},
         Case{"fsdp_2", 2, "--parallelism.data_parallel_shard_degree 2"},
+        Case{"fsdp_2_accumulating_2", 2, "--parallelism.data_parallel_shard_degree 2 --training.global_batch_size 16"},
         Case{"context_parallel_2", 2,
              "--parallelism.context_parallel_degree 2 --parallelism.context_parallel_rotate_method alltoall"},
         Case{"pipeline_2", 2,
              "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule 1F1B "
-             "--parallelism.pipeline_parallel_microbatch_size 1"}),
+             "--parallelism.pipeline_parallel_microbatch_size 1"},
+        Case{"tensor_parallel_2", 2,
+             "--parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 1"},
+        Case{"fsdp_2_tensor_parallel_2", 4,
+             "--parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 2"},
+        Case{"moe_fsdp_2", 2, "--parallelism.data_parallel_shard_degree 2", true},
+        Case{"moe_fsdp_2_expert_parallel_2", 2,
+             "--parallelism.data_parallel_shard_degree 2 --parallelism.expert_parallel_degree 2", true},
+        Case{"moe_tensor_parallel_2", 2,
+             "--parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 1", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -117,6 +117,33 @@ TEST(ParallelParity, ExpertParallelMeshesMatchOneProcess) {
   }
 }
 
+// One expert per ep rank, sharded over two FSDP ranks: a [1, H, D] expert
+// cannot split along its first dim, so FSDP splits its rows (TorchTitan's
+// dim-1 sharding of experts). Before, one rank of each pair kept the whole
+// expert and the other none: the job matched, but a 235B model's rank held
+// twice its share. Each rank must now hold a quarter of the state (the
+// experts are three quarters of it: with the whole expert, rank 0 held 0.45).
+TEST(ParallelParity, OneExpertPerRankIsShardedAlongItsRows) {
+  const std::filesystem::path config =
+      testing::write_tiny_moe_config(std::filesystem::path(::testing::TempDir()) / "two_experts",
+                                     {.dim = 64, .expert_hidden = 1024, .experts = 2, .top_k = 1, .vocab = 2048});
+  const std::string moe = "--model.name qwen3_moe --model.hf_config " + config.string() +
+                          " --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 0 --training.seed 1 "
+                          "--checkpoint.enable true --checkpoint.interval 5 ";
+  const JobRun single = jobs().single("one_expert_single", moe);
+  const JobRun sharded =
+      distributed("one_expert_per_rank", 4, 4,
+                  moe + "--parallelism.expert_parallel_degree 2 --parallelism.data_parallel_shard_degree 4");
+  expect_matches(single, sharded, "EP 2 x FSDP 2, one expert per ep rank", true);
+  EXPECT_LE(static_cast<double>(sharded.state_bytes), 0.3 * static_cast<double>(single.state_bytes));
+  // Its step-5 checkpoint (experts saved as row boxes), resumed by one process: steps 6-10 as the single run's.
+  const JobRun resumed = jobs().resume("one_expert_per_rank", "one_expert_resumed", 1, 1, moe);
+  ASSERT_EQ(resumed.losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(resumed.losses[i], single.losses[i + 5], 1e-5 * single.losses[i + 5]) << "step " << i + 6;
+  }
+}
+
 TEST(ParallelParity, ExpertParallelDegreeMustFitTheMeshAndTheExperts) {
   const auto failure = [](const std::string& name, int ranks, const std::string& extra) {
     return jobs().failure(name, ranks, 2, extra);

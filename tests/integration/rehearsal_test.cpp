@@ -69,6 +69,26 @@ TEST_F(Rehearsal, PlaysRankFiveOfAnEightRankJob) {
   EXPECT_GT(reported(output, "\\btp +all_gather +([0-9.]+) calls"), 0.0);
 }
 
+// A later pipeline rank has no earlier stage to tell it the shape of what it
+// receives (a real one sends it with its first activation): the rehearsal
+// takes the decoder's hidden states of a micro-batch, split along the
+// sequence by tp. The last stage of a PP 2 x TP 2 job trains its steps, with
+// its own stages' estimate.
+TEST_F(Rehearsal, PlaysTheLastPipelineStage) {
+  const std::string output = testing::run_ok(
+      command("pp2_tp2",
+              "--comm.mode fake_backend --comm.fake_world_size 4 --comm.fake_rank 3 "
+              "--parallelism.pipeline_parallel_degree 2 --parallelism.tensor_parallel_degree 2 "
+              "--parallelism.data_parallel_shard_degree 1 --parallelism.pipeline_parallel_microbatch_size 1"),
+      workdir() / "pp2_tp2.log");
+  EXPECT_NE(output.find("rank 3 of 4 (pp 2 x dp_replicate 1 x dp_shard 1 x cp 1 x tp 2, ep 1)"), std::string::npos)
+      << output;
+  const double peak = reported(output, "peak memory ([0-9.]+) GiB in tensors");
+  EXPECT_GT(peak, 0.0);
+  EXPECT_LE(peak, reported(output, "the memory check estimated ([0-9.]+) GiB per rank"));
+  EXPECT_GT(reported(output, "\\bpp +recv +([0-9.]+) calls"), 0.0);
+}
+
 // Rank 0 with checkpoints off would end a real job by gathering the whole
 // model and exporting it; a rehearsal has only its own shards (the fake
 // gathers repeat them), so it writes no model.
@@ -123,6 +143,12 @@ TEST_F(Rehearsal, RefusesWhatARealJobOfThatSizeRefuses) {
       {"comm.fake_world_size"});
   testing::expect_user_error(testing::run_to_completion(command("mode", "--comm.mode fake"), workdir() / "mode.log"),
                              {"comm.mode", "fake_backend"});
+  // A rehearsal is one process: under a launcher every rank would play the same rank.
+  testing::expect_user_error(testing::run_to_completion(testing::mpirun(2) + command("launched",
+                                                                                     "--comm.mode fake_backend "
+                                                                                     "--comm.fake_world_size 8"),
+                                                        workdir() / "launched.log"),
+                             {"comm.mode = fake_backend", "without a launcher", "2 processes"});
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ struct EstimateArguments {
   std::string model = "llama3", flavor = "8B", compute_dtype = "bf16", state_dtype = "f32", ac = "none";
   std::string schedule = "1F1B", cp_rotate_method = "alltoall";
   int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2, pp = 1, microbatch_size = 1, cp = 1,
-          tp = 1;
+          tp = 1, ep = 1;
 };
 }  // namespace
 
@@ -46,6 +46,9 @@ Subcommand make_estimate_memory_subcommand() {
         ->check(at_least(1));
     app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")->capture_default_str()->check(at_least(1));
     app->add_option("--tp", args->tp, "tensor parallel degree")->capture_default_str()->check(at_least(1));
+    app->add_option("--ep", args->ep, "expert parallel degree (a factor of --dp-shard x --cp)")
+        ->capture_default_str()
+        ->check(at_least(1));
     app->add_option("--cp", args->cp, "context parallel degree (each rank holds seq-len / cp of every sequence)")
         ->capture_default_str()
         ->check(at_least(1));
@@ -67,13 +70,19 @@ Subcommand make_estimate_memory_subcommand() {
     options.dp_shard = args->dp_shard;
     options.tp = args->tp;
     options.cp = args->cp;
+    options.ep = args->ep;
+    TITAN_CHECK((args->dp_shard * args->cp) % args->ep == 0, "--ep {} must divide --dp-shard x --cp ({})", args->ep,
+                args->dp_shard * args->cp);
     options.cp_rotate_method = args->cp_rotate_method;
     TITAN_CHECK(args->ac == "none" || args->ac == "full" || args->ac == "selective" || args->ac == "offload",
                 "--activation-checkpoint must be none, full, selective or offload, got '{}'", args->ac);
     std::printf(
         "%s %s, batch %lld x seq %lld, %s compute, FSDP %lld%s%s\n", args->model.c_str(), args->flavor.c_str(),
         static_cast<long long>(args->batch), static_cast<long long>(args->seq), args->compute_dtype.c_str(),
-        static_cast<long long>(args->dp_shard), args->tp > 1 ? fmt::format(" x TP {}", args->tp).c_str() : "",
+        static_cast<long long>(args->dp_shard),
+        fmt::format("{}{}", args->tp > 1 ? fmt::format(" x TP {}", args->tp) : "",
+                    args->ep > 1 ? fmt::format(", EP {}", args->ep) : "")
+            .c_str(),
         args->cp > 1
             ? fmt::format(", CP {} ({}; FSDP shards over dp_shard x cp)", args->cp, args->cp_rotate_method).c_str()
             : "");

@@ -13,6 +13,19 @@ void check_fake_peer(const ProcessGroup& group, const char* what, int peer) {
               "{} on group {}: peer {} of {} ranks (this is {})", what, group.name(), peer, group.size(), group.rank());
 }
 
+// The data is in place when issued, but the work reports itself in flight
+// until waited on, as a real collective overlapping compute would: FSDP then
+// keeps a reduce-scatter's bucket alive until the next one starts, and the
+// rehearsal's memory is a real rank's.
+class InFlightWork : public Work {
+ public:
+  void wait() override { waited_ = true; }
+  bool completed() override { return waited_; }
+
+ private:
+  bool waited_ = false;
+};
+
 }  // namespace
 
 void FakeCommLedger::add(const std::string& group, const CommCall& call) {
@@ -47,7 +60,7 @@ std::shared_ptr<Work> FakeProcessGroup::issued(const CommCall& call) {
   const uint64_t record = recorder.record(recorder_group_, ++issued_, call);
   recorder.start(record);
   recorder.complete(record);
-  return completed_work();
+  return std::make_shared<InFlightWork>();
 }
 
 std::shared_ptr<Work> FakeProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {

@@ -236,7 +236,12 @@ LossFunction cross_entropy_loss(const LossConfig& config) {
 Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels, LossParts* parts) const {
   const ForwardScope scope(*this);
   const std::shared_ptr<nn::MoEAuxLoss> aux = new_aux_loss();
-  Tensor lm = loss_function(hidden_states(inputs, aux), output_weight(), labels);
+  // The hidden states first: the output weight's use is then recorded after
+  // every block's, so backward reaches it right after the loss (autograd runs
+  // the latest-recorded ready node first) and FSDP frees the output's
+  // gathered weight and reduces its gradient then, not at the end of backward.
+  const Tensor hidden = hidden_states(inputs, aux);
+  Tensor lm = loss_function(hidden, output_weight(), labels);
   if (aux) {
     // The loss's own gradient (1, or 1 / micro-batches) reaches the observer before
     // any layer's backward runs, so the auxiliary gradient is scaled the same way.

@@ -137,28 +137,71 @@ double ring_attention_bytes(const DecoderConfig& config, const MemoryEstimateOpt
   return largest;
 }
 
-// FSDP's unsharded buffers at the peak of backward (parallel/fsdp.cpp): the
-// root unit (embeddings, final norm, output) stays gathered in the compute
-// dtype from forward to the end of backward, and its f32 gradient bucket
-// fills from the output's backward to the embedding's; a block's unit is
-// gathered with the next one prefetched, and backward holds the f32 bucket
-// the block fills beside the previous block's, whose reduce-scatter is in
-// flight (one at a time).
-double fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_layers, double compute_size) {
-  double root = 0.0;
+bool is_moe(const std::string& name) { return name.find(".moe.") != std::string::npos; }
+bool is_expert(const std::string& name) { return name.find(".moe.experts.") != std::string::npos; }
+
+// What divides a parameter once gathered: tp, except for MoE layers (whole on
+// every tp rank), whose experts divide by ep.
+int64_t split_by(const std::string& name, int64_t tp, int64_t ep) {
+  if (!is_moe(name)) return tp;
+  return is_expert(name) ? ep : 1;
+}
+
+// FSDP's unsharded buffers (parallel/fsdp.cpp) at the three peaks of a step:
+//  - at_loss, the loss's backward: the norm and output unit gathered in the
+//    compute dtype since their forward with its f32 gradient bucket filling,
+//    and the last block, kept gathered for its backward;
+//  - in_blocks, a block's backward: it and the one before (prefetched)
+//    gathered, the latter's all-gather buffers, and its f32 bucket filling
+//    beside the previous block's, whose reduce-scatter is in flight (one at
+//    a time) with its ring's buffers;
+//  - at_end, the embedding's backward, the last: its gradient in the compute
+//    dtype (cast from an f32 scatter) and then its f32 bucket, beside the
+//    first block's unit and bucket. The table itself was freed after the
+//    lookup (kept gathered when tied to the output).
+struct FsdpUnitBytes {
+  double at_loss = 0.0, in_blocks = 0.0, at_end = 0.0;  // see fsdp_unit_bytes
+  double largest() const { return std::max({at_loss, in_blocks, at_end}); }
+};
+
+FsdpUnitBytes fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_layers, double compute_size,
+                              bool pipelined, int64_t tp, int64_t ep, int64_t dp_shard) {
+  double output_side = 0.0, embedding = 0.0;
   std::map<int64_t, double> layer_elements;
+  const bool own_embedding_unit = !model.config.tie_embeddings && !pipelined;
   for (auto& [name, parameter] : model.named_parameters()) {
-    const double elements = static_cast<double>(parameter->data.numel());
+    const double elements = static_cast<double>(parameter->data.numel()) / static_cast<double>(split_by(name, tp, ep));
     if (name.starts_with("layers.")) {
-      layer_elements[std::stoll(name.substr(7))] += elements;
+      layer_elements[std::stoll(name.substr(7))] += elements;  // with its experts' unit, gathered and freed with it
+    } else if (own_embedding_unit && name.starts_with("tok_embeddings.")) {
+      embedding += elements;
     } else {
-      root += elements;
+      output_side += elements;
     }
   }
-  double largest_layer = 0.0;
-  for (int64_t i : held_layers) largest_layer = std::max(largest_layer, layer_elements[i]);
+  double largest_layer = 0.0, all_layers = 0.0;
+  for (int64_t i : held_layers) {
+    largest_layer = std::max(largest_layer, layer_elements[i]);
+    all_layers += layer_elements[i];
+  }
+  const double unit_size = compute_size + 4.0;
+  // Pipelining keeps every unit gathered for the step's micro-batches and
+  // reduces their summed f32 gradients once, at its end.
+  if (pipelined) {
+    const double all = (output_side + all_layers) * unit_size;
+    return {all, all, all};
+  }
   const double blocks_in_flight = std::min(2.0, static_cast<double>(held_layers.size()));
-  return (root + blocks_in_flight * largest_layer) * (compute_size + 4.0);
+  // The prefetched block's all-gather lands in a buffer of its own (copied
+  // into place when the block runs) from this rank's shard, packed to send;
+  // the reduce-scatter in flight passes two shards of f32 around its ring
+  // (comm/mpi_process_group.cpp).
+  const double shards = static_cast<double>(dp_shard);
+  const double collectives =
+      blocks_in_flight > 1.0 ? largest_layer * compute_size * (1.0 + 1.0 / shards) + 2.0 * 4.0 * largest_layer / shards
+                             : 0.0;
+  return {output_side * unit_size + largest_layer * compute_size,
+          blocks_in_flight * largest_layer * unit_size + collectives, (embedding + largest_layer) * unit_size};
 }
 
 }  // namespace
@@ -219,42 +262,80 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   }
   for (int64_t i : held_layers) e.adapter_parameters += lora.parameters[static_cast<size_t>(i)];
   e.parameters = model->num_parameters() + e.adapter_parameters;
-  const double model_shards = static_cast<double>(o.dp_shard * o.tp);
-  const double shard = static_cast<double>(e.parameters) / model_shards;
+  // What this rank holds of the model before FSDP shards it: tp splits all
+  // but the MoE layers, and expert parallelism leaves a rank's shard as it is
+  // (the experts split over ep, each part sharded over dp_shard / ep).
+  double held_elements = static_cast<double>(e.adapter_parameters) / static_cast<double>(o.tp);
+  for (auto& [name, parameter] : model->named_parameters()) {
+    held_elements += static_cast<double>(parameter->data.numel()) / static_cast<double>(split_by(name, o.tp, 1));
+  }
+  const double shard = held_elements / static_cast<double>(o.dp_shard);
   // With LoRA only the adapters train: the frozen base has no gradient and no optimizer state.
   const double trainable_shard =
-      static_cast<double>(o.lora_rank > 0 ? e.adapter_parameters : e.parameters) / model_shards;
+      o.lora_rank > 0 ? static_cast<double>(e.adapter_parameters) / static_cast<double>(o.dp_shard * o.tp) : shard;
   e.parameter_bytes = 4.0 * shard;
   // A pipeline stage's backward of one micro-batch makes a fresh f32 gradient
   // while the one before is still being added to the accumulated one: three
-  // gradient-sized buffers at the peak (seen in its memory snapshots).
-  e.gradient_bytes = (o.pipeline ? 3.0 : 1.0) * 4.0 * trainable_shard;
+  // gradient-sized buffers at the peak (seen in its memory snapshots). Under
+  // FSDP the micro-batches add into the units' gathered f32 buckets (counted
+  // with the compute copies) and the shards' gradients are made once.
+  e.gradient_bytes = (o.pipeline && o.dp_shard == 1 ? 3.0 : 1.0) * 4.0 * trainable_shard;
   e.optimizer_bytes = 2.0 * static_cast<double>(dtype_size(o.optimizer_state_dtype)) * trainable_shard;
   const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
   // A stage boundary's activation arriving and its gradient leaving, beyond what the blocks save.
   if (o.pipeline)
     e.pipeline_buffer_bytes = 2.0 * static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
+  FsdpUnitBytes units;
   if (o.dp_shard > 1) {
-    e.compute_copy_bytes = fsdp_unit_bytes(*model, held_layers, compute_size) / static_cast<double>(o.tp);
+    units = fsdp_unit_bytes(*model, held_layers, compute_size, o.pipeline.has_value(), o.tp, o.ep, o.dp_shard);
+    e.compute_copy_bytes = units.largest();
   } else if (o.compute_dtype != DType::f32) {
-    // Weights cast for forward stay alive while saved for backward: the whole model.
-    e.compute_copy_bytes = compute_size * static_cast<double>(e.parameters) / static_cast<double>(o.tp);
+    // Weights cast for forward stay alive while saved for backward: the whole model (this rank's part of it).
+    e.compute_copy_bytes = compute_size * held_elements;
   }
   e.activation_bytes = activation_bytes / static_cast<double>(o.tp);
   e.ring_attention_bytes = ring_attention_bytes(config, options);
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
-    e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(config.vocab_size * config.dim());
-    // The fused loss's f32 logits tile and its gradient: token_chunk x vocab_chunk (0: the whole vocabulary).
+    // Under TP the output projection holds vocab / tp rows (its f32 weight
+    // gradient too) and the loss sees the whole sequence, gathered.
+    const int64_t vocab_rows = config.vocab_size / o.tp;
+    e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(vocab_rows * config.dim());
+    // The fused loss's f32 logits tile and its gradient: token_chunk x vocab_chunk (0: the rank's whole vocabulary).
     const double tile_tokens = static_cast<double>(std::min(o.batch * o.seq_len, config.loss.token_chunk));
-    const double tile_vocab = static_cast<double>(
-        config.loss.vocab_chunk > 0 ? std::min(config.loss.vocab_chunk, config.vocab_size) : config.vocab_size);
-    if (o.fused_loss) e.loss_bytes += 2.0 * 4.0 * tile_tokens * tile_vocab;
+    const double tile_vocab =
+        static_cast<double>(config.loss.vocab_chunk > 0 ? std::min(config.loss.vocab_chunk, vocab_rows) : vocab_rows);
+    // Under TP the loss is always the fused vocabulary-parallel one.
+    const bool fused = o.fused_loss || o.tp > 1;
+    if (fused) e.loss_bytes += 2.0 * 4.0 * tile_tokens * tile_vocab;
     // Unfused: the logits, their f32 log-softmax statistics and gradient, whole.
-    if (!o.fused_loss) {
+    if (!fused) {
       e.loss_bytes += static_cast<double>(o.batch * o.seq_len) * static_cast<double>(config.vocab_size) *
                       (2.0 * compute_size + 4.0);
     }
+  }
+  // Under FSDP with one micro-batch per step the gradient shards are made
+  // during backward, as the activations and the loss's buffers are freed:
+  // the peak is the largest of the loss's backward (every activation, the
+  // loss, no gradient yet), the blocks' (activations going as gradients
+  // come: at most the larger of the two) and the end of backward (every
+  // gradient shard, no activation), not their sum. Accumulation and
+  // pipelining keep earlier micro-batches' gradients through later
+  // forwards: no overlap.
+  if (o.dp_shard > 1 && !o.pipeline && o.microbatches == 1) {
+    // A block's backward holds f32 gradients of about what it saved (its input's, its FFN's, ...).
+    double block_gradients = 0.0;
+    for (int64_t i : held_layers) {
+      block_gradients = std::max(
+          block_gradients, 4.0 * block_activation_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len));
+    }
+    block_gradients /= static_cast<double>(o.tp);
+    const double at_loss = e.activation_bytes + e.loss_bytes + units.at_loss + block_gradients;
+    const double in_blocks = std::max(e.activation_bytes, e.gradient_bytes) + units.in_blocks + block_gradients;
+    const double at_end = e.gradient_bytes + units.at_end;
+    // (None when a block's gradients outweigh what the sum over-counts: small models.)
+    e.overlap_bytes = std::max(0.0, e.gradient_bytes + e.activation_bytes + e.loss_bytes + e.compute_copy_bytes -
+                                        std::max({at_loss, in_blocks, at_end}));
   }
   if (o.cpu_threads > 0) {
     double queries = 0.0;
@@ -292,6 +373,9 @@ std::string format_memory_estimate(const MemoryEstimate& e) {
   out << (e.in_flight_microbatches > 1 ? fmt::format(" ({} micro-batches in flight)\n", e.in_flight_microbatches)
                                        : std::string("\n"));
   out << fmt::format("loss              {:12.3f} GiB\n", gib(e.loss_bytes));
+  if (e.overlap_bytes > 0) {
+    out << fmt::format("not at once       {:12.3f} GiB (gradients fill as activations free)\n", -gib(e.overlap_bytes));
+  }
   if (e.ring_attention_bytes > 0) out << fmt::format("ring attention    {:12.3f} GiB\n", gib(e.ring_attention_bytes));
   if (e.workspace_bytes > 0) out << fmt::format("attention workspace {:10.3f} GiB\n", gib(e.workspace_bytes));
   if (e.pipeline_buffer_bytes > 0) out << fmt::format("pipeline buffers  {:12.3f} GiB\n", gib(e.pipeline_buffer_bytes));

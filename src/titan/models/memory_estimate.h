@@ -32,10 +32,20 @@ struct MemoryEstimateOptions {
   std::string activation_checkpoint = "none";  // none, full, selective, offload
   int64_t selective_every = 2;
   int64_t dp_shard = 1;  // FSDP shards: parameters, gradients and optimizer states divide by it
-  // Tensor parallelism: the weights divide by it too (the replicated norms
-  // counted as split, a negligible error), and the activations (a lower
+  // Tensor parallelism: the weights divide by it too (the embedding table and
+  // output projection split by vocabulary rows; the replicated norms counted
+  // as split, a negligible error), and the activations (a lower
   // bound: some, like the norms' inputs under sequence parallelism, do).
   int64_t tp = 1;
+  // Expert parallelism (a factor of dp_shard, not more ranks): each MoE
+  // layer's experts split over ep, each part sharded over dp_shard / ep, so a
+  // rank's shard is unchanged but a gathered expert unit holds 1 / ep of the
+  // experts. MoE layers are whole on every tp rank: their parameters do not
+  // divide by tp.
+  int64_t ep = 1;
+  // Micro-batches per step (gradient accumulation): > 1 keeps the earlier
+  // ones' gradients alive through the later forwards.
+  int64_t microbatches = 1;
   // Pipeline parallelism: the rank's stages only, `batch` sequences per
   // micro-batch, and as many micro-batches' activations as the schedule keeps
   // in flight on the rank at once (from a forward until its full or weight
@@ -78,9 +88,10 @@ struct MemoryEstimate {
   double ring_attention_bytes = 0;     // context parallelism: one layer's K/V and gradient buffers in flight
   double pipeline_buffer_bytes = 0;    // pipeline: a boundary activation and its gradient in transit
   double workspace_bytes = 0;          // one layer's attention workspace (CPU: per-thread tiles)
+  double overlap_bytes = 0;            // subtracted: what of the above is never alive at once (see the .cpp)
   double total() const {
     return parameter_bytes + gradient_bytes + optimizer_bytes + compute_copy_bytes + activation_bytes + loss_bytes +
-           ring_attention_bytes + pipeline_buffer_bytes + workspace_bytes;
+           ring_attention_bytes + pipeline_buffer_bytes + workspace_bytes - overlap_bytes;
   }
 };
 

@@ -110,15 +110,12 @@ void tensor_parallel_output(Decoder& model, const std::shared_ptr<ProcessGroup>&
   if (model.output) parallel::shard_parameter("output.weight", *model.output->weight, 0, *tp);
   const LossConfig loss = model.config.loss;
   model.loss_function = [tp, loss, vocab](const Tensor& hidden, const Tensor& weight, const Tensor& labels) {
-    // A tied table is whole on every rank: take this rank's vocabulary rows of it.
-    const int64_t rows = vocab / tp->size();
-    const Tensor local = weight.size(0) == vocab ? F::narrow(weight, 0, tp->rank() * rows, rows) : weight;
     const Tensor full = parallel::gather_sequence(hidden, tp);
     ops::FusedCrossEntropyOptions options;
     options.loss = {.ignore_index = -100, .softcap = loss.softcap, .z_loss = loss.z_loss};
     options.token_chunk = loss.token_chunk;
     options.vocab_chunk = loss.vocab_chunk;
-    return parallel::vocab_parallel_cross_entropy(F::reshape(full, {-1, full.size(-1)}), local, labels.reshape({-1}),
+    return parallel::vocab_parallel_cross_entropy(F::reshape(full, {-1, full.size(-1)}), weight, labels.reshape({-1}),
                                                   vocab, options, tp);
   };
 }
@@ -129,27 +126,38 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
   return blocks;
 }
 
-// One FSDP unit per block plus one for the embeddings, final norm and output
-// (the root, gathered first and kept until the backward ends). Apply after
+// One FSDP unit per block, one for the embedding table (freed after the
+// lookup) and one for the final norm and output (kept from their forward until
+// their gradients are in), as TorchTitan wraps them. Apply after
 // activation checkpointing, so the gather wraps the checkpointed block.
 // Experts split by expert parallelism get units of their own, sharded over
-// the ranks that hold the same experts (dp_shard_mod_ep x cp) and gathered when
-// first used; they come after the blocks' units so as not to break the
-// blocks' prefetch chain.
+// the ranks that hold the same experts (dp_shard_mod_ep x cp), gathered and
+// freed with their block's.
 std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMesh& mesh,
                                            const ParallelizeOptions& options) {
   // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
   auto fsdp = std::make_shared<parallel::Fsdp>(
       mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
       parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward, options.device});
-  std::vector<nn::Parameter*> root;
-  for (auto& [name, parameter] : model.named_parameters()) {
-    if (!name.starts_with("layers.")) root.push_back(parameter);
+  // The embedding table is a unit of its own, freed once the lookup is done
+  // (its backward scatters the output gradient and needs no weights); tied to
+  // the output projection, it goes with the output, needed again by the loss.
+  if (model.tok_embeddings && !model.config.tie_embeddings) {
+    const size_t unit = fsdp->add_unit("tok_embeddings", {model.tok_embeddings->weight});
+    if (options.reshard_after_forward != parallel::ReshardPolicy::never) {
+      fsdp->reshard_after_forward(*model.tok_embeddings, unit);
+    }
   }
-  // A middle pipeline stage has no embeddings, norm or output.
-  if (!root.empty()) fsdp->add_unit("root", root);
+  std::vector<nn::Parameter*> norm_and_output;
+  for (auto& [name, parameter] : model.named_parameters()) {
+    const bool own_unit = name.starts_with("tok_embeddings.") && !model.config.tie_embeddings;
+    if (!name.starts_with("layers.") && !own_unit) norm_and_output.push_back(parameter);
+  }
+  // A middle pipeline stage has no norm or output.
+  if (!norm_and_output.empty()) fsdp->add_unit("norm, output", norm_and_output);
   const size_t layers = model.layers->size();
-  std::vector<std::pair<std::string, std::vector<nn::Parameter*>>> expert_units;
+  // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
+  const float expert_scale = 1.0f / static_cast<float>(mesh.size(comm::MeshDim::ep));
   for (size_t i = 0; i < layers; ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
     const std::string where = "layers." + model.layers->key(i);
@@ -157,17 +165,15 @@ std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMes
     for (auto& [name, parameter] : block.named_parameters()) {
       (parameter->expert_parallel ? experts : parameters).push_back(parameter);
     }
-    if (!experts.empty()) expert_units.emplace_back(where + ".moe.experts", experts);
-    const size_t unit = fsdp->add_unit(where, parameters);
+    std::vector<size_t> units{fsdp->add_unit(where, parameters)};
+    if (!experts.empty()) {
+      units.push_back(
+          fsdp->add_unit(where + ".moe.experts", experts, mesh.group(comm::MeshDim::dp_shard_mod_ep_cp), expert_scale));
+    }
     // The last block's backward comes right after its forward: keep it gathered unless told to always reshard.
     const bool reshard = options.reshard_after_forward == parallel::ReshardPolicy::always ||
                          (options.reshard_after_forward == parallel::ReshardPolicy::default_policy && i + 1 < layers);
-    fsdp->wrap_block(block, unit, reshard);
-  }
-  // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
-  const float expert_scale = 1.0f / static_cast<float>(mesh.size(comm::MeshDim::ep));
-  for (const auto& [name, experts] : expert_units) {
-    fsdp->add_unit(name, experts, mesh.group(comm::MeshDim::dp_shard_mod_ep_cp), expert_scale);
+    fsdp->wrap_block(block, units, reshard);
   }
   return fsdp;
 }
@@ -222,9 +228,14 @@ void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   const std::shared_ptr<ProcessGroup>& tp = mesh.group(comm::MeshDim::tp);
   if (tp->size() == 1) return;
   split_blocks(model, tp, wrap_in_sequence_parallel);
-  // Each rank embeds its part of the sequence; the residual stream stays split until the loss.
+  // The table split by vocabulary rows; the lookup leaves each rank its part
+  // of the sequence, and the residual stream stays split until the loss.
   if (model.tok_embeddings) {
-    model.tok_embeddings->input_hooks.push_back([tp](const Tensor& ids) { return parallel::slice_sequence(ids, *tp); });
+    TITAN_CHECK(model.config.vocab_size % tp->size() == 0,
+                "tensor parallelism: vocabulary {} does not split over {} ranks", model.config.vocab_size, tp->size());
+    parallel::shard_parameter("tok_embeddings.weight", *model.tok_embeddings->weight, 0, *tp);
+    model.tok_embeddings->set_lookup(
+        [tp](const Tensor& weight, const Tensor& ids) { return parallel::vocab_parallel_embedding(weight, ids, tp); });
   }
   tensor_parallel_output(model, tp);
 }

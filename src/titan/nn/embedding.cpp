@@ -19,7 +19,8 @@ Embedding::Embedding(const EmbeddingConfig& config, Device device)
 
 Tensor Embedding::forward(const Tensor& ids) const {
   const ForwardScope scope(*this);
-  return post_forward(F::embedding(weight->materialize(), pre_forward(ids)));
+  const Tensor table = weight->materialize(), inputs = pre_forward(ids);
+  return post_forward(lookup_ ? lookup_(table, inputs) : F::embedding(table, inputs));
 }
 
 void Embedding::set_init(double std) { weight->init = InitRule::normal(0.0, std); }

@@ -1,6 +1,7 @@
 // Token embedding table: ids -> rows of a [num_embeddings, dim] weight.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "titan/core/generator.h"
@@ -22,9 +23,17 @@ class Embedding : public Module {
   Tensor forward(const Tensor& ids) const;
   // Init rule: N(0, std) (N(0, 1) unless set).
   void set_init(double std);
+  // How rows are looked up: F::embedding unless a parallelism replaces it
+  // (tensor parallelism's table split by vocabulary rows, which returns its
+  // rank's part of the sequence). Hooks still run around it.
+  using Lookup = std::function<Tensor(const Tensor& weight, const Tensor& ids)>;
+  void set_lookup(Lookup lookup) { lookup_ = std::move(lookup); }
 
   const EmbeddingConfig config;
   Parameter* const weight;  // [num_embeddings, dim]
+
+ private:
+  Lookup lookup_;
 };
 
 }  // namespace titan::nn

@@ -33,6 +33,7 @@ class FsdpUnit {
   struct Entry {
     nn::Parameter* parameter;
     Shape full_shape;
+    int64_t dim;  // the one split: the first that is not 1
     int64_t rows, row_size, chunk_rows, local_offset, full_offset;
     int64_t grad_offset = -1;  // in a rank's part of the gradient bucket; -1: frozen
   };
@@ -58,7 +59,12 @@ class FsdpUnit {
                   "fsdp unit {}: parameters must be f32 tensors of >= 1 dims", name_);
       TITAN_CHECK(full.device() == device_ || full.device().is_meta(),
                   "fsdp unit {}: a parameter on {}, FSDP's buffers on {}", name_, full.device().str(), device_.str());
-      Entry e{parameter, full.shape(), full.size(0), full.size(0) > 0 ? full.numel() / full.size(0) : 0, 0,
+      // Rows along the first dim that is not 1: leading dims of 1 (one
+      // expert per ep rank, [1, H, D]) cannot split, and the rows after them
+      // are as contiguous as dim 0's (TorchTitan shards such experts on dim 1).
+      int64_t dim = 0;
+      while (dim + 1 < full.dim() && full.size(dim) == 1) ++dim;
+      Entry e{parameter, full.shape(), dim, full.size(dim), full.size(dim) > 0 ? full.numel() / full.size(dim) : 0, 0,
               0,         full_offset};
       e.chunk_rows = (e.rows + world - 1) / world;
       e.local_offset = local_size_;
@@ -72,11 +78,11 @@ class FsdpUnit {
       entries_.push_back(e);
       // This rank keeps its rows as the new leaf; the full tensor is dropped.
       const int64_t begin = std::min(e.rows, rank * e.chunk_rows), count = rows_on(e, rank);
-      Tensor shard = full.narrow(0, begin, count).clone();
+      Tensor shard = full.narrow(dim, begin, count).clone();
       shard.set_requires_grad(trainable);
       parameter->data = shard;
       if (!parameter->layout.sharded()) parameter->layout = {full.shape(), Shape(static_cast<size_t>(full.dim()), 0)};
-      parameter->layout.offsets[0] += begin;
+      parameter->layout.offsets[static_cast<size_t>(dim)] += begin;
     }
     full_ = Tensor::unallocated({full_offset}, options_.param_dtype, device_);
     for (const Entry& e : entries_)
@@ -335,28 +341,43 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
   return units_.size() - 1;
 }
 
-void Fsdp::gather(size_t unit) { units_.at(unit)->wait_unsharded(); }
-
-void Fsdp::wrap_block(nn::TransformerBlock& block, size_t index, bool reshard) {
-  FsdpUnit* unit = units_.at(index).get();
-  FsdpUnit* next = index + 1 < units_.size() ? units_[index + 1].get() : nullptr;
-  FsdpUnit* previous = index > 0 ? units_[index - 1].get() : nullptr;
+void Fsdp::wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& indices, bool reshard) {
+  std::vector<FsdpUnit*> units;
+  for (size_t index : indices) units.push_back(units_.at(index).get());
+  const size_t position = block_units_.size();
+  block_units_.push_back(units);
+  // Neighbours are looked up when the block runs: the next block's units are added after this one is wrapped.
+  const std::vector<std::vector<FsdpUnit*>>* chain = &block_units_;
+  const auto neighbour = [chain](size_t at) { return at < chain->size() ? (*chain)[at] : std::vector<FsdpUnit*>{}; };
   const nn::BlockRunner inner = block.runner();
-  block.set_runner([unit, next, previous, inner, reshard](const nn::BlockBody& body, const Tensor& x) {
-    unit->wait_unsharded();
-    if (next != nullptr) next->unshard_async();  // overlaps this block's compute
-    const Tensor input = unit->track_input(x);
+  block.set_runner([units, neighbour, position, inner, reshard](const nn::BlockBody& body, const Tensor& x) {
+    for (FsdpUnit* unit : units) unit->wait_unsharded();
+    for (FsdpUnit* next : neighbour(position + 1)) next->unshard_async();  // overlaps this block's compute
+    // Only the block's own unit may hold frozen weights (LoRA's base): experts are never adapted.
+    const Tensor input = units.front()->track_input(x);
     Tensor y = inner ? inner(body, input) : body(input);
-    if (reshard && !autograd::grad_enabled()) unit->reshard();
+    const auto reshard_all = [&units] {
+      for (FsdpUnit* unit : units) unit->reshard();
+    };
+    if (reshard && !autograd::grad_enabled()) reshard_all();
     if (y.requires_grad()) {
-      if (reshard) unit->reshard();
+      if (reshard) reshard_all();
       // Before this block's backward: gather it again (no-op if never freed), prefetch the one before.
-      autograd::register_hook(y, [unit, previous](const Tensor&) {
-        unit->wait_unsharded();
-        if (previous != nullptr) previous->unshard_async();
+      const std::vector<FsdpUnit*> previous = position > 0 ? neighbour(position - 1) : std::vector<FsdpUnit*>{};
+      autograd::register_hook(y, [units, previous](const Tensor&) {
+        for (FsdpUnit* unit : units) unit->wait_unsharded();
+        for (FsdpUnit* unit : previous) unit->unshard_async();
         return Tensor();
       });
     }
+    return y;
+  });
+}
+
+void Fsdp::reshard_after_forward(nn::Module& module, size_t index) {
+  FsdpUnit* unit = units_.at(index).get();
+  module.output_hooks.push_back([unit](const Tensor& y) {
+    unit->reshard();
     return y;
   });
 }

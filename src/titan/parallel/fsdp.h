@@ -1,8 +1,8 @@
 // Fully sharded data parallelism, SimpleFSDP-style: each parameter is stored
-// as this rank's rows (dim-0 shard, f32 master), and forward materialises it
+// as this rank's rows (a dim-0 shard, or of the first dim that is not 1; f32 master), and forward materialises it
 // through its parametrization: an all-gather (in the compute dtype) whose
 // backward is a reduce-scatter (in f32). Parameters are bucketed in units (one
-// per transformer block, plus the root's leftovers): one collective per unit,
+// per transformer block, the embeddings, the norm and output): one collective per unit,
 // not per tensor. HSDP adds an all-reduce of the shard gradients over the
 // replicate group; with dp_shard = 1 this is plain DDP.
 //
@@ -52,11 +52,16 @@ class Fsdp {
   // the tokens of the ep ranks (scale 1 / ep brings them to the data-parallel mean).
   size_t add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
                   std::shared_ptr<comm::ProcessGroup> shard_group, float gradient_scale);
-  // Makes `block` run with unit `unit` gathered (prefetching the next unit);
-  // `reshard` frees it after the block's forward (re-gathered for backward).
-  void wrap_block(nn::TransformerBlock& block, size_t unit, bool reshard);
-  // Gathers a unit that no block wraps (the root: embeddings, final norm, output).
-  void gather(size_t unit);
+  // Makes `block` run with its units gathered (prefetching the next wrapped
+  // block's in forward, the previous one's in backward); `reshard` frees them
+  // after the block's forward (re-gathered for backward). A block has one
+  // unit, or two with expert parallelism (its experts sharded over their own
+  // group). Wrap blocks in the order they run.
+  void wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& units, bool reshard);
+  // Frees unit `unit` once `module`'s forward has used it, for a module whose
+  // backward needs no weights (an embedding: its gradient is a scatter of the
+  // output gradient), so the unit is not gathered again for backward.
+  void reshard_after_forward(nn::Module& module, size_t unit);
 
   // Whether this backward's gradients are reduced across replicas now (the
   // last micro-batch of a step) or kept local to accumulate (the others).
@@ -84,6 +89,7 @@ class Fsdp {
   std::shared_ptr<comm::ProcessGroup> shard_group_, replicate_group_;
   FsdpOptions options_;
   std::vector<std::unique_ptr<FsdpUnit>> units_;
+  std::vector<std::vector<FsdpUnit*>> block_units_;  // each block's, in the order they run: the prefetch chain
   bool sync_replicas_ = true;
   bool reduce_in_backward_ = true;
   FsdpUnit* reducing_ = nullptr;  // whose reduce-scatter is in flight (at most one)

@@ -1,5 +1,6 @@
 #include "titan/parallel/tensor_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "titan/autograd/function_node.h"
 #include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/embedding.h"
 #include "titan/ops/grad_clip.h"
 
 namespace titan::parallel {
@@ -46,6 +48,29 @@ Tensor reduce_scatter_sequence_data(const Tensor& x, comm::ProcessGroup& group) 
   return out;
 }
 
+// Ids relative to the rows [first, first + rows) of a split table (0 where
+// outside them) and a [ids..., dim] mask in `dtype` on `device`: 1 where the
+// id is inside, 0 elsewhere. Ids are few (batch x sequence): built on the host.
+struct LocalIds {
+  Tensor ids, mask;
+};
+LocalIds ids_in_rows(const Tensor& ids, int64_t first, int64_t rows, int64_t dim, DType dtype, Device device) {
+  const Tensor host = ids.to(Device::cpu()).contiguous();
+  Tensor local = Tensor::empty(host.shape(), DType::i64);
+  Shape mask_shape = host.shape();
+  mask_shape.push_back(dim);
+  Tensor mask = Tensor::empty(mask_shape);
+  int64_t* out = local.data<int64_t>();
+  float* inside = mask.data<float>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const int64_t id = host.dtype() == DType::i64 ? host.data<int64_t>()[i] : host.data<int32_t>()[i];
+    const bool held = id >= first && id < first + rows;
+    out[i] = held ? id - first : 0;
+    std::fill_n(inside + i * dim, dim, held ? 1.0f : 0.0f);
+  }
+  return {local.to(device), cast(mask, dtype).to(device)};
+}
+
 }  // namespace
 
 Tensor gather_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup>& group) {
@@ -63,14 +88,6 @@ Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<comm::Proc
   autograd::record("ReduceScatterSequenceBackward", {&x}, {&y},
                    [group](const auto& grads) { return std::vector<Tensor>{gather_sequence_data(grads[0], *group)}; });
   return y;
-}
-
-Tensor slice_sequence(const Tensor& ids, const comm::ProcessGroup& group) {
-  TITAN_CHECK(ids.dim() == 2 && ids.size(1) % group.size() == 0,
-              "sequence parallelism: training.seq_len {} must be a multiple of tensor_parallel_degree {}",
-              ids.dim() == 2 ? ids.size(1) : 0, group.size());
-  const int64_t part = ids.size(1) / group.size();
-  return ids.narrow(1, group.rank() * part, part).contiguous();
 }
 
 Tensor sum_partial_outputs(const Tensor& x, comm::ProcessGroup& group) {
@@ -118,6 +135,23 @@ Tensor gather_parameter(const Tensor& local, int64_t dim, comm::ProcessGroup& gr
   Shape full = part.shape();
   full[static_cast<size_t>(dim)] *= group.size();
   return gathered.view(stacked).permute(order).contiguous().view(full);
+}
+
+Tensor vocab_parallel_embedding(const Tensor& weight, const Tensor& ids,
+                                const std::shared_ptr<comm::ProcessGroup>& group) {
+  TITAN_CHECK(ids.dim() == 2 && ids.size(1) % group->size() == 0,
+              "sequence parallelism: training.seq_len {} must be a multiple of tensor_parallel_degree {}",
+              ids.dim() == 2 ? ids.size(1) : 0, group->size());
+  const int64_t rows = weight.size(0);
+  const DType dtype = weight.dtype();
+  const LocalIds local = ids_in_rows(ids, group->rank() * rows, rows, weight.size(1), dtype, weight.device());
+  Tensor y = reduce_scatter_sequence_data(ops::mul(ops::embedding(weight, local.ids), local.mask), *group);
+  autograd::record("VocabParallelEmbeddingBackward", {&weight}, {&y}, [=](const auto& g) {
+    const Tensor whole = gather_sequence_data(g[0], *group);
+    const Tensor mask = whole.dtype() == local.mask.dtype() ? local.mask : cast(local.mask, whole.dtype());
+    return std::vector<Tensor>{ops::embedding_backward(ops::mul(whole, mask), local.ids, rows, dtype)};
+  });
+  return y;
 }
 
 Tensor vocab_parallel_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,

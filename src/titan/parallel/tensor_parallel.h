@@ -3,8 +3,9 @@
 // ([B, S/tp, D]); attention and the feed-forward gather the sequence on the
 // way in, compute with their heads / hidden units split (column-parallel
 // projections in, row-parallel out), and reduce-scatter the partial outputs
-// back along the sequence. The output projection is split by vocabulary rows
-// and the loss is computed without ever gathering the logits.
+// back along the sequence. The embedding table and the output projection are
+// split by vocabulary rows, and the loss is computed without ever gathering
+// the logits.
 // Every redistribution is an autograd op whose backward is its transpose.
 #pragma once
 
@@ -21,8 +22,6 @@ namespace titan::parallel {
 Tensor gather_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup>& group);
 // x [B, S, ...] partial sums on each rank -> rank r's [B, S / tp, ...] of their sum. Backward: gather.
 Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup>& group);
-// ids [B, S] -> this rank's [B, S / tp] (token ids carry no gradient).
-Tensor slice_sequence(const Tensor& ids, const comm::ProcessGroup& group);
 // Every rank's partial output summed, whole on every rank: the row-parallel
 // end of a module under tensor parallelism without sequence parallelism.
 // Inference only (generation): it has no backward, and refuses a tensor
@@ -38,6 +37,16 @@ void shard_parameter(const std::string& name, nn::Parameter& parameter, int64_t 
 void keep_rank_part(nn::Parameter& parameter, int64_t dim, const comm::ProcessGroup& group);
 // The full tensor from every rank's equal part along `dim` (a collective).
 Tensor gather_parameter(const Tensor& local, int64_t dim, comm::ProcessGroup& group);
+
+// The lookup of ids [B, S] (whole on every rank) in a table split by
+// vocabulary rows over the group (this rank's `weight` [V / tp, D] holds rows
+// [rank * V / tp, (rank + 1) * V / tp)), left split along the sequence: each
+// rank looks up the ids that fall in its rows (zeros for the others), and the
+// partial lookups are summed and scattered as rank r's [B, S / tp, D].
+// Backward: the gradient gathered along the sequence, scattered into this
+// rank's rows. TorchTitan's RowwiseParallel embedding with Shard(1) output.
+Tensor vocab_parallel_embedding(const Tensor& weight, const Tensor& ids,
+                                const std::shared_ptr<comm::ProcessGroup>& group);
 
 // Cross-entropy of hidden [N, D] (the whole sequence, same on every rank)
 // against a weight holding this rank's vocab_size / tp rows, fused and chunked

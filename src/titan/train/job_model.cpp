@@ -48,7 +48,11 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   if (reports_for_job(config, mesh)) std::printf("titan: memory: this job %s\n", memory.summary().c_str());
 
   JobModel job;
-  job.memory_needed_bytes = memory.needed_bytes;
+  // A pipeline rank's own need (its stages, its micro-batches in flight), beside the fullest rank's checked above.
+  job.memory_needed_bytes = mesh.dims().pp > 1 ? job_memory_budget(config, model_config, mesh.dims(), device,
+                                                                   mesh.coordinate(comm::MeshDim::pp))
+                                                     .needed_bytes
+                                               : memory.needed_bytes;
   generator = Generator(static_cast<uint64_t>(config.training.seed));
   // The model is built on the meta device (shapes, no storage), the plan
   // below cuts it to this rank's shards, and only those get storage, are drawn
@@ -78,6 +82,10 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
     job.model->retain_modules(placement.held_modules());
     job.pipeline = std::make_unique<PipelineRunner>(*job.model, job.pipeline_parts, std::move(placement.schedule),
                                                     mesh.group(MeshDim::pp));
+    if (is_rehearsal(config)) {
+      job.pipeline->rehearse_boundaries(mesh.size(MeshDim::tp), job.model->config.dim(),
+                                        parse_dtype(config.training.mixed_precision_param));
+    }
   }
   job.compute_dtype = parse_dtype(config.training.mixed_precision_param);
   models::ParallelizeOptions options;

@@ -30,7 +30,7 @@ struct JobModel {
   int64_t parameters = 0;                    // the whole model's
   int64_t lora_parameters = 0;               // the adapters', whole (before any sharding)
   double flops_per_token = 0.0;              // forward + backward, the whole model's, for MFU
-  double memory_needed_bytes = 0.0;          // the memory check's estimate for a rank
+  double memory_needed_bytes = 0.0;          // the memory check's estimate for this rank (its pipeline stages)
 };
 
 // How the model comes to this rank's shards. meta_then_shards (every job):

@@ -58,7 +58,7 @@ std::string size_text(double bytes) {
 }  // namespace
 
 MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderConfig& model,
-                               const comm::ParallelDims& dims, Device device) {
+                               const comm::ParallelDims& dims, Device device, std::optional<int> pp_rank) {
   const int64_t tp = std::max<int64_t>(1, dims.tp);
   models::MemoryEstimateOptions options;
   options.batch = config.training.local_batch_size;
@@ -69,6 +69,10 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.selective_every = config.activation_checkpoint.selective_every;
   options.dp_shard = std::max<int64_t>(1, dims.dp_shard);
   options.tp = tp;
+  options.ep = std::max<int64_t>(1, dims.ep);
+  const int64_t global = config.training.global_batch_size,
+                step_batch = config.training.local_batch_size * std::max<int64_t>(1, dims.dp());
+  options.microbatches = global > 0 && step_batch > 0 ? std::max<int64_t>(1, global / step_batch) : 1;
   options.cp = std::max<int64_t>(1, dims.cp);
   options.cp_rotate_method = config.parallelism.context_parallel_rotate_method;
   options.fused_loss = config.model.fused_loss;
@@ -88,7 +92,7 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   if (dims.pp > 1) {
     // Each pipeline rank holds its stages and the schedule's micro-batches in flight: the fullest rank counts.
     options.batch = config.parallelism.pipeline_parallel_microbatch_size;
-    for (int rank = 0; rank < dims.pp; ++rank) {
+    for (int rank = pp_rank.value_or(0); rank < (pp_rank ? *pp_rank + 1 : dims.pp); ++rank) {
       options.pipeline = plan_pipeline(config, spec, model, rank);
       const models::MemoryEstimate mine = spec.memory_estimate(model, options);
       if (rank == 0 || mine.total() > estimate.total()) estimate = mine;
@@ -115,6 +119,10 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   if (estimate.adapter_parameters > 0) {
     parts.push_back(fmt::format("of which LoRA: {} adapter parameters with their gradients and moments",
                                 estimate.adapter_parameters));
+  }
+  if (estimate.overlap_bytes > 0) {
+    parts.push_back(fmt::format("less {} never alive at once (gradients fill as activations free)",
+                                size_text(estimate.overlap_bytes)));
   }
   if (estimate.ring_attention_bytes > 0) {
     parts.push_back(fmt::format("ring attention {}", size_text(estimate.ring_attention_bytes)));

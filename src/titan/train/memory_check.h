@@ -4,6 +4,8 @@
 // instead of swapping for minutes until the OOM killer comes.
 #pragma once
 
+#include <optional>
+
 #include "titan/comm/device_mesh.h"
 #include "titan/core/device.h"
 #include "titan/models/decoder.h"
@@ -25,8 +27,10 @@ struct MemoryBudget {
   std::string summary() const;
 };
 
+// Under pipeline parallelism the fullest pipeline rank's need (every rank
+// checks the same number, so all start or all refuse), or `pp_rank`'s own.
 MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderConfig& model,
-                               const comm::ParallelDims& dims, Device device);
+                               const comm::ParallelDims& dims, Device device, std::optional<int> pp_rank = {});
 
 // The budget; a titan::Error when it says the job cannot fit (training.memory_check = false skips the refusal).
 MemoryBudget check_job_fits_memory(const JobConfig& config, const models::DecoderConfig& model,

@@ -50,9 +50,14 @@ int PipelineRunner::tag(int kind, int stage, int microbatch) const {
 
 // The shape and dtype of what crosses into `stage`: sent by the producer with
 // its first activation, received by the consumer before its first receive.
-Tensor PipelineRunner::post_receive_forward(Slot& slot, int stage, int microbatch, int kind) {
+Tensor PipelineRunner::post_receive_forward(Slot& slot, int stage, int microbatch, int kind,
+                                            const models::DecoderInputs& inputs) {
   Boundary& boundary = boundaries_[{kind, stage}];
   const int from = schedule_.stage_rank[static_cast<size_t>(stage - 1)];
+  if (!boundary.known && rehearsal_) {
+    const Tensor& ids = inputs.input_ids;
+    boundary = {{ids.size(0), ids.size(1) / rehearsal_->sequence_split, rehearsal_->dim}, rehearsal_->dtype, true};
+  }
   if (!boundary.known) {
     Tensor meta = Tensor::zeros({kShapeSlots}, DType::i64);
     pp_->recv(meta, from, tag(kind == kEvaluation ? kEvaluationShape : kShape, stage, 0))->wait();
@@ -122,7 +127,7 @@ std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInput
   const auto post = [&](const Action& a) {
     Slot& slot = slots[{a.stage, a.microbatch}];
     if (a.type == ActionType::recv_forward && !slot.activation_work)
-      post_receive_forward(slot, a.stage, a.microbatch, kActivation);
+      post_receive_forward(slot, a.stage, a.microbatch, kActivation, inputs[static_cast<size_t>(a.microbatch)]);
     if (a.type == ActionType::recv_backward && !slot.gradient_work) post_receive_backward(slot, a.stage, a.microbatch);
   };
   if (all_known) {
@@ -224,7 +229,7 @@ Tensor PipelineRunner::evaluate(const models::DecoderInputs& inputs, const Tenso
     if (schedule_.stage_rank[static_cast<size_t>(stage)] != rank) continue;
     if (stage > 0 && schedule_.stage_rank[static_cast<size_t>(stage - 1)] != rank) {
       Slot slot;
-      hidden = post_receive_forward(slot, stage, 0, kEvaluation);
+      hidden = post_receive_forward(slot, stage, 0, kEvaluation, inputs);
       slot.activation_work->wait();
     }
     hidden = forward(stage, hidden, inputs, labels, 1.0f, &loss);

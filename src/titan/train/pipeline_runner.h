@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "titan/autograd/engine.h"
@@ -38,6 +39,14 @@ class PipelineRunner {
 
   bool holds_last_stage() const;
   const parallel::pipeline::Schedule& schedule() const { return schedule_; }
+  // A rehearsal (comm.mode = fake_backend) has no previous stage to send the
+  // shape of what crosses into this one: take it to be the decoder's hidden
+  // states of the micro-batch, [batch, its sequence / sequence_split, dim]
+  // in `dtype` (sequence_split: tensor parallelism's, which splits the
+  // residual stream along the sequence).
+  void rehearse_boundaries(int64_t sequence_split, int64_t dim, DType dtype) {
+    rehearsal_ = RehearsalBoundary{sequence_split, dim, dtype};
+  }
   // Seconds the last train() took, and spent in compute actions (the rest was
   // waiting for other stages: the bubble, and transfers not hidden by compute).
   double pass_seconds() const { return pass_seconds_; }
@@ -51,8 +60,13 @@ class PipelineRunner {
     bool known = false;  // received (or sent) once
   };
 
+  struct RehearsalBoundary {
+    int64_t sequence_split, dim;
+    DType dtype;
+  };
+
   int tag(int kind, int stage, int microbatch) const;
-  Tensor post_receive_forward(Slot& slot, int stage, int microbatch, int kind);
+  Tensor post_receive_forward(Slot& slot, int stage, int microbatch, int kind, const models::DecoderInputs& inputs);
   void post_receive_backward(Slot& slot, int stage, int microbatch);
   Tensor forward(int stage, const Tensor& input, const models::DecoderInputs& inputs, const Tensor& labels,
                  float loss_scale, Tensor* loss);
@@ -63,6 +77,7 @@ class PipelineRunner {
   parallel::pipeline::Schedule schedule_;
   std::shared_ptr<comm::ProcessGroup> pp_;
   std::map<std::pair<int, int>, Boundary> boundaries_;  // by (message kind, receiving stage)
+  std::optional<RehearsalBoundary> rehearsal_;
   std::vector<std::shared_ptr<comm::Work>> sends_;
   double pass_seconds_ = 0.0, compute_seconds_ = 0.0;
 };

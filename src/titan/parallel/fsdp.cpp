@@ -343,6 +343,7 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
 
 void Fsdp::wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& indices, bool reshard) {
   std::vector<FsdpUnit*> units;
+  units.reserve(indices.size());
   for (size_t index : indices) units.push_back(units_.at(index).get());
   const size_t position = block_units_.size();
   block_units_.push_back(units);

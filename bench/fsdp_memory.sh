@@ -6,11 +6,16 @@
 # 15% of the memory check's estimate and below one full f32 copy of the model
 # plus 1 GiB. About 2 minutes and 18 GB of host memory; not part of `make test`.
 #
-#   bench/fsdp_memory.sh [FLAVOR] [RANKS]      (after `make run`, which prepares data/fortunes)
+#   bench/fsdp_memory.sh [FLAVOR] [RANKS] [TRAIN OPTIONS...]   (after `make run`, which prepares data/fortunes)
+#
+# e.g. `bench/fsdp_memory.sh 1B 4 --checkpoint.enable true`: the same with
+# the final checkpoint saved, and the export streamed into it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavor=${1:-1B}
 ranks=${2:-4}
+shift $(( $# < 2 ? $# : 2 ))
+extra="$*"
 titan=$PWD/build/bin/titan
 work=$(mktemp -d /tmp/fsdp_memory.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -20,7 +25,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun --oversubscribe -np "$ranks" sh -c "/usr/bin/time -f %M -o $work/rss.\$OMPI_COMM_WORLD_RANK \
   $titan train --config configs/llama3_debug.toml --model.flavor $flavor \
   --training.seq_len 256 --training.local_batch_size 1 --training.steps 3 --optimizer.state_dtype bf16 \
-  --validation.enable false --parallelism.data_parallel_shard_degree $ranks --job.dump_folder $work/dump" \
+  --validation.enable false --parallelism.data_parallel_shard_degree $ranks --job.dump_folder $work/dump $extra" \
   >"$work/log" 2>&1 || { cat "$work/log"; exit 1; }
 
 estimate=$(sed -n 's/.*this job needs about \([0-9.]*\) GiB per rank.*/\1/p' "$work/log")

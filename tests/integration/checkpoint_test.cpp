@@ -17,7 +17,9 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/checkpoint_metadata.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/core/allocator.h"
 #include "titan/train/checkpointer.h"
+#include "titan/train/hf_convert.h"
 
 namespace titan {
 namespace {
@@ -470,6 +472,62 @@ TEST_F(Checkpoints, ConvertReadsATrainingCheckpointSavedByAnyMesh) {
   // FSDP 4's step 10 has no model export: convert gathers the weights from the four ranks' chunks.
   ASSERT_FALSE(fs::exists(fs::path(step_folder("fsdp_straight", 10)) / "model.safetensors"));
   expect_hf_conversion_starts_the_same(step_folder("fsdp_straight", 10), "fsdp_step");
+}
+
+// The most tensor bytes alive at once while `convert` runs, above what was alive before.
+int64_t peak_tensor_bytes_of(const std::function<void()>& convert) {
+  Allocator& cpu = allocator_for(DeviceType::cpu);
+  const int64_t before = cpu.stats().live_bytes;
+  cpu.reset_peak();
+  convert();
+  return cpu.stats().peak_bytes - before;
+}
+
+// `titan convert` streams: from a training checkpoint's chunks to HF, from HF
+// to a titan export, and from that export to HF in bf16, each holds about one
+// tensor at a time (read, rows put in HF's order, cast: under three copies of
+// the largest), never the model; and the round trip is bitwise.
+TEST_F(Checkpoints, ConvertHoldsOneTensorAtATimeNotTheModel) {
+  const std::string source = step_folder("fsdp_straight", 10);
+  const fs::path hf = workdir() / "streamed_hf", back = workdir() / "streamed_back",
+                 again = workdir() / "streamed_again";
+  for (const fs::path& folder : {hf, back, again}) fs::remove_all(folder);
+  int64_t model_bytes = 0, largest = 0;
+  const auto metadata =
+      checkpoint::parse_checkpoint_metadata(file_text(fs::path(source) / checkpoint::kMetadataFile), "metadata.json");
+  for (const auto& [name, tensor] : metadata.tensors) {
+    if (!name.starts_with("model.")) continue;
+    const int64_t bytes = shape_numel(tensor.shape) * static_cast<int64_t>(dtype_size(tensor.dtype));
+    model_bytes += bytes;
+    largest = std::max(largest, bytes);
+  }
+  // The bound below tells streaming from holding the model: the model is many times its largest tensor.
+  ASSERT_LT(3 * largest, model_bytes / 2) << "model " << model_bytes << " bytes, largest tensor " << largest;
+  train::ConvertOptions as_stored, to_bf16;
+  to_bf16.dtype = DType::bf16;
+  const int64_t from_checkpoint =
+      peak_tensor_bytes_of([&] { train::convert_titan_to_hf(source, hf.string(), as_stored); });
+  const int64_t from_hf =
+      peak_tensor_bytes_of([&] { train::convert_hf_to_titan(hf.string(), back.string(), as_stored); });
+  const int64_t from_export =
+      peak_tensor_bytes_of([&] { train::convert_titan_to_hf(back.string(), again.string(), to_bf16); });
+  std::printf(
+      "model %lld bytes, largest tensor %lld; peak tensor bytes: checkpoint->hf %lld, hf->titan %lld, "
+      "export->hf bf16 %lld\n",
+      static_cast<long long>(model_bytes), static_cast<long long>(largest), static_cast<long long>(from_checkpoint),
+      static_cast<long long>(from_hf), static_cast<long long>(from_export));
+  for (const int64_t peak : {from_checkpoint, from_hf, from_export}) {
+    EXPECT_GT(peak, 0);
+    EXPECT_LE(peak, 3 * largest) << "model " << model_bytes << " bytes, largest tensor " << largest;
+  }
+  const auto first = read_all_tensors(hf / "model.safetensors"), last = read_all_tensors(again / "model.safetensors");
+  ASSERT_EQ(first.size(), last.size());
+  ASSERT_FALSE(first.empty());
+  for (const auto& [name, tensor] : first) {
+    ASSERT_TRUE(last.count(name)) << name;
+    EXPECT_EQ(last.at(name).dtype(), DType::bf16) << name;
+    EXPECT_EQ(last.at(name).to_floats(), tensor.to(DType::bf16).to_floats()) << name;
+  }
 }
 
 }  // namespace

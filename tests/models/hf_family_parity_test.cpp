@@ -32,6 +32,7 @@
 #include "titan/models/generate.h"
 #include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/hf/hf_folder.h"
+#include "titan/models/hf/hf_weights.h"
 #include "titan/models/model_spec.h"
 #include "titan/parallel/mixed_precision.h"
 #include "titan/train/trainer.h"

@@ -68,7 +68,11 @@ std::vector<NonFiniteTensor> find_nonfinite(const std::vector<std::pair<std::str
 
 void check_finite_weights(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source,
                           bool allow, const std::string& allow_hint) {
-  const std::vector<NonFiniteTensor> found = find_nonfinite(tensors);
+  report_nonfinite(find_nonfinite(tensors), source, allow, allow_hint);
+}
+
+void report_nonfinite(const std::vector<NonFiniteTensor>& found, const std::string& source, bool allow,
+                      const std::string& allow_hint) {
   if (found.empty()) return;
   std::string list;
   for (size_t i = 0; i < found.size(); ++i) {

@@ -26,5 +26,9 @@ std::vector<NonFiniteTensor> find_nonfinite(const std::vector<std::pair<std::str
 // stderr and the load goes on.
 void check_finite_weights(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source,
                           bool allow, const std::string& allow_hint);
+// The same for tensors found one at a time (a conversion that streams them):
+// nothing when `found` is empty.
+void report_nonfinite(const std::vector<NonFiniteTensor>& found, const std::string& source, bool allow,
+                      const std::string& allow_hint);
 
 }  // namespace titan::checkpoint

@@ -1,5 +1,7 @@
 #include "titan/checkpoint/safetensors.h"
 
+#include "titan/checkpoint/tensor_source.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -125,9 +127,8 @@ Tensor SafetensorsReader::read(const std::string& name) const {
   return tensor;
 }
 
-SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
-                                     const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)) {
+std::string SafetensorsWriter::plan(const std::vector<Spec>& specs,
+                                    const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
@@ -145,31 +146,78 @@ SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<Spec>& 
   std::string prefix(8, '\0');
   for (int i = 0; i < 8; ++i) prefix[static_cast<size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
   prefix += text;
-  const uint64_t data_start = prefix.size();
-  for (auto& [name, place] : places_) place.offset += data_start;
+  for (auto& [name, place] : places_) place.offset += prefix.size();
+  file_bytes_ = prefix.size() + offset;
+  return prefix;
+}
+
+void SafetensorsWriter::fail_writing(const char* what) {
+  const int error = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (owns_file_) std::remove(path_.c_str());
+  fail("write_safetensors: {} '{}' failed: {}", what, path_, std::strerror(error));
+}
+
+void SafetensorsWriter::create(const std::string& prefix) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   TITAN_CHECK(fd_ >= 0, "cannot create '{}': {}", path_, std::strerror(errno));
-  const bool ok = ::pwrite(fd_, prefix.data(), prefix.size(), 0) == static_cast<ssize_t>(prefix.size()) &&
-                  ::ftruncate(fd_, static_cast<off_t>(data_start + offset)) == 0;
-  if (!ok) {
-    const int error = errno;
+  if (::pwrite(fd_, prefix.data(), prefix.size(), 0) != static_cast<ssize_t>(prefix.size()) ||
+      ::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) {
+    fail_writing("writing");
+  }
+}
+
+SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)) {
+  create(plan(specs, metadata));
+}
+
+SafetensorsWriter::SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
+                                     const std::map<std::string, std::string>& metadata,
+                                     const std::set<std::string>& part)
+    : path_(std::move(path)), owns_file_(false), part_(part) {
+  const std::string prefix = plan(specs, metadata);
+  for (const std::string& name : part_) {
+    TITAN_CHECK(places_.count(name) != 0, "write_safetensors {}: '{}' is not in its header", path_, name);
+  }
+  TITAN_CHECK(!part_.empty(), "write_safetensors {}: a writer of a part with no tensors", path_);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  TITAN_CHECK(fd_ >= 0, "cannot open '{}' to write its tensors: {}", path_, std::strerror(errno));
+  std::string existing(prefix.size(), '\0');
+  if (::pread(fd_, existing.data(), existing.size(), 0) != static_cast<ssize_t>(existing.size())) {
+    fail_writing("reading the header of");
+  }
+  if (existing != prefix) {
     ::close(fd_);
     fd_ = -1;
-    std::remove(path_.c_str());
-    fail("write_safetensors: writing '{}' failed: {}", path_, std::strerror(error));
+    fail("write_safetensors {}: its header is not the one this writer's tensors need (another model's file?)", path_);
   }
+}
+
+void SafetensorsWriter::create_file(const std::string& path, const std::vector<Spec>& specs,
+                                    const std::map<std::string, std::string>& metadata) {
+  SafetensorsWriter writer(path, specs, metadata);
+  if (::close(writer.fd_) != 0) {
+    writer.fd_ = -1;
+    writer.fail_writing("writing");
+  }
+  writer.fd_ = -1;  // made, and left for the writers of its parts
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
   if (fd_ < 0) return;
   ::close(fd_);
-  std::remove(path_.c_str());
+  if (owns_file_) std::remove(path_.c_str());
 }
 
 void SafetensorsWriter::write(const std::string& name, const Tensor& tensor) {
   TITAN_CHECK(fd_ >= 0, "write_safetensors {}: '{}' written after the file was finished or failed", path_, name);
   const auto found = places_.find(name);
   TITAN_CHECK(found != places_.end(), "write_safetensors {}: '{}' is not in its header", path_, name);
+  TITAN_CHECK(part_.empty() || part_.count(name) != 0, "write_safetensors {}: '{}' is not in this writer's part", path_,
+              name);
   Place& place = found->second;
   TITAN_CHECK(!place.written, "write_safetensors {}: '{}' written twice", path_, name);
   TITAN_CHECK(tensor.defined() && tensor.dtype() == place.spec.dtype && tensor.shape() == place.spec.shape,
@@ -180,13 +228,7 @@ void SafetensorsWriter::write(const std::string& name, const Tensor& tensor) {
   const auto* bytes = static_cast<const char*>(dense.data_ptr());
   for (size_t done = 0; done < dense.nbytes();) {
     const ssize_t n = ::pwrite(fd_, bytes + done, dense.nbytes() - done, static_cast<off_t>(place.offset + done));
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd_);
-      fd_ = -1;
-      std::remove(path_.c_str());
-      fail("write_safetensors: writing '{}' failed: {}", path_, std::strerror(error));
-    }
+    if (n <= 0) fail_writing("writing");
     done += static_cast<size_t>(n);
   }
   place.written = true;
@@ -194,27 +236,19 @@ void SafetensorsWriter::write(const std::string& name, const Tensor& tensor) {
 
 void SafetensorsWriter::finish() {
   for (const auto& [name, place] : places_) {
-    TITAN_CHECK(place.written, "write_safetensors {}: tensor '{}' was never written", path_, name);
+    TITAN_CHECK(place.written || (!part_.empty() && part_.count(name) == 0),
+                "write_safetensors {}: tensor '{}' was never written", path_, name);
   }
-  const bool ok = ::close(fd_) == 0;
-  const int error = errno;
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail_writing("writing");
+  }
   fd_ = -1;
-  if (!ok) {
-    std::remove(path_.c_str());
-    fail("write_safetensors: writing '{}' failed: {}", path_, std::strerror(error));
-  }
 }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<SafetensorsWriter::Spec> specs;
-  for (const auto& [name, tensor] : tensors) {
-    TITAN_CHECK(tensor.defined(), "write_safetensors {}: tensor '{}' is undefined", path, name);
-    specs.push_back({name, tensor.dtype(), tensor.shape()});
-  }
-  SafetensorsWriter writer(path, specs, metadata);
-  for (const auto& [name, tensor] : tensors) writer.write(name, tensor);
-  writer.finish();
+  write_safetensors(path, sources_of(tensors), metadata);
 }
 
 }  // namespace titan::checkpoint

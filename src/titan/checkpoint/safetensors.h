@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,6 +55,12 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // sharded model tensor by tensor, never holding it whole. finish() checks
 // that every tensor was written; a writer destroyed before finish() removes
 // the file, so no truncated file looks like a model.
+//
+// Several writers can fill one file (each pipeline stage writes the tensors
+// it holds into one export): create_file makes it, then each
+// writer opens it with its `part`, and its finish() checks that part. Such a
+// writer leaves the file alone when it fails; whoever created it removes it.
+// create_file makes the file.
 class SafetensorsWriter {
  public:
   struct Spec {
@@ -63,12 +70,20 @@ class SafetensorsWriter {
   };
   SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
                     const std::map<std::string, std::string>& metadata = {});
+  // Opens a file create_safetensors_file made with the same specs and
+  // metadata (its header must be the same) to write the tensors of `part`.
+  SafetensorsWriter(std::string path, const std::vector<Spec>& specs,
+                    const std::map<std::string, std::string>& metadata, const std::set<std::string>& part);
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
   // `tensor` (any device; copied to the host) must have its spec's dtype and shape.
   void write(const std::string& name, const Tensor& tensor);
   void finish();
+  // Creates `path` with the header of `specs` and room for their data, for
+  // writers of parts to fill.
+  static void create_file(const std::string& path, const std::vector<Spec>& specs,
+                          const std::map<std::string, std::string>& metadata = {});
 
  private:
   struct Place {
@@ -76,9 +91,16 @@ class SafetensorsWriter {
     uint64_t offset = 0;  // in the file
     bool written = false;
   };
+  // The header bytes (length prefix, JSON, padding) and every tensor's place.
+  std::string plan(const std::vector<Spec>& specs, const std::map<std::string, std::string>& metadata);
+  void create(const std::string& prefix);
+  [[noreturn]] void fail_writing(const char* what);
   std::string path_;
   int fd_ = -1;
+  bool owns_file_ = true;  // created it (removed on failure)
+  uint64_t file_bytes_ = 0;
   std::map<std::string, Place> places_;
+  std::set<std::string> part_;  // empty: every tensor
 };
 
 // Writes tensors (any device; copied to the host) in the given order.

@@ -41,11 +41,25 @@ void remove_quietly(const fs::path& folder) {
 
 }  // namespace
 
+namespace {
+
+fs::path normal_target(const fs::path& target) {
+  fs::path normal = fs::absolute(target).lexically_normal();
+  if (!normal.has_filename()) normal = normal.parent_path();  // "out/" is the folder "out"
+  TITAN_CHECK(!normal.empty() && normal != normal.root_path(), "'{}' does not name a folder", target.string());
+  return normal;
+}
+
+}  // namespace
+
+fs::path StagingFolder::path_for(const fs::path& target) {
+  const fs::path normal = normal_target(target);
+  return normal.parent_path() / (normal.filename().string() + ".partial");
+}
+
 StagingFolder::StagingFolder(const fs::path& target) {
-  target_ = fs::absolute(target).lexically_normal();
-  if (!target_.has_filename()) target_ = target_.parent_path();  // "out/" is the folder "out"
-  TITAN_CHECK(!target_.empty() && target_ != target_.root_path(), "'{}' does not name a folder", target.string());
-  staging_ = target_.parent_path() / (target_.filename().string() + ".partial");
+  target_ = normal_target(target);
+  staging_ = path_for(target_);
   // Under the lock, so that a signal's cleanup sees either no folder or a
   // registered one, never one being created.
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -20,6 +20,9 @@ class StagingFolder {
   StagingFolder& operator=(const StagingFolder&) = delete;
 
   const std::filesystem::path& path() const { return staging_; }
+  // The staging folder of `target` (what path() is once constructed): for
+  // processes that write into a folder another one made.
+  static std::filesystem::path path_for(const std::filesystem::path& target);
   const std::filesystem::path& target() const { return target_; }
 
   // The staging folder takes the target's name: a rename, or over an existing

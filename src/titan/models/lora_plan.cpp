@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "titan/models/hf/hf_decoder_config.h"
@@ -285,19 +286,31 @@ PeftAdapter read_peft_adapter(const std::string& folder, const DecoderConfig& co
   return adapter;
 }
 
-void merge_peft_adapter(std::map<std::string, Tensor>& state, const PeftAdapter& adapter) {
-  const float scale = static_cast<float>(adapter.options.alpha / static_cast<double>(adapter.options.rank));
+void check_peft_adapter_fits(const std::set<std::string>& weight_names, const PeftAdapter& adapter) {
   for (const auto& [module, ab] : adapter.weights) {
-    const auto found = state.find(module + ".weight");
-    TITAN_CHECK(found != state.end(), "merge LoRA: the adapter adapts {}, which the base model does not have", module);
-    Tensor& weight = found->second;
-    const auto& [a, b] = ab;
-    TITAN_CHECK(weight.dim() == 2 && weight.size(0) == b.size(0) && weight.size(1) == a.size(1),
-                "merge LoRA: {}.weight is {} but the adapter's B A is [{}, {}]", module, shape_str(weight.shape()),
-                b.size(0), a.size(1));
-    const Tensor delta = ops::scale(ops::matmul(b, a), scale);
-    weight = ops::add(weight.to(DType::f32), delta).to(weight.dtype());
+    TITAN_CHECK(weight_names.count(module + ".weight") != 0,
+                "merge LoRA: the adapter adapts {}, which the base model does not have", module);
   }
+}
+
+Tensor merged_peft_weight(const std::string& name, const Tensor& weight, const PeftAdapter& adapter) {
+  if (!name.ends_with(".weight")) return weight;
+  const auto found = adapter.weights.find(name.substr(0, name.size() - std::string(".weight").size()));
+  if (found == adapter.weights.end()) return weight;
+  const auto& [a, b] = found->second;
+  TITAN_CHECK(weight.dim() == 2 && weight.size(0) == b.size(0) && weight.size(1) == a.size(1),
+              "merge LoRA: {} is {} but the adapter's B A is [{}, {}]", name, shape_str(weight.shape()), b.size(0),
+              a.size(1));
+  const float scale = static_cast<float>(adapter.options.alpha / static_cast<double>(adapter.options.rank));
+  const Tensor delta = ops::scale(ops::matmul(b, a), scale);
+  return ops::add(weight.to(DType::f32), delta).to(weight.dtype());
+}
+
+void merge_peft_adapter(std::map<std::string, Tensor>& state, const PeftAdapter& adapter) {
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : state) names.insert(name);
+  check_peft_adapter_fits(names, adapter);
+  for (auto& [name, tensor] : state) tensor = merged_peft_weight(name, tensor, adapter);
 }
 
 }  // namespace titan::models

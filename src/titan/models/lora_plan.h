@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,8 +82,14 @@ struct PeftAdapter {
   std::map<std::string, std::pair<Tensor, Tensor>> weights;  // module -> (A, B), f32
 };
 PeftAdapter read_peft_adapter(const std::string& folder, const DecoderConfig& config);
-// Adds scale B A into the base weights of `state` (titan names, whole f32
-// tensors): what `titan convert --merge-lora` writes. Errors name a module the state lacks.
+// Adds scale B A into the base weights of `state` (titan names, whole
+// tensors). Errors name a module the state lacks.
 void merge_peft_adapter(std::map<std::string, Tensor>& state, const PeftAdapter& adapter);
+// The same one weight at a time, what `titan convert --merge-lora` streams:
+// check that every adapted module's weight is among `weight_names` first,
+// then each weight `name` (whole) with its adapter's scale B A added, or as
+// it is when no adapter adapts it.
+void check_peft_adapter_fits(const std::set<std::string>& weight_names, const PeftAdapter& adapter);
+Tensor merged_peft_weight(const std::string& name, const Tensor& weight, const PeftAdapter& adapter);
 
 }  // namespace titan::models

@@ -95,8 +95,8 @@ void Checkpointer::write_rank_files(int64_t step, const std::vector<StateTensor>
 }
 
 double Checkpointer::save(int64_t step, const std::vector<StateTensor>& tensors, const json& state,
-                          const json& rank_state, bool async,
-                          const std::function<void(const std::string&)>& on_publish) {
+                          const json& rank_state, bool async, const std::function<void(const std::string&)>& on_publish,
+                          const std::function<void(const std::string&)>& on_staged) {
   const auto start = Clock::now();
   wait();
   const fs::path staging = fs::path(root_) / checkpoint::staging_folder_name(step);
@@ -111,6 +111,14 @@ double Checkpointer::save(int64_t step, const std::vector<StateTensor>& tensors,
   pending_on_publish_ = on_publish;
   written_ = false;
   writer_error_ = nullptr;
+  if (on_staged) {
+    try {
+      on_staged(staging.string());
+    } catch (...) {
+      discard_pending();
+      throw;
+    }
+  }
   if (!async) {
     try {
       write_rank_files(step, tensors, rank_state);

@@ -45,12 +45,16 @@ class Checkpointer {
   const std::string& root() const { return root_; }
 
   // Saves `step`: `state` is the job's non-tensor state (rank 0's is kept),
-  // `rank_state` this rank's (its data loader). `on_publish` runs on rank 0
-  // in the staging folder before it is published (the model export). Every
-  // rank calls it. Returns the seconds the caller was held up.
+  // `rank_state` this rank's (its data loader). `on_staged` runs on every
+  // rank once the staging folder exists, before the ranks write their files:
+  // a collective that writes into it (the model export, streamed from the
+  // shards). `on_publish` runs on rank 0 in the staging folder before it is
+  // published (the export's small files). Every rank calls it. Returns the
+  // seconds the caller was held up.
   double save(int64_t step, const std::vector<StateTensor>& tensors, const nlohmann::json& state,
               const nlohmann::json& rank_state, bool async,
-              const std::function<void(const std::string&)>& on_publish = {});
+              const std::function<void(const std::string&)>& on_publish = {},
+              const std::function<void(const std::string&)>& on_staged = {});
   // Every rank, once per step: returns whether any rank asked to stop, and
   // publishes a finished async save.
   bool end_of_step(bool stop_requested);

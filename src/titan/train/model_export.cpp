@@ -7,6 +7,7 @@
 
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/tensor_source.h"
 #include "titan/core/copy.h"
 #include "titan/core/error.h"
 #include "titan/core/staging_folder.h"
@@ -41,7 +42,7 @@ std::map<std::string, std::string> export_metadata(const JobConfig& config) {
 }
 
 // The export's files, into `staging`.
-void write_export_files(const fs::path& staging, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
+void write_export_files(const fs::path& staging, const JobConfig& config, const checkpoint::TensorSources& tensors) {
   checkpoint::write_safetensors((staging / "model.safetensors").string(), tensors, export_metadata(config));
   write_support_files(staging, config);
 }
@@ -53,55 +54,98 @@ JobConfig with_model_vocab(const JobConfig& config, const models::Decoder& model
   return saved;
 }
 
-// Weights in the export dtype; buffers (the MoE expert bias, a routing
-// threshold whose steps bf16 would round away) as they are.
-checkpoint::NamedTensors cast_state_dict(models::Decoder& model, DType dtype) {
-  checkpoint::NamedTensors tensors;
-  for (auto& [name, parameter] : model.named_parameters()) tensors.emplace_back(name, parameter->data.to(dtype));
-  for (auto& [name, buffer] : model.named_persistent_buffers()) tensors.emplace_back(name, *buffer);
-  return tensors;
+// Weights in the export dtype, each cast only as it is written (one cast
+// copy at a time, not a second model); buffers (the MoE expert bias, a
+// routing threshold whose steps bf16 would round away) as they are.
+checkpoint::TensorSources export_sources(models::Decoder& model, DType dtype) {
+  checkpoint::TensorSources sources;
+  for (auto& [name, parameter] : model.named_parameters()) {
+    const Tensor weight = parameter->data;
+    sources.push_back({name, dtype, weight.shape(), [weight, dtype] { return weight.to(dtype); }});
+  }
+  for (auto& [name, buffer] : model.named_persistent_buffers()) {
+    Tensor value = *buffer;
+    sources.push_back({name, value.dtype(), value.shape(), [value] { return value; }});
+  }
+  return sources;
 }
 
 }  // namespace
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype) {
-  write_model_export(folder, with_model_vocab(config, model), cast_state_dict(model, dtype));
+  write_model_export(folder, with_model_vocab(config, model), export_sources(model, dtype));
 }
 
 void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype) {
-  write_export_files(folder, with_model_vocab(config, model), cast_state_dict(model, dtype));
+  write_export_files(folder, with_model_vocab(config, model), export_sources(model, dtype));
 }
 
-void export_model_streamed(models::Decoder& model, const JobConfig& job, const std::string& folder, DType dtype,
-                           const FullParameters& each_full, bool writes) {
-  const JobConfig config = with_model_vocab(job, model);
+namespace {
+
+// model.safetensors at `file`, streamed: every rank takes part in each_full's
+// collectives, and the writers put the tensors their models hold into it.
+void write_weights_streamed(models::Decoder& model, const JobConfig& config, const fs::path& file, DType dtype,
+                            const FullParameters& each_full, const ExportWriters& who) {
   std::map<nn::Parameter*, std::string> names;
   for (auto& [name, parameter] : model.named_parameters()) names[parameter] = name;
-  std::optional<StagingFolder> staging;
+  // The whole model's shapes, from a build on the meta device: this rank holds only shards (or stages).
+  std::vector<checkpoint::SafetensorsWriter::Spec> specs;
+  const auto whole = model.config.build(Device::meta());
+  for (auto& [name, parameter] : whole->named_parameters()) specs.push_back({name, dtype, parameter->data.shape()});
+  for (auto& [name, buffer] : whole->named_persistent_buffers())
+    specs.push_back({name, buffer->dtype(), buffer->shape()});
+  const std::map<std::string, std::string> metadata = export_metadata(config);
   std::optional<checkpoint::SafetensorsWriter> writer;
-  if (writes) {
-    // The whole model's shapes, from a build on the meta device: this rank holds only shards.
-    std::vector<checkpoint::SafetensorsWriter::Spec> specs;
-    const auto whole = model.config.build(Device::meta());
-    for (auto& [name, parameter] : whole->named_parameters()) specs.push_back({name, dtype, parameter->data.shape()});
-    for (auto& [name, buffer] : model.named_persistent_buffers())
-      specs.push_back({name, buffer->dtype(), buffer->shape()});
-    staging.emplace(folder);
-    writer.emplace((staging->path() / "model.safetensors").string(), specs, export_metadata(config));
+  if (!who.barrier) {
+    if (who.writes) writer.emplace(file.string(), specs, metadata);
+  } else {
+    if (who.creates) checkpoint::SafetensorsWriter::create_file(file.string(), specs, metadata);
+    who.barrier();  // the file exists before any writer opens it
+    if (who.writes) {
+      std::set<std::string> part;
+      for (auto& [name, tensor] : model.named_state()) part.insert(name);
+      writer.emplace(file.string(), specs, metadata, part);
+    }
   }
   each_full([&](nn::Parameter* parameter, const Tensor& full) {
     if (writer) writer->write(names.at(parameter), full.to(dtype));
   });
-  if (!writes) return;
-  for (auto& [name, buffer] : model.named_persistent_buffers()) writer->write(name, *buffer);
-  writer->finish();
+  if (writer) {
+    for (auto& [name, buffer] : model.named_persistent_buffers()) writer->write(name, *buffer);
+    writer->finish();
+  }
+  if (who.barrier) who.barrier();  // every part is written
+}
+
+}  // namespace
+
+void export_model_streamed(models::Decoder& model, const JobConfig& job, const std::string& folder, DType dtype,
+                           const FullParameters& each_full, const ExportWriters& who) {
+  const JobConfig config = with_model_vocab(job, model);
+  std::optional<StagingFolder> staging;
+  if (who.creates) staging.emplace(folder);
+  if (who.barrier) who.barrier();  // the staging folder exists before any writer opens it
+  write_weights_streamed(model, config, StagingFolder::path_for(folder) / "model.safetensors", dtype, each_full, who);
+  if (!who.creates) return;
   write_support_files(staging->path(), config);
   staging->publish();
 }
 
-void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors) {
+void write_model_export_weights_streamed(const std::string& folder, models::Decoder& model, const JobConfig& config,
+                                         DType dtype, const FullParameters& each_full, const ExportWriters& who) {
+  write_weights_streamed(model, with_model_vocab(config, model), fs::path(folder) / "model.safetensors", dtype,
+                         each_full, who);
+}
+
+void write_model_export_support_files(const std::string& folder, models::Decoder& model, const JobConfig& config) {
+  write_support_files(folder, with_model_vocab(config, model));
+}
+
+void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::TensorSources& tensors,
+                        const std::function<void()>& before_publish) {
   StagingFolder staging(folder);
   write_export_files(staging.path(), config, tensors);
+  if (before_publish) before_publish();
   staging.publish();
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/tensor_source.h"
 #include "titan/comm/device_mesh.h"
 #include "titan/models/decoder.h"
 #include "titan/parallel/parallelized_model.h"
@@ -18,19 +19,37 @@ namespace titan::train {
 
 void export_model(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype);
 // The same for a model whose parameters are split over ranks, streamed:
-// `each_full` hands every parameter of `model` whole, one at a time (a
-// collective every rank calls; see ParallelizedModel::for_each_full_parameter),
-// and the rank that `writes` puts each into the file and drops it, so no rank
-// ever holds the whole model.
+// `each_full` hands every parameter of this rank's `model` whole, one at a
+// time (a collective every rank calls; see
+// ParallelizedModel::for_each_full_parameter), and the writers put each into
+// the file and drop it, so no rank ever holds the whole model.
 using FullParameters = std::function<void(const std::function<void(nn::Parameter*, const Tensor&)>&)>;
+// Who writes a streamed export. One rank `creates` the export (and publishes
+// it); `writes` marks the ranks that put the tensors their model holds into
+// model.safetensors: one rank, or under pipeline parallelism one per stage,
+// each with its stages' tensors. Several writers need `barrier`, a collective
+// over every rank, to order making the file before writing into it.
+struct ExportWriters {
+  bool creates = false, writes = false;
+  std::function<void()> barrier;  // empty: the one writer is the rank that creates
+};
 void export_model_streamed(models::Decoder& model, const JobConfig& config, const std::string& folder, DType dtype,
-                           const FullParameters& each_full, bool writes);
-// The same from tensors already named and cast (e.g. converted from Hugging
-// Face). The tokenizer and model.hf_config files the config names are copied
-// in; an existing export at `folder` is replaced only once the new one is complete.
-void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::NamedTensors& tensors);
+                           const FullParameters& each_full, const ExportWriters& who);
+// The same from tensors named, typed and read one at a time (e.g. converted
+// from Hugging Face). The tokenizer and model.hf_config files the config
+// names are copied in; an existing export at `folder` is replaced only once
+// the new one is complete; `before_publish` runs just before, and by
+// throwing leaves nothing behind.
+void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::TensorSources& tensors,
+                        const std::function<void()>& before_publish = {});
 // The export's files written into an existing folder (a checkpoint's staging folder).
 void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype);
+// The same in two parts, for a model split over ranks: the weights streamed
+// as export_model_streamed streams them (every rank calls it), and the small
+// files beside them (job.toml, tokenizer, config.json; one rank).
+void write_model_export_weights_streamed(const std::string& folder, models::Decoder& model, const JobConfig& config,
+                                         DType dtype, const FullParameters& each_full, const ExportWriters& who);
+void write_model_export_support_files(const std::string& folder, models::Decoder& model, const JobConfig& config);
 // The model an export's job.toml describes (model.hf_config relative to `folder`).
 models::DecoderConfig exported_model_config(JobConfig& config, const std::string& folder);
 

@@ -105,10 +105,11 @@ nlohmann::json TrainingState::rank_state() const {
   return {{"dp_rank", mesh_.coordinate(MeshDim::dp)}, {"dataloader", parts_.loader->state_dict()}};
 }
 
-double TrainingState::save(bool async, const std::function<void(const std::string&)>& on_publish) {
+double TrainingState::save(bool async, const std::function<void(const std::string&)>& on_publish,
+                           const std::function<void(const std::string&)>& on_staged) {
   return checkpointer_.save(parts_.step, state_tensors(),
                             job_state({"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}),
-                            rank_state(), async, on_publish);
+                            rank_state(), async, on_publish, on_staged);
 }
 
 void TrainingState::load_newest() {
@@ -250,21 +251,37 @@ void TrainingState::finish() {
   const std::string folder =
       (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(parts_.step)).string();
   const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
-  // A plain export (no checkpoint to write it into, no pipeline stages to
-  // bring together, no LoRA adapters to merge) streams: the parameters are
-  // gathered one FSDP unit at a time and rank 0 writes each as it comes.
-  if (!config_.checkpoint.enable && !parts_.job.pipeline && !config_.lora.enable) {
+  // Without LoRA adapters to merge, the export streams: the parameters are
+  // gathered one FSDP unit at a time and written as they come, into the
+  // final checkpoint's staging folder or, with checkpoints off, a folder of
+  // its own. Rank 0 writes them, or under pipeline parallelism each stage's
+  // first rank writes its stages' tensors into the same file.
+  if (!config_.lora.enable) {
     parallel::ParallelizedModel& parallelized = *parts_.job.parallelized;
     models::Decoder& model = *parts_.job.model;
-    export_model_streamed(
-        model, config_, folder, dtype, [&](const auto& use) { parallelized.for_each_full_parameter(model, use); },
-        rank_ == 0);
+    const FullParameters each_full = [&](const auto& use) { parallelized.for_each_full_parameter(model, use); };
+    ExportWriters who;
+    who.creates = rank_ == 0;
+    who.writes =
+        mesh_.coordinate(MeshDim::dp) == 0 && mesh_.coordinate(MeshDim::cp) == 0 && mesh_.coordinate(MeshDim::tp) == 0;
+    if (parts_.job.pipeline) who.barrier = [&] { mesh_.group(MeshDim::world)->barrier(); };
+    if (config_.checkpoint.enable) {
+      save(
+          /*async=*/false,
+          [&](const std::string& staging) { write_model_export_support_files(staging, model, config_); },
+          [&](const std::string& staging) {
+            write_model_export_weights_streamed(staging, model, config_, dtype, each_full, who);
+          });
+    } else {
+      export_model_streamed(model, config_, folder, dtype, each_full, who);
+    }
     if (rank_ == 0) {
       std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
                   folder.c_str());
     }
     return;
   }
+  // LoRA: the adapters are merged into whole weights.
   // Split parameters are gathered (a collective: every rank takes part); rank 0 writes.
   const std::vector<std::pair<nn::Parameter*, Tensor>> full =
       parts_.job.parallelized->gather_full_parameters(*parts_.job.model);

@@ -42,7 +42,8 @@ class TrainingState {
   int64_t resumed_step() const { return resumed_step_; }
 
   // Saves the current step (every rank); returns the seconds it held the run up.
-  double save(bool async, const std::function<void(const std::string&)>& on_publish = {});
+  double save(bool async, const std::function<void(const std::string&)>& on_publish = {},
+              const std::function<void(const std::string&)>& on_staged = {});
   // checkpoint.create_seed_checkpoint: the initial weights alone, as step 0.
   void save_seed();
   // Every rank, once per step: whether any rank asked to stop; publishes a finished async save.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/tensor_source.h"
 #include "titan/core/copy.h"
 #include "titan/core/staging_folder.h"
 #include "titan/models/hf/hf_index.h"
@@ -105,11 +106,11 @@ Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Sha
 }
 
 // An HF tensor from titan's tensors: each part in HF layout, cast to `dtype`, their rows stacked.
-Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string, const Tensor*>& titan,
+Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string, Tensor>& titan,
                     const models::DecoderConfig& config, DType dtype) {
   std::vector<Tensor> pieces;
   for (const models::HfTensorPart& part : plan.parts) {
-    const Tensor& tensor = *titan.at(part.titan_name);
+    const Tensor& tensor = titan.at(part.titan_name);
     const Tensor source = part.expert >= 0 ? tensor.select(0, part.expert) : tensor;
     pieces.push_back(models::to_hf_layout(part.titan_name, source, config).to(dtype));
   }
@@ -127,13 +128,13 @@ Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string
 
 // Whether a titan buffer may be left out of an HF folder: the aux-loss-free
 // expert bias, which Qwen3MoeForCausalLM has no place for, only while it is zero.
-bool omitted_from_hf(const std::string& name, const Tensor& tensor) {
-  if (!name.ends_with("moe.expert_bias")) return false;
-  for (float value : tensor.to_floats()) {
+bool omitted_from_hf(const checkpoint::TensorSource& source) {
+  if (!source.name.ends_with("moe.expert_bias")) return false;
+  for (float value : source.read().to_floats()) {
     TITAN_CHECK(value == 0.0f,
                 "'{}' is non-zero (aux-loss-free load balancing has moved it), and Hugging Face's model has no "
                 "place for it: exporting would change which experts the model picks",
-                name);
+                source.name);
   }
   return true;
 }
@@ -175,58 +176,31 @@ HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::Decoder
   return weights;
 }
 
-std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
-                                              std::optional<DType> dtype) {
-  const HfWeightPlan weights = plan_hf_weights(reader, config);
-  std::map<std::string, Tensor> state;
-  for (const models::HfTensorPlan& plan : weights.tensors) {
-    const Tensor hf = reader.read(plan.hf_name);
-    // Each part's rows, back in titan layout; an expert's slice goes into its stacked tensor.
-    int64_t row = 0;
-    for (const models::HfTensorPart& part : plan.parts) {
-      const Shape& shape = weights.titan_shapes.at(part.titan_name);
-      const int64_t rows = models::hf_part_shape(part, shape)[0];
-      Tensor piece = hf.narrow(0, row, rows).contiguous();
-      row += rows;
-      piece = models::from_hf_layout(part.titan_name, piece, config);
-      if (dtype) piece = piece.to(*dtype);
-      if (part.expert < 0) {
-        state[part.titan_name] = piece;
-        continue;
-      }
-      auto [at, inserted] = state.try_emplace(part.titan_name);
-      if (inserted) at->second = Tensor::empty(shape, piece.dtype());
-      titan::copy_(at->second.select(0, part.expert), piece);
-    }
-  }
-  // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
-  for (const auto& [name, buffer] : weights.buffers) state[name] = Tensor::zeros(buffer.shape(), buffer.dtype());
-  return state;
-}
-
 void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
-                     const checkpoint::NamedTensors& tensors, const HfWriteOptions& options) {
+                     const checkpoint::TensorSources& sources, const HfWriteOptions& options,
+                     const std::function<void()>& before_publish) {
   const models::HfConfig hf = models::hf_config_from_decoder(model_name, config, options.dtype);
-  // Every HF tensor as rows of titan tensors (most: one whole tensor). Plan
-  // the shards from sizes alone, so only one shard's converted tensors are in
-  // memory at a time.
+  // Every HF tensor as rows of titan tensors (most: one whole tensor). The
+  // shards are planned from sizes alone; then each titan tensor is read when
+  // the first HF tensor made of it is written, and dropped after the last, so
+  // only the tensors of one HF tensor (or one stack of experts) are in memory.
   std::vector<std::pair<std::string, Shape>> titan_tensors;
   std::map<std::string, Shape> titan_shapes;
-  std::map<std::string, const Tensor*> titan;
-  for (const auto& [name, tensor] : tensors) {
-    if (omitted_from_hf(name, tensor)) continue;
-    titan_tensors.emplace_back(name, tensor.shape());
-    titan_shapes[name] = tensor.shape();
-    titan[name] = &tensor;
+  std::map<std::string, const checkpoint::TensorSource*> source_of;
+  for (const checkpoint::TensorSource& source : sources) {
+    if (omitted_from_hf(source)) continue;
+    titan_tensors.emplace_back(source.name, source.shape);
+    titan_shapes[source.name] = source.shape;
+    source_of[source.name] = &source;
   }
   const std::vector<models::HfTensorPlan> planned = models::hf_tensor_plan(models::hf_family(hf), titan_tensors);
+  std::map<std::string, size_t> last_use;  // titan tensor -> the last HF tensor made of it
   std::vector<std::vector<size_t>> shards;
   uint64_t shard_bytes = 0, total_bytes = 0;
   for (size_t i = 0; i < planned.size(); ++i) {
-    const Shape shape = hf_shape(planned[i], titan_shapes);
-    int64_t numel = 1;
-    for (int64_t size : shape) numel *= size;
-    const uint64_t bytes = static_cast<uint64_t>(numel) * dtype_size(options.dtype);
+    for (const models::HfTensorPart& part : planned[i].parts) last_use[part.titan_name] = i;
+    const uint64_t bytes =
+        static_cast<uint64_t>(shape_numel(hf_shape(planned[i], titan_shapes))) * dtype_size(options.dtype);
     if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes)) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -243,22 +217,39 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
     checkpoint::write_file_durably((staging / "config.json").string(), models::hf_config_json(hf));
     HfIndex index;
     index.total_size = total_bytes;
+    std::map<std::string, Tensor> held;  // titan tensors read and still needed
     for (size_t s = 0; s < shards.size(); ++s) {
       const std::string file = shards.size() == 1
                                    ? std::string(kHfSingleFile)
                                    : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-      checkpoint::NamedTensors shard;
+      std::vector<checkpoint::SafetensorsWriter::Spec> specs;
       for (size_t i : shards[s]) {
-        shard.emplace_back(planned[i].hf_name, to_hf_tensor(planned[i], titan, config, options.dtype));
+        specs.push_back({planned[i].hf_name, options.dtype, hf_shape(planned[i], titan_shapes)});
         index.weight_map[planned[i].hf_name] = file;
       }
       // transformers refuses safetensors files without format = pt.
-      checkpoint::write_safetensors((staging / file).string(), shard, {{"format", "pt"}});
+      checkpoint::SafetensorsWriter writer((staging / file).string(), specs, {{"format", "pt"}});
+      for (size_t i : shards[s]) {
+        for (const models::HfTensorPart& part : planned[i].parts) {
+          if (held.count(part.titan_name) == 0) held[part.titan_name] = source_of.at(part.titan_name)->read();
+        }
+        writer.write(planned[i].hf_name, to_hf_tensor(planned[i], held, config, options.dtype));
+        for (const models::HfTensorPart& part : planned[i].parts) {
+          if (last_use.at(part.titan_name) == i) held.erase(part.titan_name);
+        }
+      }
+      writer.finish();
     }
     if (shards.size() > 1) checkpoint::write_file_durably((staging / kHfIndexFile).string(), hf_index_json(index));
     for (const auto& [name, source] : options.extra_files) fs::copy_file(source, staging / name);
   }
+  if (before_publish) before_publish();
   staging_folder.publish();
+}
+
+void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
+                     const checkpoint::NamedTensors& tensors, const HfWriteOptions& options) {
+  write_hf_folder(folder, model_name, config, checkpoint::sources_of(tensors), options);
 }
 
 bool is_hf_model_folder(const std::string& path) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/tensor_source.h"
 #include "titan/models/hf/hf_decoder_config.h"
 #include "titan/models/hf/hf_tensor_names.h"
 
@@ -58,13 +60,6 @@ struct HfWeightPlan {
 };
 HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config);
 
-// The titan-named weights of `config`'s model from an HF folder, in titan
-// layout, cast to `dtype` (nullopt: as stored). Every tensor the model needs
-// must be there with its shape, and every tensor there must be one the model
-// needs (or one HF keeps that titan ignores); errors name file and tensor.
-std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
-                                              std::optional<DType> dtype = std::nullopt);
-
 struct HfWriteOptions {
   DType dtype = DType::f32;
   // A new shard starts when the next tensor would take one past this; one
@@ -74,9 +69,15 @@ struct HfWriteOptions {
   std::vector<std::pair<std::string, std::string>> extra_files;
 };
 
-// Writes titan-named `tensors` (in titan layout) of `model_name`'s model
+// Writes titan-named tensors (in titan layout) of `model_name`'s model
 // described by `config` as an HF folder at `folder`, replacing it if present
-// once the new one is complete.
+// once the new one is complete. From sources, each titan tensor is read once
+// and held only while the HF tensors made of it are written. `before_publish`
+// runs once every file is written, before the folder takes its name: a check
+// over everything written (e.g. for NaN) that, by throwing, leaves nothing behind.
+void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
+                     const checkpoint::TensorSources& sources, const HfWriteOptions& options,
+                     const std::function<void()>& before_publish = {});
 void write_hf_folder(const std::string& folder, const std::string& model_name, const models::DecoderConfig& config,
                      const checkpoint::NamedTensors& tensors, const HfWriteOptions& options);
 

@@ -8,72 +8,100 @@
 
 namespace titan::models {
 
-namespace {
-
-// Where the rows of one titan tensor are in the folder: one HF tensor from
-// `first_row` on (a tensor of its own, or a part of a fused one), or, for a
-// stack of experts, expert e's whole HF tensor at tensors[e].
-struct HfRows {
-  std::string hf_name;
-  int64_t first_row = 0;
-};
-struct TitanSource {
-  bool stacked_experts = false;
-  std::vector<HfRows> tensors;
-};
-
-std::map<std::string, TitanSource> sources_of_titan_tensors(const HfWeightPlan& weights) {
-  std::map<std::string, TitanSource> sources;
-  for (const HfTensorPlan& plan : weights.tensors) {
+HfTitanTensors::HfTitanTensors(const HfFolderReader& reader, const DecoderConfig& config)
+    : reader_(reader), config_(config), weights_(plan_hf_weights(reader, config)) {
+  for (const HfTensorPlan& plan : weights_.tensors) {
     int64_t row = 0;
     for (const HfTensorPart& part : plan.parts) {
-      TitanSource& source = sources[part.titan_name];
+      Source& source = sources_[part.titan_name];
       source.stacked_experts = part.expert >= 0;
       const size_t at = part.expert >= 0 ? static_cast<size_t>(part.expert) : 0;
       if (source.tensors.size() <= at) source.tensors.resize(at + 1);
       source.tensors[at] = {plan.hf_name, row};
-      row += hf_part_shape(part, weights.titan_shapes.at(part.titan_name))[0];
+      row += hf_part_shape(part, weights_.titan_shapes.at(part.titan_name))[0];
     }
   }
-  return sources;
 }
 
-// The box of titan tensor `name` (`shape` at `offsets`, in titan layout) in
-// the folder's dtype, read row by row where HF orders the rows differently.
-Tensor read_titan_box(const HfFolderReader& reader, const std::string& name, const TitanSource& sources,
-                      const Shape& offsets, const Shape& shape, const DecoderConfig& config) {
+const HfTitanTensors::Source& HfTitanTensors::source_of(const std::string& name) const {
+  const auto found = sources_.find(name);
+  TITAN_CHECK(found != sources_.end(), "{}: no tensor holds titan's '{}'", reader_.folder(), name);
+  return found->second;
+}
+
+DType HfTitanTensors::dtype(const std::string& name) const {
+  return reader_.entry(source_of(name).tensors.front().hf_name).dtype;
+}
+
+Tensor HfTitanTensors::read(const std::string& name) const {
+  const Shape& shape = weights_.titan_shapes.at(name);
+  const Source& source = source_of(name);
+  if (source.stacked_experts || !hf_rows_permuted(name, config_)) return read_box(name, Shape(shape.size(), 0), shape);
+  // All rows of a tensor whose rows HF orders differently: one read, then the rows put in titan's order.
+  Shape row_offsets(shape.size(), 0);
+  row_offsets[0] = source.tensors.front().first_row;
+  return from_hf_layout(name, reader_.read_box(source.tensors.front().hf_name, row_offsets, shape), config_);
+}
+
+Tensor HfTitanTensors::read_box(const std::string& name, const Shape& offsets, const Shape& shape) const {
+  const Source& source = source_of(name);
   const Shape inner_offsets(offsets.begin() + 1, offsets.end()), inner_shape(shape.begin() + 1, shape.end());
   std::vector<Tensor> pieces;  // consecutive rows of the box, each from one read
-  if (sources.stacked_experts) {
+  if (source.stacked_experts) {
     for (int64_t e = offsets[0]; e < offsets[0] + shape[0]; ++e) {
-      const std::string& hf_name = sources.tensors.at(static_cast<size_t>(e)).hf_name;
-      pieces.push_back(reader.read_box(hf_name, inner_offsets, inner_shape).unsqueeze(0));
+      const std::string& hf_name = source.tensors.at(static_cast<size_t>(e)).hf_name;
+      pieces.push_back(reader_.read_box(hf_name, inner_offsets, inner_shape).unsqueeze(0));
     }
   } else {
-    const HfRows& source = sources.tensors.front();
+    const Rows& rows = source.tensors.front();
     Shape row_offsets = offsets, row_shape = shape;
-    if (!hf_rows_permuted(name, config)) {  // rows in the same order: one box
-      row_offsets[0] += source.first_row;
-      return reader.read_box(source.hf_name, row_offsets, row_shape);
+    if (!hf_rows_permuted(name, config_)) {  // rows in the same order: one box
+      row_offsets[0] += rows.first_row;
+      return reader_.read_box(rows.hf_name, row_offsets, row_shape);
     }
     row_shape[0] = 1;
     for (int64_t row = offsets[0]; row < offsets[0] + shape[0]; ++row) {
-      row_offsets[0] = source.first_row + hf_row_of(name, row, config);
-      pieces.push_back(reader.read_box(source.hf_name, row_offsets, row_shape));
+      row_offsets[0] = rows.first_row + hf_row_of(name, row, config_);
+      pieces.push_back(reader_.read_box(rows.hf_name, row_offsets, row_shape));
     }
   }
-  if (pieces.empty()) return Tensor::empty(shape, reader.entry(sources.tensors.front().hf_name).dtype);
-  const DType dtype = pieces.front().dtype();
-  Tensor box = Tensor::empty(shape, dtype);
+  if (pieces.empty()) return Tensor::empty(shape, dtype(name));
+  const DType first = pieces.front().dtype();
+  Tensor box = Tensor::empty(shape, first);
   for (size_t i = 0; i < pieces.size(); ++i) {
-    TITAN_CHECK(pieces[i].dtype() == dtype, "{}: the HF tensors of '{}' differ in dtype ({} and {})", reader.folder(),
-                name, dtype_name(dtype), dtype_name(pieces[i].dtype()));
+    TITAN_CHECK(pieces[i].dtype() == first, "{}: the HF tensors of '{}' differ in dtype ({} and {})", reader_.folder(),
+                name, dtype_name(first), dtype_name(pieces[i].dtype()));
     titan::copy_(box.narrow(0, static_cast<int64_t>(i), 1), pieces[i]);
   }
   return box;
 }
 
-}  // namespace
+checkpoint::TensorSources hf_titan_sources(const HfTitanTensors& tensors, std::optional<DType> dtype) {
+  checkpoint::TensorSources sources;
+  const auto model = tensors.config().build(Device::meta());  // the model's order, names and shapes
+  for (auto& [name, meta] : model->named_state()) {
+    if (!tensors.holds(name)) {
+      // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
+      const DType stored = meta.dtype();
+      const Shape shape = meta.shape();
+      sources.push_back({name, stored, shape, [stored, shape] { return Tensor::zeros(shape, stored); }});
+      continue;
+    }
+    sources.push_back({name, dtype.value_or(tensors.dtype(name)), meta.shape(), [&tensors, titan_name = name, dtype] {
+                         const Tensor tensor = tensors.read(titan_name);
+                         return dtype ? tensor.to(*dtype) : tensor;
+                       }});
+  }
+  return sources;
+}
+
+std::map<std::string, Tensor> read_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config,
+                                              std::optional<DType> dtype) {
+  const HfTitanTensors tensors(reader, config);
+  std::map<std::string, Tensor> state;
+  for (const checkpoint::TensorSource& source : hf_titan_sources(tensors, dtype)) state[source.name] = source.read();
+  return state;
+}
 
 void load_hf_weights_into(models::Decoder& model, const std::string& folder) {
   const HfFolderReader reader(folder);
@@ -81,11 +109,10 @@ void load_hf_weights_into(models::Decoder& model, const std::string& folder) {
       models::decoder_config_differences(models::decoder_config_from_hf(reader.config()), model.config);
   TITAN_CHECK(differences.empty(), "{}/config.json describes a different model than the one built ({}: {})", folder,
               "config.json vs model", fmt::join(differences, "; "));
-  const HfWeightPlan weights = plan_hf_weights(reader, model.config);
-  const std::map<std::string, TitanSource> sources = sources_of_titan_tensors(weights);
+  const HfTitanTensors tensors(reader, model.config);
+  const HfWeightPlan& weights = tensors.plan();
   for (auto& [name, parameter] : model.named_parameters()) {
-    const auto found = sources.find(name);
-    if (found == sources.end()) {
+    if (!tensors.holds(name)) {
       // Not a weight of the base model: a LoRA adapter, which keeps its initial values.
       TITAN_CHECK(weights.titan_shapes.count(name) == 0 && parameter->data.requires_grad(),
                   "{}: no tensor holds titan's '{}'", folder, name);
@@ -95,8 +122,7 @@ void load_hf_weights_into(models::Decoder& model, const std::string& folder) {
     TITAN_CHECK(parameter->layout.whole_shape(stored.shape()) == weights.titan_shapes.at(name),
                 "{}: titan's '{}' is {} in the model built, {} in the folder", folder, name,
                 shape_str(parameter->layout.whole_shape(stored.shape())), shape_str(weights.titan_shapes.at(name)));
-    const Tensor box = read_titan_box(reader, name, found->second, parameter->layout.offsets_in_whole(stored.shape()),
-                                      stored.shape(), model.config);
+    const Tensor box = tensors.read_box(name, parameter->layout.offsets_in_whole(stored.shape()), stored.shape());
     titan::copy_(stored, box.to(stored.dtype()).to(stored.device()));
   }
   // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.

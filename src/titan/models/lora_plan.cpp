@@ -97,26 +97,6 @@ std::vector<LoraAdapted> lora_adapters(Decoder& model) {
   return adapted;
 }
 
-MergedLoraView::MergedLoraView(Decoder& model) {
-  for (const LoraAdapted& adapted : lora_adapters(model)) {
-    nn::Parameter& weight = *adapted.linear->weight;
-    const Tensor base = weight.data;
-    const Tensor delta = adapted.adapter->delta_weight();
-    TITAN_CHECK(delta.shape() == base.shape(), "LoRA: {}.weight {} is not whole (merging needs the gathered weight)",
-                adapted.module, shape_str(base.shape()));
-    weight.data = ops::add(base.detach().to(DType::f32), delta.to(base.device())).to(base.dtype());
-    adapted.linear->remove_adapter();
-    saved_.push_back({adapted, base});
-  }
-}
-
-MergedLoraView::~MergedLoraView() {
-  for (Saved& s : saved_) {
-    s.adapted.linear->weight->data = s.weight;
-    s.adapted.linear->set_adapter(s.adapted.adapter);
-  }
-}
-
 namespace {
 
 constexpr const char* kPeftPrefix = "base_model.model.";
@@ -145,6 +125,16 @@ bool peft_adapter_supported(const std::string& model_name) {
 
 void write_peft_adapter(const std::string& folder, Decoder& model, const std::string& model_name,
                         const LoraOptions& options, const std::string& base_model_name_or_path, DType dtype) {
+  WholeAdapters adapters;
+  for (const LoraAdapted& adapted : lora_adapters(model)) {
+    adapters[adapted.module] = {adapted.adapter->lora_A->weight->data, adapted.adapter->lora_B->weight->data};
+  }
+  write_peft_adapter(folder, adapters, model.config, model_name, options, base_model_name_or_path, dtype);
+}
+
+void write_peft_adapter(const std::string& folder, const WholeAdapters& adapters, const DecoderConfig& decoder,
+                        const std::string& model_name, const LoraOptions& options,
+                        const std::string& base_model_name_or_path, DType dtype) {
   const HfFamily& family = hf_family_for_model(model_name);
   TITAN_CHECK(!family.fused_projections,
               "LoRA: {} fuses q/k/v (qkv_proj) and gate/up (gate_up_proj) into one tensor each, so titan's "
@@ -152,12 +142,11 @@ void write_peft_adapter(const std::string& folder, Decoder& model, const std::st
               family.architecture);
   std::filesystem::create_directories(folder);
   checkpoint::NamedTensors tensors;
-  for (const LoraAdapted& adapted : lora_adapters(model)) {
-    const std::string name = peft_module_name(family, adapted.module);
-    const Tensor a = adapted.adapter->lora_A->weight->data.detach().to(Device::cpu());
+  for (const auto& [module, ab] : adapters) {
+    const std::string name = peft_module_name(family, module);
+    const Tensor a = ab.first.detach().to(Device::cpu());
     // B's rows are the base weight's output rows: they take its Hugging Face (RoPE) order.
-    const Tensor b = to_hf_layout(adapted.module + ".weight",
-                                  adapted.adapter->lora_B->weight->data.detach().to(Device::cpu()), model.config);
+    const Tensor b = to_hf_layout(module + ".weight", ab.second.detach().to(Device::cpu()), decoder);
     tensors.emplace_back(name + ".lora_A.weight", a.to(dtype));
     tensors.emplace_back(name + ".lora_B.weight", b.to(dtype));
   }
@@ -301,8 +290,7 @@ Tensor merged_peft_weight(const std::string& name, const Tensor& weight, const P
   TITAN_CHECK(weight.dim() == 2 && weight.size(0) == b.size(0) && weight.size(1) == a.size(1),
               "merge LoRA: {} is {} but the adapter's B A is [{}, {}]", name, shape_str(weight.shape()), b.size(0),
               a.size(1));
-  const float scale = static_cast<float>(adapter.options.alpha / static_cast<double>(adapter.options.rank));
-  const Tensor delta = ops::scale(ops::matmul(b, a), scale);
+  const Tensor delta = nn::lora_delta(a, b, adapter.options.alpha / static_cast<double>(adapter.options.rank));
   return ops::add(weight.to(DType::f32), delta).to(weight.dtype());
 }
 

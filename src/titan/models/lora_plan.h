@@ -45,24 +45,6 @@ std::vector<LoraAdapted> lora_adapters(Decoder& model);
 // The Hugging Face module names of the targets (q_proj, ...), in kLoraTargets order.
 std::vector<std::string> lora_hf_target_modules(const std::vector<std::string>& targets);
 
-// While alive, every adapted Linear of `model` holds the merged weight
-// W + scale B A and has no adapter, so the model saves as a plain one (its
-// parameters must be whole: gathered from FSDP / TP shards). Restores both on destruction.
-class MergedLoraView {
- public:
-  explicit MergedLoraView(Decoder& model);
-  ~MergedLoraView();
-  MergedLoraView(const MergedLoraView&) = delete;
-  MergedLoraView& operator=(const MergedLoraView&) = delete;
-
- private:
-  struct Saved {
-    LoraAdapted adapted;
-    Tensor weight;
-  };
-  std::vector<Saved> saved_;
-};
-
 // The PEFT adapter of `model` (whole parameters) in `folder` (created):
 // adapter_model.safetensors with "base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight"
 // [r, in] / "...lora_B.weight" [out, r] in `dtype` (B's rows in Hugging Face's
@@ -72,6 +54,11 @@ class MergedLoraView {
 // error (check peft_adapter_supported first).
 void write_peft_adapter(const std::string& folder, Decoder& model, const std::string& model_name,
                         const LoraOptions& options, const std::string& base_model_name_or_path, DType dtype);
+// The same from whole adapters (A, B) by base module FQN, as a streamed export collects them.
+using WholeAdapters = std::map<std::string, std::pair<Tensor, Tensor>>;
+void write_peft_adapter(const std::string& folder, const WholeAdapters& adapters, const DecoderConfig& decoder,
+                        const std::string& model_name, const LoraOptions& options,
+                        const std::string& base_model_name_or_path, DType dtype);
 // Whether write_peft_adapter can write adapters of `model_name`'s family.
 bool peft_adapter_supported(const std::string& model_name);
 

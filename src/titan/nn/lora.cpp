@@ -53,14 +53,8 @@ std::vector<std::pair<Parameter*, int64_t>> LoraAdapter::split_with_base(int64_t
   return {{lora_A->weight, 1}};
 }
 
-Tensor LoraAdapter::delta_weight() const {
-  const Tensor a = lora_A->weight->data.detach().to(DType::f32), b = lora_B->weight->data.detach().to(DType::f32);
-  TITAN_CHECK(a.size(0) == config.rank && b.size(1) == config.rank && a.size(1) == config.in_features &&
-                  b.size(0) == config.out_features,
-              "LoRA: merging needs whole A [{}, {}] and B [{}, {}], got {} and {}", config.rank, config.in_features,
-              config.out_features, config.rank, shape_str(a.shape()), shape_str(b.shape()));
-  Tensor delta = ops::matmul(b, a);
-  return ops::scale(delta, static_cast<float>(config.scale()));
+Tensor lora_delta(const Tensor& a, const Tensor& b, double scale) {
+  return ops::scale(ops::matmul(b.detach().to(DType::f32), a.detach().to(DType::f32)), static_cast<float>(scale));
 }
 
 }  // namespace titan::nn

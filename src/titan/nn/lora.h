@@ -31,8 +31,6 @@ class LoraAdapter : public LinearAdapter {
   Tensor forward(const Tensor& x) const override;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules() const override;
   std::vector<std::pair<Parameter*, int64_t>> split_with_base(int64_t base_dim) const override;
-  // scale * B @ A [out, in] in f32 from whole A and B (what merging adds to the base weight).
-  Tensor delta_weight() const;
 
   const LoraConfig config;
   std::shared_ptr<Linear> lora_A, lora_B;
@@ -40,5 +38,9 @@ class LoraAdapter : public LinearAdapter {
  private:
   Generator* dropout_generator_;
 };
+
+// scale * B @ A [out, in] in f32 from whole A [rank, in] and B [out, rank]:
+// what merging adds to the base weight.
+Tensor lora_delta(const Tensor& a, const Tensor& b, double scale);
 
 }  // namespace titan::nn

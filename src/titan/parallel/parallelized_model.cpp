@@ -75,13 +75,4 @@ void ParallelizedModel::for_each_full_parameter(nn::Module& model,
   }
 }
 
-std::vector<std::pair<nn::Parameter*, Tensor>> ParallelizedModel::gather_full_parameters(nn::Module& model) {
-  const bool split_tp = mesh_->size(MeshDim::tp) > 1, split_ep = mesh_->size(MeshDim::ep) > 1;
-  std::vector<std::pair<nn::Parameter*, Tensor>> full;
-  if (!fsdp && !split_tp && !split_ep) return full;
-  for_each_full_parameter(
-      model, [&](nn::Parameter* parameter, const Tensor& tensor) { full.emplace_back(parameter, tensor); });
-  return full;
-}
-
 }  // namespace titan::parallel

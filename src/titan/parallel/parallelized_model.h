@@ -34,13 +34,10 @@ class ParallelizedModel {
   // gradient of `model` by the global norm, counting each disjoint part once.
   // Returns [norm, clipping factor] on `device`: no host read.
   Tensor synchronize_and_clip_gradients(nn::Module& model, double max_norm, Device device) const;
-  // Every split parameter of `model` whole (FSDP shards, tensor- and
-  // expert-parallel parts gathered; a collective over the mesh). Empty when
-  // nothing is split.
-  std::vector<std::pair<nn::Parameter*, Tensor>> gather_full_parameters(nn::Module& model);
-  // The same one parameter at a time (an FSDP unit's gathered together), each
-  // handed to `use` and dropped after: a rank never holds the whole model.
-  // Every parameter of `model` is handed over, split or not.
+  // Every parameter of `model` whole (FSDP shards, tensor- and
+  // expert-parallel parts gathered; a collective over the mesh), one at a
+  // time (an FSDP unit's gathered together), each handed to `use` and dropped
+  // after: a rank never holds the whole model. Split or not, all are handed over.
   void for_each_full_parameter(nn::Module& model, const std::function<void(nn::Parameter*, const Tensor&)>& use);
 
  private:

@@ -76,10 +76,6 @@ void export_model(models::Decoder& model, const JobConfig& config, const std::st
   write_model_export(folder, with_model_vocab(config, model), export_sources(model, dtype));
 }
 
-void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype) {
-  write_export_files(folder, with_model_vocab(config, model), export_sources(model, dtype));
-}
-
 namespace {
 
 // model.safetensors at `file`, streamed: every rank takes part in each_full's

@@ -42,10 +42,9 @@ void export_model_streamed(models::Decoder& model, const JobConfig& config, cons
 // throwing leaves nothing behind.
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::TensorSources& tensors,
                         const std::function<void()>& before_publish = {});
-// The export's files written into an existing folder (a checkpoint's staging folder).
-void write_model_export_files(const std::string& folder, models::Decoder& model, const JobConfig& config, DType dtype);
-// The same in two parts, for a model split over ranks: the weights streamed
-// as export_model_streamed streams them (every rank calls it), and the small
+// The export's files written into an existing folder (a checkpoint's
+// staging folder) in two parts: the weights streamed as
+// export_model_streamed streams them (every rank calls it), and the small
 // files beside them (job.toml, tokenizer, config.json; one rank).
 void write_model_export_weights_streamed(const std::string& folder, models::Decoder& model, const JobConfig& config,
                                          DType dtype, const FullParameters& each_full, const ExportWriters& who);

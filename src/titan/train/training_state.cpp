@@ -11,6 +11,7 @@
 #include "titan/core/copy.h"
 #include "titan/core/units.h"
 #include "titan/models/hf/hf_folder.h"
+#include "titan/models/lora_merge_stream.h"
 #include "titan/models/lora_plan.h"
 #include "titan/train/model_export.h"
 
@@ -23,13 +24,6 @@ using Clock = SteadyClock;
 // A parameter's AdamW moment as the checkpoint names it.
 std::string moment_name(const char* moment, const std::string& parameter) {
   return fmt::format("optimizer.{}.{}", moment, parameter);
-}
-
-// The top-level module a state name belongs to: "layers.3.attention.wq.weight" -> "layers.3".
-std::string module_of(const std::string& name) {
-  const size_t first = name.find('.');
-  if (name.starts_with("layers.")) return name.substr(0, name.find('.', first + 1));
-  return name.substr(0, first);
 }
 
 }  // namespace
@@ -251,85 +245,58 @@ void TrainingState::finish() {
   const std::string folder =
       (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(parts_.step)).string();
   const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
-  // Without LoRA adapters to merge, the export streams: the parameters are
-  // gathered one FSDP unit at a time and written as they come, into the
-  // final checkpoint's staging folder or, with checkpoints off, a folder of
-  // its own. Rank 0 writes them, or under pipeline parallelism each stage's
-  // first rank writes its stages' tensors into the same file.
-  if (!config_.lora.enable) {
-    parallel::ParallelizedModel& parallelized = *parts_.job.parallelized;
-    models::Decoder& model = *parts_.job.model;
-    const FullParameters each_full = [&](const auto& use) { parallelized.for_each_full_parameter(model, use); };
-    ExportWriters who;
-    who.creates = rank_ == 0;
-    who.writes =
-        mesh_.coordinate(MeshDim::dp) == 0 && mesh_.coordinate(MeshDim::cp) == 0 && mesh_.coordinate(MeshDim::tp) == 0;
-    if (parts_.job.pipeline) who.barrier = [&] { mesh_.group(MeshDim::world)->barrier(); };
-    if (config_.checkpoint.enable) {
-      save(
-          /*async=*/false,
-          [&](const std::string& staging) { write_model_export_support_files(staging, model, config_); },
-          [&](const std::string& staging) {
-            write_model_export_weights_streamed(staging, model, config_, dtype, each_full, who);
-          });
-    } else {
-      export_model_streamed(model, config_, folder, dtype, each_full, who);
-    }
-    if (rank_ == 0) {
-      std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
-                  folder.c_str());
-    }
-    return;
-  }
-  // LoRA: the adapters are merged into whole weights.
-  // Split parameters are gathered (a collective: every rank takes part); rank 0 writes.
-  const std::vector<std::pair<nn::Parameter*, Tensor>> full =
-      parts_.job.parallelized->gather_full_parameters(*parts_.job.model);
-  // Under pipeline parallelism the first stage's rank writes a whole model gathered from every stage.
-  std::shared_ptr<models::Decoder> whole;
-  if (parts_.job.pipeline) whole = gather_pipeline_model(full);
-  models::Decoder& exported = whole ? *whole : *parts_.job.model;
-  // The full weights stand in for the shards while the export is written.
-  auto with_full_weights = [&](const std::function<void()>& write) {
-    std::vector<std::pair<nn::Parameter*, Tensor>> sharded;
-    for (auto& [parameter, tensor] : full) {
-      sharded.emplace_back(parameter, parameter->data);
-      parameter->data = tensor;
-    }
-    write();
-    for (auto& [parameter, shard] : sharded) parameter->data = shard;
-  };
-  // With LoRA the export holds the merged weights (a plain model, for generate
-  // and for Hugging Face), and <export>/adapter the PEFT adapter alone.
+  // The export streams: the parameters are gathered one FSDP unit at a time
+  // and written as they come, into the final checkpoint's staging folder or,
+  // with checkpoints off, a folder of their own. Rank 0 writes them, or under
+  // pipeline parallelism each stage's first rank writes its stages' tensors
+  // into the same file, so no rank holds the whole model.
+  parallel::ParallelizedModel& parallelized = *parts_.job.parallelized;
+  models::Decoder& model = *parts_.job.model;
+  ExportWriters who;
+  who.creates = rank_ == 0;
+  who.writes =
+      mesh_.coordinate(MeshDim::dp) == 0 && mesh_.coordinate(MeshDim::cp) == 0 && mesh_.coordinate(MeshDim::tp) == 0;
+  if (parts_.job.pipeline) who.barrier = [&] { mesh_.group(MeshDim::world)->barrier(); };
+  // With LoRA (never under pipeline parallelism) the export holds the merged
+  // weights (a plain model, for generate and for Hugging Face), merged as
+  // they come by, and <export>/adapter the PEFT adapter alone.
   const bool lora = config_.lora.enable;
+  std::optional<models::LoraMergeStream> merge;
+  if (lora && who.writes) merge.emplace(model);
+  const FullParameters each_full = [&](const auto& use) {
+    if (!merge) {
+      parallelized.for_each_full_parameter(model, use);
+      return;
+    }
+    parallelized.for_each_full_parameter(
+        model, [&](nn::Parameter* parameter, const Tensor& full) { merge->take(parameter, full, use); });
+    merge->check_done();
+  };
   // Families whose HF tensors fuse projections (Phi-3) have no PEFT form of titan's adapters: merged weights only.
   const bool write_peft = lora && models::peft_adapter_supported(config_.model.name);
   const auto write_adapter = [&](const std::string& export_folder) {
-    if (!write_peft) return;
+    if (!write_peft || !merge) return;
     const LoraSection& l = config_.lora;
     const std::string base = !config_.checkpoint.initial_load_path.empty()
                                  ? config_.checkpoint.initial_load_path
                                  : fmt::format("{}/{}", config_.model.name, config_.model.flavor);
-    models::write_peft_adapter((std::filesystem::path(export_folder) / "adapter").string(), exported,
-                               config_.model.name, {l.rank, l.alpha, l.dropout, l.target_modules}, base, dtype);
-  };
-  const auto write_export = [&](const std::function<void()>& write) {
-    std::optional<models::MergedLoraView> merged;
-    if (lora) merged.emplace(exported);
-    write();
+    models::write_peft_adapter((std::filesystem::path(export_folder) / "adapter").string(), merge->adapters(),
+                               model.config, config_.model.name, {l.rank, l.alpha, l.dropout, l.target_modules}, base,
+                               dtype);
   };
   if (config_.checkpoint.enable) {
-    save(/*async=*/false, [&](const std::string& staging) {
-      with_full_weights([&] {
-        write_adapter(staging);
-        write_export([&] { write_model_export_files(staging, exported, config_, dtype); });
-      });
-    });
-  } else if (rank_ == 0) {
-    with_full_weights([&] {
-      write_export([&] { export_model(exported, config_, folder, dtype); });
-      write_adapter(folder);
-    });
+    save(
+        /*async=*/false,
+        [&](const std::string& staging) {
+          write_model_export_support_files(staging, model, config_);
+          write_adapter(staging);
+        },
+        [&](const std::string& staging) {
+          write_model_export_weights_streamed(staging, model, config_, dtype, each_full, who);
+        });
+  } else {
+    export_model_streamed(model, config_, folder, dtype, each_full, who);
+    if (who.creates) write_adapter(folder);
   }
   if (rank_ == 0) {
     std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
@@ -340,46 +307,6 @@ void TrainingState::finish() {
                   config_.model.name.c_str());
     }
   }
-}
-
-std::shared_ptr<models::Decoder> TrainingState::gather_pipeline_model(
-    const std::vector<std::pair<nn::Parameter*, Tensor>>& full) {
-  const auto& pp = mesh_.group(MeshDim::pp);
-  std::map<nn::Parameter*, Tensor> full_of(full.begin(), full.end());
-  std::map<std::string, Tensor> mine;
-  for (auto& [name, parameter] : parts_.job.model->named_parameters()) {
-    mine[name] = full_of.count(parameter) ? full_of.at(parameter) : parameter->data;
-  }
-  for (auto& [name, buffer] : parts_.job.model->named_persistent_buffers()) mine[name] = *buffer;
-  // Every tensor of the whole model, in its order (a meta build allocates nothing): the message tags.
-  const std::vector<std::pair<std::string, Tensor>> order =
-      parts_.job.model->config.build(Device::meta())->named_state();
-  if (pp->rank() != 0) {
-    std::vector<std::shared_ptr<comm::Work>> sends;
-    for (size_t tag = 0; tag < order.size(); ++tag) {
-      auto found = mine.find(order[tag].first);
-      if (found != mine.end()) sends.push_back(pp->send(found->second.contiguous(), 0, static_cast<int>(tag)));
-    }
-    for (const auto& send : sends) send->wait();
-    return nullptr;
-  }
-  std::map<std::string, int> owner;
-  const parallel::pipeline::Schedule& schedule = parts_.job.pipeline->schedule();
-  for (size_t stage = 0; stage < parts_.job.pipeline_parts.size(); ++stage) {
-    for (const std::string& module : parts_.job.pipeline_parts[stage]) owner[module] = schedule.stage_rank[stage];
-  }
-  auto whole = parts_.job.model->config.build(device_);
-  const std::vector<std::pair<std::string, Tensor>> state = whole->named_state();
-  for (size_t tag = 0; tag < state.size(); ++tag) {
-    const auto& [name, tensor] = state[tag];
-    auto found = mine.find(name);
-    if (found != mine.end()) {
-      titan::copy_(tensor, found->second);
-    } else {
-      pp->recv(tensor, owner.at(module_of(name)), static_cast<int>(tag))->wait();
-    }
-  }
-  return whole;
 }
 
 }  // namespace titan::train

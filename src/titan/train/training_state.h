@@ -61,9 +61,6 @@ class TrainingState {
   // The newest complete checkpoint (or checkpoint.load_step), else checkpoint.initial_load_path.
   void load_newest();
   void load(const std::string& folder, const std::vector<std::string>& parts);
-  // On the first pipeline rank, a whole model holding every stage's weights
-  // (`full`: this rank's gathered parameters); elsewhere sends them there and returns null.
-  std::shared_ptr<models::Decoder> gather_pipeline_model(const std::vector<std::pair<nn::Parameter*, Tensor>>& full);
 
   const JobConfig& config_;
   const comm::DeviceMesh& mesh_;

@@ -1,7 +1,5 @@
 #include "titan/models/lora_merge_stream.h"
 
-#include "titan/ops/elementwise.h"
-
 namespace titan::models {
 
 LoraMergeStream::LoraMergeStream(Decoder& model) {
@@ -33,8 +31,7 @@ void LoraMergeStream::take(nn::Parameter* parameter, const Tensor& full, const U
   TITAN_CHECK(base.dim() == 2 && base.size(0) == waiting.b.size(0) && base.size(1) == waiting.a.size(1),
               "LoRA export: {}.weight {} is not whole (merging needs the gathered weight)", module,
               shape_str(base.shape()));
-  const Tensor delta = nn::lora_delta(waiting.a, waiting.b, waiting.scale);
-  const Tensor merged = ops::add(base.detach().to(DType::f32), delta.to(base.device())).to(base.dtype());
+  const Tensor merged = nn::lora_merged_weight(base, waiting.a, waiting.b, waiting.scale);
   adapters_[module] = {waiting.a, waiting.b};
   nn::Parameter* weight = waiting.weight;
   waiting_.erase(found);

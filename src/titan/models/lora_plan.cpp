@@ -10,8 +10,6 @@
 #include "titan/models/hf/hf_decoder_config.h"
 #include "titan/nn/initialize.h"
 #include "titan/nn/lora_targets.h"
-#include "titan/ops/elementwise.h"
-#include "titan/ops/gemm.h"
 
 namespace titan::models {
 namespace {
@@ -290,8 +288,7 @@ Tensor merged_peft_weight(const std::string& name, const Tensor& weight, const P
   TITAN_CHECK(weight.dim() == 2 && weight.size(0) == b.size(0) && weight.size(1) == a.size(1),
               "merge LoRA: {} is {} but the adapter's B A is [{}, {}]", name, shape_str(weight.shape()), b.size(0),
               a.size(1));
-  const Tensor delta = nn::lora_delta(a, b, adapter.options.alpha / static_cast<double>(adapter.options.rank));
-  return ops::add(weight.to(DType::f32), delta).to(weight.dtype());
+  return nn::lora_merged_weight(weight, a, b, adapter.options.alpha / static_cast<double>(adapter.options.rank));
 }
 
 void merge_peft_adapter(std::map<std::string, Tensor>& state, const PeftAdapter& adapter) {

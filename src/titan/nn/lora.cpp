@@ -53,8 +53,10 @@ std::vector<std::pair<Parameter*, int64_t>> LoraAdapter::split_with_base(int64_t
   return {{lora_A->weight, 1}};
 }
 
-Tensor lora_delta(const Tensor& a, const Tensor& b, double scale) {
-  return ops::scale(ops::matmul(b.detach().to(DType::f32), a.detach().to(DType::f32)), static_cast<float>(scale));
+Tensor lora_merged_weight(const Tensor& weight, const Tensor& a, const Tensor& b, double scale) {
+  const Tensor delta =
+      ops::scale(ops::matmul(b.detach().to(DType::f32), a.detach().to(DType::f32)), static_cast<float>(scale));
+  return ops::add(weight.detach().to(DType::f32), delta.to(weight.device())).to(weight.dtype());
 }
 
 }  // namespace titan::nn

@@ -39,8 +39,8 @@ class LoraAdapter : public LinearAdapter {
   Generator* dropout_generator_;
 };
 
-// scale * B @ A [out, in] in f32 from whole A [rank, in] and B [out, rank]:
-// what merging adds to the base weight.
-Tensor lora_delta(const Tensor& a, const Tensor& b, double scale);
+// The merged weight W + scale * B @ A from whole W [out, in], A [rank, in]
+// and B [out, rank]: summed in f32, in W's dtype and on W's device.
+Tensor lora_merged_weight(const Tensor& weight, const Tensor& a, const Tensor& b, double scale);
 
 }  // namespace titan::nn

@@ -31,9 +31,7 @@ namespace {
 
 // What a conversion found on its way: the tensors holding NaN or Inf, named
 // once everything is written, before the output takes its name.
-struct NonFiniteFound {
-  std::vector<checkpoint::NonFiniteTensor> tensors;
-};
+using NonFiniteFound = std::vector<checkpoint::NonFiniteTensor>;
 
 // `sources` as convert writes them: options.merge_lora's adapter added into
 // its weights, and every tensor counted for NaN and Inf into `found`.
@@ -50,7 +48,7 @@ checkpoint::TensorSources as_converted(checkpoint::TensorSources sources, const 
     source.read = [read = std::move(source.read), name = source.name, adapter, found] {
       Tensor tensor = read();
       if (adapter) tensor = models::merged_peft_weight(name, tensor, *adapter);
-      for (const auto& nonfinite : checkpoint::find_nonfinite({{name, tensor}})) found->tensors.push_back(nonfinite);
+      for (const auto& nonfinite : checkpoint::find_nonfinite({{name, tensor}})) found->push_back(nonfinite);
       return tensor;
     };
   }
@@ -62,7 +60,7 @@ checkpoint::TensorSources as_converted(checkpoint::TensorSources sources, const 
 std::function<void()> nonfinite_check(const std::shared_ptr<NonFiniteFound>& found, const std::string& source,
                                       const ConvertOptions& options) {
   return [found, source, allow = options.allow_nonfinite] {
-    checkpoint::report_nonfinite(found->tensors, source, allow, "--allow-nonfinite");
+    checkpoint::report_nonfinite(*found, source, allow, "--allow-nonfinite");
   };
 }
 

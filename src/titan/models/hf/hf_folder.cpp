@@ -152,7 +152,6 @@ HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::Decoder
     titan_tensors.emplace_back(name, parameter->data.shape());
     weights.titan_shapes[name] = parameter->data.shape();
   }
-  for (auto& [name, buffer] : expected->named_persistent_buffers()) weights.buffers[name] = *buffer;
   std::set<std::string> used;
   weights.tensors = models::hf_tensor_plan(family, titan_tensors);
   for (const models::HfTensorPlan& plan : weights.tensors) {

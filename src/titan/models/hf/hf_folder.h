@@ -48,15 +48,14 @@ class HfFolderReader {
 };
 
 // What an HF folder holds for `config`'s model: its HF tensors (each the rows
-// of titan tensors, hf_tensor_plan) and the whole shapes of titan's parameters
-// (and, as meta tensors, its persistent buffers). Planning checks the folder: every tensor the model
+// of titan tensors, hf_tensor_plan) and the whole shapes of titan's
+// parameters. Planning checks the folder: every tensor the model
 // needs is there with its shape and a float dtype, and every tensor there is
 // one the model needs (or one HF keeps that titan ignores); errors name file
 // and tensor.
 struct HfWeightPlan {
   std::vector<HfTensorPlan> tensors;
   std::map<std::string, Shape> titan_shapes;
-  std::map<std::string, Tensor> buffers;
 };
 HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config);
 

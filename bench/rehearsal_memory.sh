@@ -8,10 +8,11 @@
 #
 #   bench/rehearsal_memory.sh [LAYOUT ...]   (after `make run`, which prepares data/fortunes)
 #
-# Layouts (default: all, about 30 minutes on 2 cores and up to 20 GiB):
+# Layouts (default: all, about 40 minutes on 2 cores and up to 20 GiB):
 #   405b_fsdp128_tp8    Llama 3 405B, rank 0 of 1,024: FSDP 128 x TP 8
-#   405b_pp32_rank0     Llama 3 405B, rank 0 of 1,024: FSDP 4 x TP 8 x PP 32 (stage 0: embeddings, 4 layers)
-#   405b_pp32_last      the same job's rank 992 (the last stage: 3 layers, norm, output and the loss)
+#   405b_pp16_rank0     Llama 3 405B, rank 0 of 1,024: FSDP 8 x TP 8 x PP 16, resharding after
+#                       forward (stage 0: embeddings, 7 layers)
+#   405b_pp16_last      the same job's rank 960 (the last stage: 7 layers, norm, output and the loss)
 #   qwen3_235b_ep128    Qwen3-235B-A22B, rank 0 of 256: FSDP 256 with EP 128 (one expert per rank)
 #   70b_fsdp8_tp8       Llama 3 70B, rank 0 of 64: FSDP 8 x TP 8
 set -euo pipefail
@@ -23,21 +24,21 @@ trap 'rm -rf "$work"' EXIT
 
 llama="--config configs/llama3_debug.toml --model.vocab_size 128256"
 qwen="--config configs/qwen3_moe_debug.toml --model.flavor 235B-A22B --model.vocab_size 151936"
-pp32="--model.flavor 405B --comm.fake_world_size 1024 --parallelism.data_parallel_shard_degree 4
-  --parallelism.tensor_parallel_degree 8 --parallelism.pipeline_parallel_degree 32
+pp16="--model.flavor 405B --comm.fake_world_size 1024 --parallelism.data_parallel_shard_degree 8
+  --parallelism.tensor_parallel_degree 8 --parallelism.pipeline_parallel_degree 16
   --parallelism.pipeline_parallel_schedule 1F1B --parallelism.pipeline_parallel_microbatch_size 1
-  --training.local_batch_size 8"
+  --parallelism.fsdp_reshard_after_forward always --training.local_batch_size 8"
 declare -A layouts=(
   [405b_fsdp128_tp8]="$llama --model.flavor 405B --comm.fake_world_size 1024
     --parallelism.data_parallel_shard_degree 128 --parallelism.tensor_parallel_degree 8"
-  [405b_pp32_rank0]="$llama $pp32 --comm.fake_rank 0"
-  [405b_pp32_last]="$llama $pp32 --comm.fake_rank 992"
+  [405b_pp16_rank0]="$llama $pp16 --comm.fake_rank 0"
+  [405b_pp16_last]="$llama $pp16 --comm.fake_rank 960"
   [qwen3_235b_ep128]="$qwen --comm.fake_world_size 256 --parallelism.data_parallel_shard_degree 256
     --parallelism.expert_parallel_degree 128"
   [70b_fsdp8_tp8]="$llama --model.flavor 70B --comm.fake_world_size 64
     --parallelism.data_parallel_shard_degree 8 --parallelism.tensor_parallel_degree 8"
 )
-order=(405b_fsdp128_tp8 405b_pp32_rank0 405b_pp32_last qwen3_235b_ep128 70b_fsdp8_tp8)
+order=(405b_fsdp128_tp8 405b_pp16_rank0 405b_pp16_last qwen3_235b_ep128 70b_fsdp8_tp8)
 [ $# -gt 0 ] && order=("$@")
 
 ok=0

@@ -4,8 +4,9 @@
 // naive attention's scores, an async save's host copy, chat data packed whole
 // conversations to a row, ring attention under
 // context parallelism, pipeline stages and their micro-batches in flight,
-// FSDP shards (alone, and accumulating micro-batches, whose gradients then
-// outlive a forward), tensor parallelism's split tables, MoE experts under FSDP,
+// FSDP shards (alone, accumulating micro-batches, whose gradients then
+// outlive a forward, with LoRA's frozen base, and under pipelining resharding
+// after forward), tensor parallelism's split tables, MoE experts under FSDP,
 // expert and tensor parallelism), a tiny job runs a few steps and the allocator's peak on every
 // rank (metrics.jsonl) must stay under the estimate the job's memory check
 // makes for the same config (train::job_memory_budget). A buffer the estimate
@@ -137,6 +138,15 @@ INSTANTIATE_TEST_SUITE_P(
              "--chat.enable true --chat.template llama3 --training.dataset_path {src}/data/fortune_chat/train.jsonl"},
         Case{"fsdp_2", 2, "--parallelism.data_parallel_shard_degree 2"},
         Case{"fsdp_2_accumulating_2", 2, "--parallelism.data_parallel_shard_degree 2 --training.global_batch_size 16"},
+        Case{"lora_fsdp_2", 2, "--parallelism.data_parallel_shard_degree 2 --lora.enable true --lora.rank 8"},
+        Case{"pipeline_2_fsdp_2_resharding", 4,
+             "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule 1F1B "
+             "--parallelism.pipeline_parallel_microbatch_size 1 --parallelism.data_parallel_shard_degree 2 "
+             "--parallelism.fsdp_reshard_after_forward always"},
+        Case{"pipeline_2_fsdp_2_resharding_split", 4,
+             "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule InterleavedZeroBubble "
+             "--parallelism.pipeline_parallel_microbatch_size 1 --parallelism.data_parallel_shard_degree 2 "
+             "--parallelism.fsdp_reshard_after_forward always"},
         Case{"context_parallel_2", 2,
              "--parallelism.context_parallel_degree 2 --parallelism.context_parallel_rotate_method alltoall"},
         Case{"pipeline_2", 2,

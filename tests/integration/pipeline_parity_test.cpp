@@ -59,6 +59,17 @@ TEST(PipelineParity, ComposesWithFsdpTensorAndExpertParallelism) {
       single,
       jobs().distributed("pp2_fsdp2", 4, 2, pipeline(2, "ZBVZeroBubble", "--parallelism.data_parallel_shard_degree 2")),
       "PP 2 x FSDP 2", true);
+  // Resharding after every forward: each micro-batch's gradients reduce-scattered as they complete (linear, so
+  // the same sums), counted apart from the micro-batches still in flight, split backwards and recomputed blocks too.
+  const std::string reshard =
+      "--parallelism.data_parallel_shard_degree 2 --parallelism.fsdp_reshard_after_forward always";
+  expect_matches(single,
+                 jobs().distributed("pp2_fsdp2_reshard_recompute", 4, 2,
+                                    pipeline(2, "1F1B", reshard + " --activation_checkpoint.mode full")),
+                 "PP 2 x FSDP 2, resharding after forward, full recomputation", true);
+  expect_matches(single,
+                 jobs().distributed("pp2_fsdp2_reshard_split", 4, 2, pipeline(2, "InterleavedZeroBubble", reshard)),
+                 "PP 2 x FSDP 2, resharding after forward, split backward", true);
   expect_matches(single,
                  jobs().distributed("pp2_tp2", 4, 1,
                                     pipeline(2, "InterleavedZeroBubble", "--parallelism.tensor_parallel_degree 2")),

@@ -17,7 +17,7 @@ namespace titan::cli {
 namespace {
 struct EstimateArguments {
   std::string model = "llama3", flavor = "8B", compute_dtype = "bf16", state_dtype = "f32", ac = "none";
-  std::string schedule = "1F1B", cp_rotate_method = "alltoall";
+  std::string schedule = "1F1B", cp_rotate_method = "alltoall", reshard_after_forward = "default";
   int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2, pp = 1, microbatch_size = 1, cp = 1,
           tp = 1, ep = 1;
 };
@@ -44,6 +44,11 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--microbatch-size", args->microbatch_size,
                     "pipeline micro-batch size (--batch / it = micro-batches)")
         ->check(at_least(1));
+    app->add_option("--fsdp-reshard-after-forward", args->reshard_after_forward,
+                    "with --pp: always frees each block's gathered weights after its forward and reduces each "
+                    "micro-batch's gradients (default and never keep a stage's units gathered all step)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"default", "always", "never"}));
     app->add_option("--dp-shard", args->dp_shard, "FSDP shard degree")->capture_default_str()->check(at_least(1));
     app->add_option("--tp", args->tp, "tensor parallel degree")->capture_default_str()->check(at_least(1));
     app->add_option("--ep", args->ep, "expert parallel degree (a factor of --dp-shard x --cp)")
@@ -99,6 +104,7 @@ Subcommand make_estimate_memory_subcommand() {
     job.parallelism.pipeline_parallel_microbatch_size = args->microbatch_size;
     train::validate(job);
     options.batch = args->microbatch_size;
+    options.pipeline_reshards = args->reshard_after_forward == "always";
     std::printf("pipeline: %lld ranks, %s, %lld micro-batches of %lld\n", static_cast<long long>(args->pp),
                 args->schedule.c_str(), static_cast<long long>(train::pipeline_microbatches(job)),
                 static_cast<long long>(args->microbatch_size));

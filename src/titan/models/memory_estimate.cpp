@@ -157,18 +157,35 @@ int64_t split_by(const std::string& name, int64_t tp, int64_t ep) {
 //    a time) with its ring's buffers;
 //  - at_end, the embedding's backward, the last: its gradient in the compute
 //    dtype (cast from an f32 scatter) and then its f32 bucket, beside the
-//    first block's unit and bucket. The table itself was freed after the
-//    lookup (kept gathered when tied to the output).
+//    first block's unit and bucket, whose reduce-scatter is in flight. The
+//    table itself was freed after the lookup (kept gathered when tied to
+//    the output).
+// Under pipelining (UnitLifetime) the stage's units may be held longer.
 struct FsdpUnitBytes {
   double at_loss = 0.0, in_blocks = 0.0, at_end = 0.0;  // see fsdp_unit_bytes
   double largest() const { return std::max({at_loss, in_blocks, at_end}); }
 };
 
+// How long a unit stays gathered.
+enum class UnitLifetime {
+  // Around its block's forward and backward (no pipelining, or pipelining
+  // resharding after forward with whole backwards).
+  per_block,
+  // All step, its f32 gradient summing the micro-batches (pipelining's default).
+  stage_all_step,
+  // Pipelining resharding after forward with a split backward: from a
+  // micro-batch's input half until its weight half, so the stage's blocks
+  // (in the compute dtype), with up to two f32 buckets filling at a time.
+  stage_until_weight_backward,
+};
+
+// `frozen_base`: LoRA, whose base weights are gathered but have no place in
+// the gradient buckets (the adapters' are negligible).
 FsdpUnitBytes fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_layers, double compute_size,
-                              bool pipelined, int64_t tp, int64_t ep, int64_t dp_shard) {
+                              UnitLifetime lifetime, bool frozen_base, int64_t tp, int64_t ep, int64_t dp_shard) {
   double output_side = 0.0, embedding = 0.0;
   std::map<int64_t, double> layer_elements;
-  const bool own_embedding_unit = !model.config.tie_embeddings && !pipelined;
+  const bool own_embedding_unit = !model.config.tie_embeddings && lifetime != UnitLifetime::stage_all_step;
   for (auto& [name, parameter] : model.named_parameters()) {
     const double elements = static_cast<double>(parameter->data.numel()) / static_cast<double>(split_by(name, tp, ep));
     if (name.starts_with("layers.")) {
@@ -184,24 +201,32 @@ FsdpUnitBytes fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_l
     largest_layer = std::max(largest_layer, layer_elements[i]);
     all_layers += layer_elements[i];
   }
-  const double unit_size = compute_size + 4.0;
-  // Pipelining keeps every unit gathered for the step's micro-batches and
-  // reduces their summed f32 gradients once, at its end.
-  if (pipelined) {
-    const double all = (output_side + all_layers) * unit_size;
+  const double gradient_size = frozen_base ? 0.0 : 4.0;
+  const double unit_size = compute_size + gradient_size;
+  // A reduce-scatter in flight passes two shards of f32 around its ring
+  // (comm/mpi_process_group.cpp) into a third, the unit's shard gradients.
+  const double shards = static_cast<double>(dp_shard);
+  const double reduction_in_flight = 3.0 * gradient_size * largest_layer / shards;
+  if (lifetime == UnitLifetime::stage_all_step) {
+    const double all = (output_side + all_layers) * unit_size + reduction_in_flight;
+    return {all, all, all};
+  }
+  // An all-gather lands in a buffer of its own (copied into place when the
+  // block runs) from this rank's shard, packed to send.
+  const double gathering = largest_layer * compute_size * (1.0 + 1.0 / shards);
+  if (lifetime == UnitLifetime::stage_until_weight_backward) {
+    // (A block gathered again for one micro-batch's input half while its
+    // reduction of another's weight half is in flight.)
+    const double all = (output_side + all_layers) * compute_size +
+                       std::min(2.0, static_cast<double>(held_layers.size())) * largest_layer * gradient_size +
+                       gathering + reduction_in_flight;
     return {all, all, all};
   }
   const double blocks_in_flight = std::min(2.0, static_cast<double>(held_layers.size()));
-  // The prefetched block's all-gather lands in a buffer of its own (copied
-  // into place when the block runs) from this rank's shard, packed to send;
-  // the reduce-scatter in flight passes two shards of f32 around its ring
-  // (comm/mpi_process_group.cpp).
-  const double shards = static_cast<double>(dp_shard);
-  const double collectives =
-      blocks_in_flight > 1.0 ? largest_layer * compute_size * (1.0 + 1.0 / shards) + 2.0 * 4.0 * largest_layer / shards
-                             : 0.0;
+  const double prefetch = blocks_in_flight > 1.0 ? gathering : 0.0;
   return {output_side * unit_size + largest_layer * compute_size,
-          blocks_in_flight * largest_layer * unit_size + collectives, (embedding + largest_layer) * unit_size};
+          blocks_in_flight * largest_layer * unit_size + prefetch + reduction_in_flight,
+          (frozen_base ? 0.0 : embedding * unit_size) + largest_layer * unit_size + reduction_in_flight};
 }
 
 }  // namespace
@@ -287,7 +312,15 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     e.pipeline_buffer_bytes = 2.0 * static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
   FsdpUnitBytes units;
   if (o.dp_shard > 1) {
-    units = fsdp_unit_bytes(*model, held_layers, compute_size, o.pipeline.has_value(), o.tp, o.ep, o.dp_shard);
+    UnitLifetime lifetime = UnitLifetime::per_block;
+    if (o.pipeline && !o.pipeline_reshards) lifetime = UnitLifetime::stage_all_step;
+    if (o.pipeline && o.pipeline_reshards) {
+      for (const parallel::pipeline::Action& a : o.pipeline->schedule.actions[static_cast<size_t>(o.pipeline->rank)]) {
+        if (a.type == parallel::pipeline::ActionType::backward_weight)
+          lifetime = UnitLifetime::stage_until_weight_backward;
+      }
+    }
+    units = fsdp_unit_bytes(*model, held_layers, compute_size, lifetime, o.lora_rank > 0, o.tp, o.ep, o.dp_shard);
     e.compute_copy_bytes = units.largest();
   } else if (o.compute_dtype != DType::f32) {
     // Weights cast for forward stay alive while saved for backward: the whole model (this rank's part of it).
@@ -298,9 +331,10 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
     // Under TP the output projection holds vocab / tp rows (its f32 weight
-    // gradient too) and the loss sees the whole sequence, gathered.
+    // gradient too, unless LoRA froze it) and the loss sees the whole sequence, gathered.
     const int64_t vocab_rows = config.vocab_size / o.tp;
-    e.loss_bytes = hidden * compute_size + 4.0 * static_cast<double>(vocab_rows * config.dim());
+    const double output_gradient = o.lora_rank > 0 ? 0.0 : 4.0 * static_cast<double>(vocab_rows * config.dim());
+    e.loss_bytes = hidden * compute_size + output_gradient;
     // The fused loss's f32 logits tile and its gradient: token_chunk x vocab_chunk (0: the rank's whole vocabulary).
     const double tile_tokens = static_cast<double>(std::min(o.batch * o.seq_len, config.loss.token_chunk));
     const double tile_vocab =

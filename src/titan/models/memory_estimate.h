@@ -51,6 +51,11 @@ struct MemoryEstimateOptions {
   // in flight on the rank at once (from a forward until its full or weight
   // backward; the input-gradient half frees part of them earlier, not counted).
   std::optional<PipelinePlacement> pipeline;
+  // FSDP under pipelining with reshard_after_forward "always": each block's
+  // units gathered only around its forward and backward, each micro-batch's
+  // gradients reduced as they complete (as without pipelining), instead of
+  // every unit of the stage gathered with its f32 gradient all step.
+  bool pipeline_reshards = false;
   // Context parallelism: a rank holds seq_len / cp of every sequence (its
   // activations and loss shrink by cp, its parameters are sharded over
   // dp_shard x cp), and ring attention's key/value buffers come on top

@@ -253,7 +253,12 @@ parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::Devi
   parallel::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
   if (mesh.dims().dp() * mesh.dims().cp > 1) {
     parallelized.fsdp = apply_fsdp(model, mesh, options);
-    if (options.pipelined) parallelized.fsdp->set_reduce_in_backward(false);
+    // Under pipelining, resharding after every forward goes with reducing
+    // each micro-batch's gradients: the stage's units are neither held
+    // gathered nor their f32 gradients held whole through the step.
+    if (options.pipelined) {
+      parallelized.fsdp->set_reduce_in_backward(options.reshard_after_forward == parallel::ReshardPolicy::always);
+    }
   } else {
     parallel::apply_mixed_precision(model, options.param_dtype);
   }

@@ -38,13 +38,21 @@ class FsdpUnit {
     int64_t grad_offset = -1;  // in a rank's part of the gradient bucket; -1: frozen
   };
 
+  // The uses of the unit's weights recorded in one forward (one micro-batch
+  // of a pipeline stage, or everything since the last finish without
+  // pipelining) and how many of their gradients have arrived: the unit is
+  // complete for that forward when all have.
+  struct Uses {
+    size_t expected = 0, arrived = 0;
+    bool in_backward = false;  // its block's backward began (a split backward's weight half may still need the weights)
+  };
+
  public:
   FsdpUnit(std::string name, const std::vector<nn::Parameter*>& parameters,
            std::shared_ptr<comm::ProcessGroup> shard_group, comm::ProcessGroup& replicate_group,
-           const FsdpOptions& options, float gradient_scale, const bool* reduce_in_backward, FsdpUnit** reducing)
+           const FsdpOptions& options, float gradient_scale, Fsdp& owner)
       : name_(std::move(name)),
-        reduce_in_backward_(reduce_in_backward),
-        reducing_(reducing),
+        owner_(owner),
         shard_group_(std::move(shard_group)),
         shard_(*shard_group_),
         replicate_(replicate_group),
@@ -173,36 +181,66 @@ class FsdpUnit {
   Tensor materialize(size_t i) {
     wait_unsharded();
     Tensor full = full_views_[i].detach();
+    const std::shared_ptr<Uses> uses = current_uses();
     const bool recorded = autograd::record("FsdpAllGatherBackward", {&entries_[i].parameter->data}, {&full},
-                                           [this, i](const auto& grads) {
+                                           [this, i, uses](const auto& grads) {
                                              accumulate_grad(i, grads[0]);
+                                             arrived(*uses);
                                              return std::vector<Tensor>{Tensor()};
                                            });
     // A parameter may be used more than once (tied embeddings): the unit is
     // complete when every recorded use has delivered its gradient.
-    if (recorded) ++expected_;
+    if (recorded) {
+      ++uses->expected;
+      ++outstanding_;
+    }
     return full;
   }
 
   void accumulate_grad(size_t i, const Tensor& grad) {
-    if (grad.defined()) {
-      const Entry& e = entries_[i];
-      const int64_t world = shard_.size();
-      TITAN_CHECK(e.grad_offset >= 0, "fsdp unit {}: a gradient arrived for a frozen parameter", name_);
-      if (!bucket_.defined()) bucket_ = Tensor::zeros({world * grad_size_}, DType::f32, device_);
-      const Tensor flat = grad.contiguous().view({-1});
-      for (int64_t r = 0; r < world; ++r) {
-        const int64_t count = rows_on(e, r) * e.row_size;
-        if (count == 0) continue;
-        ops::add_(bucket_.narrow(0, r * grad_size_ + e.grad_offset, count),
-                  flat.narrow(0, r * e.chunk_rows * e.row_size, count).to(DType::f32));
-      }
+    if (!grad.defined()) return;
+    const Entry& e = entries_[i];
+    const int64_t world = shard_.size();
+    TITAN_CHECK(e.grad_offset >= 0, "fsdp unit {}: a gradient arrived for a frozen parameter", name_);
+    // The bucket is the send buffer of a reduce-scatter still in flight
+    // (an earlier pipeline micro-batch's): finish it, start a new bucket.
+    if (reduce_work_) complete_reduction();
+    if (!bucket_.defined()) bucket_ = Tensor::zeros({world * grad_size_}, DType::f32, device_);
+    const Tensor flat = grad.contiguous().view({-1});
+    for (int64_t r = 0; r < world; ++r) {
+      const int64_t count = rows_on(e, r) * e.row_size;
+      if (count == 0) continue;
+      ops::add_(bucket_.narrow(0, r * grad_size_ + e.grad_offset, count),
+                flat.narrow(0, r * e.chunk_rows * e.row_size, count).to(DType::f32));
     }
-    arrived();
   }
 
-  void arrived() {
-    if (++arrived_ == expected_ && *reduce_in_backward_) reduce_async();
+  void arrived(Uses& uses) {
+    --outstanding_;
+    if (++uses.arrived < uses.expected) return;
+    if (uses.in_backward) --in_backward_;
+    uses.in_backward = false;
+    if (owner_.reduce_in_backward_) reduce_async();
+  }
+
+  // The backward of the forward that recorded `uses` begins (a wrapped
+  // block's output gradient arrived): until every gradient of those uses is
+  // in, the unit stays gathered, since the weight half of a split backward
+  // (zero-bubble schedules) may run after other actions and still read
+  // weights (a norm's backward does).
+  void backward_begins(Uses& uses) {
+    if (uses.in_backward || uses.arrived == uses.expected) return;
+    uses.in_backward = true;
+    ++in_backward_;
+  }
+
+  // Frees the gathered weights unless they may still be read: a wrapped
+  // block's while one of its backwards is under way (they are gathered again
+  // before each of its backwards begins), any other unit's while any use
+  // recorded in a forward still waits for its gradient (pipeline
+  // micro-batches in flight).
+  void reshard_when_unused() {
+    if (regathered_for_backward_ ? in_backward_ == 0 : outstanding_ == 0) reshard();
   }
 
   // A unit with frozen parameters: their gathered weights serve the block's
@@ -213,8 +251,10 @@ class FsdpUnit {
   // gradient comes later, or through the block input, tracked here.)
   Tensor track_input(const Tensor& x) {
     if (grad_size_ == local_size_ || !x.requires_grad() || !autograd::grad_enabled()) return x;
-    ++expected_;
-    return F::observe_gradient(x, [this](const Tensor&) { arrived(); });
+    const std::shared_ptr<Uses> uses = current_uses();
+    ++uses->expected;
+    ++outstanding_;
+    return F::observe_gradient(x, [this, uses](const Tensor&) { arrived(*uses); });
   }
 
   // Every gradient of the unit is in: reduce-scatter them (averaged over the
@@ -224,20 +264,25 @@ class FsdpUnit {
   // first completes the previous unit's, which had a whole block's backward
   // to finish in. Without that, backward would hold a full f32 gradient of
   // every unit, the whole model's, until finish_backward.
+  //
+  // Under pipeline parallelism a unit may reduce once per micro-batch
+  // (set_reduce_in_backward): each reduction's shard gradients add into
+  // those of the earlier ones (reduce-scatter is linear, so this equals one
+  // reduction of the summed buckets).
   void reduce_async() {
-    if (!bucket_.defined() || reduce_work_ || reduced_.defined()) return;
+    if (!bucket_.defined() || reduce_work_) return;
     if (gradient_scale_ != 1.0f) ops::scale_(bucket_, gradient_scale_);
     if (shard_.size() == 1) {
-      reduced_ = bucket_;
+      add_reduced(bucket_);
       bucket_ = Tensor();
     } else {
-      reduced_ = Tensor::empty({grad_size_}, DType::f32, device_);
-      reduce_work_ = shard_.reduce_scatter(reduced_, bucket_, comm::ReduceOp::avg);
-      if (*reducing_ != nullptr && *reducing_ != this) (*reducing_)->complete_reduction();
-      *reducing_ = this;
+      receiving_ = Tensor::empty({grad_size_}, DType::f32, device_);
+      reduce_work_ = shard_.reduce_scatter(receiving_, bucket_, comm::ReduceOp::avg);
+      if (owner_.reducing_ != nullptr && owner_.reducing_ != this) owner_.reducing_->complete_reduction();
+      owner_.reducing_ = this;
       if (reduce_work_->completed()) complete_reduction();
     }
-    reshard();
+    reshard_when_unused();
   }
 
   // Waits for the reduce-scatter in flight and frees its bucket.
@@ -245,7 +290,17 @@ class FsdpUnit {
     if (reduce_work_) reduce_work_->wait();
     reduce_work_.reset();
     bucket_ = Tensor();
-    if (*reducing_ == this) *reducing_ = nullptr;
+    if (receiving_.defined()) add_reduced(receiving_);
+    receiving_ = Tensor();
+    if (owner_.reducing_ == this) owner_.reducing_ = nullptr;
+  }
+
+  void add_reduced(const Tensor& shard_gradients) {
+    if (reduced_.defined()) {
+      ops::add_(reduced_, shard_gradients);
+    } else {
+      reduced_ = shard_gradients;
+    }
   }
 
   // Waits for the reduction and adds this rank's shard gradients into the
@@ -271,14 +326,23 @@ class FsdpUnit {
       }
     }
     reduced_ = Tensor();
-    arrived_ = 0;
-    expected_ = 0;
+    uses_.reset();
+    outstanding_ = 0;
+    in_backward_ = 0;
     reshard();
     if (sync_replicas && replicate_.size() > 1) all_reduce_replicas();
   }
 
  private:
   enum class State { sharded, gathering, unsharded };
+
+  std::shared_ptr<Uses> current_uses() {
+    if (!uses_ || uses_pass_ != owner_.forward_pass_) {
+      uses_ = std::make_shared<Uses>();
+      uses_pass_ = owner_.forward_pass_;
+    }
+    return uses_;
+  }
 
   // One all-reduce over the replicas for the whole unit's shard gradients.
   void all_reduce_replicas() {
@@ -298,8 +362,7 @@ class FsdpUnit {
   }
 
   std::string name_;
-  const bool* reduce_in_backward_;  // the Fsdp's setting
-  FsdpUnit** reducing_;             // the Fsdp's unit whose reduce-scatter is in flight, if any
+  Fsdp& owner_;  // its settings, its forward pass, and which unit's reduce-scatter is in flight
   std::shared_ptr<comm::ProcessGroup> shard_group_;
   comm::ProcessGroup& shard_;
   comm::ProcessGroup& replicate_;
@@ -313,8 +376,14 @@ class FsdpUnit {
   std::vector<Tensor> full_views_;
   std::shared_ptr<comm::Work> gather_work_, reduce_work_;
   State state_ = State::sharded;
-  Tensor bucket_, reduced_;
-  size_t arrived_ = 0, expected_ = 0;  // gradients delivered / uses recorded since the last finish
+  Tensor bucket_;     // this rank's full-size f32 gradients, filling (or being reduce-scattered)
+  Tensor receiving_;  // the shard gradients of the reduce-scatter in flight
+  Tensor reduced_;    // the shard gradients reduced so far this backward
+  std::shared_ptr<Uses> uses_;
+  uint64_t uses_pass_ = 0;                // the Fsdp's forward pass that uses_ counts
+  size_t outstanding_ = 0;                // uses recorded, of every forward, whose gradients have not arrived
+  size_t in_backward_ = 0;                // forwards whose backward began and whose gradients have not all arrived
+  bool regathered_for_backward_ = false;  // a wrapped block's: gathered again before each of its backwards
 
   friend class Fsdp;
 };
@@ -332,7 +401,7 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
 size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>& parameters,
                       std::shared_ptr<comm::ProcessGroup> shard_group, float gradient_scale) {
   auto unit = std::make_unique<FsdpUnit>(name, parameters, std::move(shard_group), *replicate_group_, options_,
-                                         gradient_scale, &reduce_in_backward_, &reducing_);
+                                         gradient_scale, *this);
   FsdpUnit* raw = unit.get();
   for (size_t i = 0; i < parameters.size(); ++i) {
     parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });
@@ -344,7 +413,10 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
 void Fsdp::wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& indices, bool reshard) {
   std::vector<FsdpUnit*> units;
   units.reserve(indices.size());
-  for (size_t index : indices) units.push_back(units_.at(index).get());
+  for (size_t index : indices) {
+    units.push_back(units_.at(index).get());
+    units.back()->regathered_for_backward_ = true;
+  }
   const size_t position = block_units_.size();
   block_units_.push_back(units);
   // Neighbours are looked up when the block runs: the next block's units are added after this one is wrapped.
@@ -358,15 +430,21 @@ void Fsdp::wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& in
     const Tensor input = units.front()->track_input(x);
     Tensor y = inner ? inner(body, input) : body(input);
     const auto reshard_all = [&units] {
-      for (FsdpUnit* unit : units) unit->reshard();
+      for (FsdpUnit* unit : units) unit->reshard_when_unused();
     };
     if (reshard && !autograd::grad_enabled()) reshard_all();
     if (y.requires_grad()) {
       if (reshard) reshard_all();
+      std::vector<std::shared_ptr<FsdpUnit::Uses>> uses;
+      uses.reserve(units.size());
+      for (FsdpUnit* unit : units) uses.push_back(unit->current_uses());
       // Before this block's backward: gather it again (no-op if never freed), prefetch the one before.
       const std::vector<FsdpUnit*> previous = position > 0 ? neighbour(position - 1) : std::vector<FsdpUnit*>{};
-      autograd::register_hook(y, [units, previous](const Tensor&) {
-        for (FsdpUnit* unit : units) unit->wait_unsharded();
+      autograd::register_hook(y, [units, uses, previous](const Tensor&) {
+        for (size_t i = 0; i < units.size(); ++i) {
+          units[i]->backward_begins(*uses[i]);
+          units[i]->wait_unsharded();
+        }
         for (FsdpUnit* unit : previous) unit->unshard_async();
         return Tensor();
       });

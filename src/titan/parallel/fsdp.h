@@ -12,6 +12,7 @@
 // on the block output that re-gathers it before the block's backward.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,10 +69,18 @@ class Fsdp {
   void set_sync_replicas(bool sync) { sync_replicas_ = sync; }
   // Whether a unit reduce-scatters as soon as every use delivered its
   // gradient (overlapping the rest of backward), or only in finish_backward.
-  // Pipeline parallelism defers: its micro-batches' backwards interleave with
-  // forwards, so a unit is "complete" many times a step, and one reduction
-  // per step of the summed gradients is all it needs.
+  // Pipeline parallelism defers by default: its micro-batches' backwards
+  // interleave with forwards, and one reduction per step of the summed
+  // gradients is all it needs, at the cost of a full-size f32 gradient per
+  // unit of the stage all step. Reducing in backward under pipelining (with
+  // begin_forward_pass before each micro-batch) reduces each micro-batch's
+  // gradients as they complete: one unit's bucket at a time, pp micro-batches
+  // times the reduce-scatters.
   void set_reduce_in_backward(bool reduce) { reduce_in_backward_ = reduce; }
+  // A new forward begins (a pipeline stage's micro-batch): the uses of each
+  // unit recorded from now on complete that unit when their gradients are
+  // in, whatever other micro-batches' uses still wait for theirs.
+  void begin_forward_pass() { ++forward_pass_; }
   // After autograd::backward: reduces what is still pending, waits for every
   // collective, adds the shard gradients into each parameter's .grad(), and
   // frees gathered parameters. Call once per backward.
@@ -92,7 +101,10 @@ class Fsdp {
   std::vector<std::vector<FsdpUnit*>> block_units_;  // each block's, in the order they run: the prefetch chain
   bool sync_replicas_ = true;
   bool reduce_in_backward_ = true;
+  uint64_t forward_pass_ = 0;
   FsdpUnit* reducing_ = nullptr;  // whose reduce-scatter is in flight (at most one)
+
+  friend class FsdpUnit;
 };
 
 }  // namespace titan::parallel

@@ -26,6 +26,10 @@ class ParallelizedModel {
   std::shared_ptr<Fsdp> fsdp;                     // null without data or context parallelism
   std::shared_ptr<RingAttention> ring_attention;  // null without context parallelism
 
+  // Before each forward of a pipeline stage's micro-batch.
+  void begin_micro_batch() {
+    if (fsdp) fsdp->begin_forward_pass();
+  }
   // After each backward (a micro-batch's, or a pipeline pass's): FSDP reduces
   // the gradients, across replicas too when `last_of_step`.
   void finish_backward(bool last_of_step);

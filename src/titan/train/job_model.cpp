@@ -99,6 +99,8 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   options.pipelined = pipelined;
   options.device = device;
   job.parallelized = std::make_unique<parallel::ParallelizedModel>(spec.parallelize(*job.model, mesh, options));
+  if (job.pipeline)
+    job.pipeline->before_each_forward([parallelized = job.parallelized.get()] { parallelized->begin_micro_batch(); });
   if (!whole_first) {
     job.model->materialize(device);
     job.model->init_weights(generator);

@@ -92,6 +92,7 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   if (dims.pp > 1) {
     // Each pipeline rank holds its stages and the schedule's micro-batches in flight: the fullest rank counts.
     options.batch = config.parallelism.pipeline_parallel_microbatch_size;
+    options.pipeline_reshards = config.parallelism.fsdp_reshard_after_forward == "always";
     for (int rank = pp_rank.value_or(0); rank < (pp_rank ? *pp_rank + 1 : dims.pp); ++rank) {
       options.pipeline = plan_pipeline(config, spec, model, rank);
       const models::MemoryEstimate mine = spec.memory_estimate(model, options);

@@ -177,6 +177,7 @@ std::vector<Tensor> PipelineRunner::train(const std::vector<models::DecoderInput
           slot.activation_work.reset();
         }
         const size_t m = static_cast<size_t>(a.microbatch);
+        if (before_each_forward_) before_each_forward_();
         slot.root = forward(a.stage, input, inputs[m], labels[m], loss_scales[m], &losses[m]);
         if (a.stage < last) slot.output = slot.root;
         break;

@@ -8,6 +8,7 @@
 // stage boundary are sent once, with the first activation.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +48,8 @@ class PipelineRunner {
   void rehearse_boundaries(int64_t sequence_split, int64_t dim, DType dtype) {
     rehearsal_ = RehearsalBoundary{sequence_split, dim, dtype};
   }
+  // Runs before every forward of a stage's micro-batch (FSDP counts each one's uses apart).
+  void before_each_forward(std::function<void()> hook) { before_each_forward_ = std::move(hook); }
   // Seconds the last train() took, and spent in compute actions (the rest was
   // waiting for other stages: the bubble, and transfers not hidden by compute).
   double pass_seconds() const { return pass_seconds_; }
@@ -78,6 +81,7 @@ class PipelineRunner {
   std::shared_ptr<comm::ProcessGroup> pp_;
   std::map<std::pair<int, int>, Boundary> boundaries_;  // by (message kind, receiving stage)
   std::optional<RehearsalBoundary> rehearsal_;
+  std::function<void()> before_each_forward_;
   std::vector<std::shared_ptr<comm::Work>> sends_;
   double pass_seconds_ = 0.0, compute_seconds_ = 0.0;
 };

@@ -53,6 +53,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_logits import load_folder  # noqa: E402  (folder + index reading, format = pt check)
+from lr_schedule import lr_factor  # noqa: E402
 from safetensors_io import load, save  # noqa: E402
 
 ARCHITECTURES = ("MistralForCausalLM", "Qwen2ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
@@ -305,18 +306,6 @@ def cmd_generate(args):
             ids = torch.cat((ids, nxt), dim=1)
     tokens = torch.cat(new, dim=1) if new else torch.zeros(1, 0, dtype=torch.long)
     save(args.out, {"tokens": tokens})
-
-
-def lr_factor(step, warmup, total):
-    """titan's LrSchedule::factor with its defaults (decay_ratio < 0: decay over every step after
-    warmup, decay_type linear, min_lr_factor 0), optim/lr_schedule.cpp."""
-    if step <= warmup:
-        return step / max(warmup, 1)
-    decay_steps = total - warmup
-    decay_start = total - decay_steps
-    if decay_steps <= 0 or step <= decay_start:
-        return 1.0
-    return 1.0 - min(1.0, (step - decay_start) / decay_steps)
 
 
 def cmd_train(args):

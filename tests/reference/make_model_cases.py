@@ -13,6 +13,7 @@ import sys
 import torch
 
 import model
+from lr_schedule import lr_factor
 from safetensors_io import save
 
 VOCAB, BATCH, SEQ = 2048, 2, 64
@@ -65,13 +66,6 @@ def parity_case(outdir, name):
         tensors["param." + pname] = p
         tensors["grad." + pname] = g
     save(os.path.join(outdir, f"model_{name}_debug.safetensors"), tensors, {"vocab": VOCAB})
-
-
-def lr_factor(step, warmup, total):
-    """titan's warmup-stable-decay with decay over every step after warmup (optim/lr_schedule.cpp)."""
-    if step <= warmup:
-        return step / max(warmup, 1)
-    return 1.0 - (step - warmup) / (total - warmup)
 
 
 def training_case(outdir, name, steps=20, lr=3e-3, warmup=4, max_norm=1.0, weight_decay=0.1):

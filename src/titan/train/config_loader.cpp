@@ -467,6 +467,8 @@ void validate(const JobConfig& c) {
   TITAN_CHECK(c.model.vocab_size >= 0, "model.vocab_size must be >= 0 (0: the tokenizer's), got {}",
               c.model.vocab_size);
   TITAN_CHECK(c.lr_scheduler.warmup_steps >= 0, "lr_scheduler.warmup_steps must be >= 0");
+  TITAN_CHECK(c.lr_scheduler.total_steps >= 0, "lr_scheduler.total_steps must be >= 0 (0: training.steps), got {}",
+              c.lr_scheduler.total_steps);
   TITAN_CHECK(c.lr_scheduler.decay_ratio <= 1.0,
               "lr_scheduler.decay_ratio must be <= 1 (< 0: every step after warmup), got {}",
               c.lr_scheduler.decay_ratio);

@@ -82,11 +82,14 @@ struct OptimizerSection {
 
 struct LrSchedulerSection {
   int64_t warmup_steps = 200;
+  int64_t total_steps = 0;
   double decay_ratio = -1.0;
   std::string decay_type = "linear";
   double min_lr_factor = 0.0;
   void visit(ConfigVisitor& v) {
     v.field("warmup_steps", warmup_steps, "linear warmup steps");
+    v.field("total_steps", total_steps,
+            "steps the schedule spans (0: training.steps); later steps keep the last step's LR");
     v.field("decay_ratio", decay_ratio, "fraction of steps spent decaying at the end (< 0: all steps after warmup)");
     v.field("decay_type", decay_type, "decay shape: linear, sqrt or cosine");
     v.field("min_lr_factor", min_lr_factor, "final learning rate as a fraction of lr");

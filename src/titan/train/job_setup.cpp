@@ -113,14 +113,24 @@ std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, m
 }
 
 optim::LrSchedule build_lr_schedule(const JobConfig& config, bool reports) {
-  const int64_t warmup = std::min(config.lr_scheduler.warmup_steps, config.training.steps);
-  if (warmup < config.lr_scheduler.warmup_steps && reports) {
-    std::printf("titan: warning: lr_scheduler.warmup_steps %lld exceeds training.steps %lld: warming up over %lld\n",
-                static_cast<long long>(config.lr_scheduler.warmup_steps), static_cast<long long>(config.training.steps),
-                static_cast<long long>(warmup));
+  const LrSchedulerSection& section = config.lr_scheduler;
+  const int64_t total = section.total_steps > 0 ? section.total_steps : config.training.steps;
+  const char* total_key = section.total_steps > 0 ? "lr_scheduler.total_steps" : "training.steps";
+  const optim::LrSchedule schedule{std::min(section.warmup_steps, total), total, section.decay_ratio,
+                                   section.decay_type, section.min_lr_factor};
+  if (reports && schedule.warmup_steps < section.warmup_steps) {
+    std::printf("titan: warning: lr_scheduler.warmup_steps %lld exceeds %s %lld: warming up over %lld\n",
+                static_cast<long long>(section.warmup_steps), total_key, static_cast<long long>(total),
+                static_cast<long long>(schedule.warmup_steps));
   }
-  return {warmup, config.training.steps, config.lr_scheduler.decay_ratio, config.lr_scheduler.decay_type,
-          config.lr_scheduler.min_lr_factor};
+  if (reports && schedule.decay_steps() < schedule.requested_decay_steps()) {
+    std::printf(
+        "titan: warning: lr_scheduler.warmup_steps %lld + decay_ratio %g x %lld steps exceed %s: decaying "
+        "over the %lld steps after warmup\n",
+        static_cast<long long>(schedule.warmup_steps), section.decay_ratio, static_cast<long long>(total), total_key,
+        static_cast<long long>(schedule.decay_steps()));
+  }
+  return schedule;
 }
 
 }  // namespace titan::train

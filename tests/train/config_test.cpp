@@ -10,6 +10,7 @@
 
 #include "titan/core/error.h"
 
+#include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
 
 namespace titan {
@@ -177,6 +178,35 @@ seq_len = 64
   config.parallelism.context_parallel_load_balancer = "zigzag";
   EXPECT_NE(error_of([&] { train::validate(config); }).find("context_parallel_load_balancer 'zigzag'"),
             std::string::npos);
+}
+
+// TorchTitan's qwen3 holds its MoE flavors; titan keeps them as qwen3_moe.
+// debugmodel_moe is TorchTitan's shape: 8 routed layers of 64 experts, 8 per
+// token, 16 heads of 128 (8 for keys and values), dim 256, vocabulary 2048.
+TEST(Config, TorchTitansQwen3MoeFlavorsSelectTheMoeFamily) {
+  const train::TrainArguments moe =
+      train::parse_train_arguments({"--model.name", "qwen3", "--model.flavor", "debugmodel_moe"});
+  EXPECT_EQ(moe.config.model.name, "qwen3_moe");
+  const models::DecoderConfig config = models::model_config("qwen3_moe", "debugmodel_moe", 0);
+  ASSERT_EQ(config.n_layers(), 8);
+  EXPECT_EQ(config.dim(), 256);
+  EXPECT_EQ(config.vocab_size, 2048);
+  for (const nn::TransformerBlockConfig& layer : config.layers) {
+    ASSERT_TRUE(layer.moe.has_value());
+    EXPECT_EQ(layer.moe->num_experts, 64);
+    EXPECT_EQ(layer.moe->top_k, 8);
+    EXPECT_EQ(layer.moe->hidden_dim, 768);
+    EXPECT_EQ(layer.attention.n_heads, 16);
+    EXPECT_EQ(layer.attention.n_kv_heads, 8);
+    EXPECT_EQ(layer.attention.head_size(), 128);
+  }
+  EXPECT_EQ(train::parse_train_arguments({"--model.name", "qwen3", "--model.flavor", "235B-A22B"}).config.model.name,
+            "qwen3_moe");
+  // qwen3's own flavors and other families keep their names; unknown flavors are left to the flavor check.
+  EXPECT_EQ(train::parse_train_arguments({"--model.name", "qwen3", "--model.flavor", "0.6B"}).config.model.name,
+            "qwen3");
+  EXPECT_EQ(train::parse_train_arguments({"--model.name", "qwen3", "--model.flavor", "nope"}).config.model.name,
+            "qwen3");
 }
 
 TEST(Config, OverridesParseAndValidate) {

@@ -63,6 +63,7 @@ Subcommand make_estimate_memory_subcommand() {
     return app;
   };
   subcommand.run = [args] {
+    args->model = models::family_of(args->model, args->flavor);
     const models::ModelSpec& spec = models::model_spec(args->model);
     const models::DecoderConfig config = models::model_config(args->model, args->flavor, args->vocab);
     models::MemoryEstimateOptions options;

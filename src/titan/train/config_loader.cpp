@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/parallel/context_parallel_options.h"
 
@@ -382,6 +383,11 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
   }
   if (!result.config_path.empty()) load_toml_file(result.config, result.config_path);
   for (const auto& [key, value] : overrides) apply_override(result.config, key, value);
+  ModelSection& model = result.config.model;
+  const std::vector<std::string> families = models::model_names();
+  if (model.hf_config.empty() && std::find(families.begin(), families.end(), model.name) != families.end()) {
+    model.name = models::family_of(model.name, model.flavor);
+  }
   return result;
 }
 

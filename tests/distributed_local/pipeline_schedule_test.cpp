@@ -321,6 +321,57 @@ TEST(PipelineScheduleCsv, HugeIndicesAreRefused) {
   expect_error([] { parse_schedule_csv("0F99999999999\n", "huge.csv", 0, 0); }, {"out of range"});
 }
 
+// TorchTitan's tests/assets/custom_schedule.csv, built here from its shape:
+// 2 ranks, rank r holding stages r and r + 2, 8 micro-batches, every forward
+// first, then the backwards split in input and weight halves, two micro-batches
+// of the later stage, then two of the earlier. Compute actions only: the
+// sends and receives are added as PyTorch's lowering adds them.
+TEST(PipelineScheduleCsv, TorchTitansComputeOnlyScheduleIsLowered) {
+  std::string text;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> cells;
+    for (int stage : {rank, rank + 2}) {
+      for (int m = 0; m < 8; ++m) cells.push_back(fmt::format("{}F{}", stage, m));
+    }
+    for (int pair = 0; pair < 4; ++pair) {
+      for (int stage : {rank + 2, rank}) {
+        for (int m = 2 * pair; m < 2 * pair + 2; ++m) {
+          cells.push_back(fmt::format("{}I{}", stage, m));
+          cells.push_back(fmt::format("{}W{}", stage, m));
+        }
+      }
+    }
+    text += fmt::format("{}\n", fmt::join(cells, ","));
+  }
+  const Schedule read = parse_schedule_csv(text, "custom_schedule.csv", 0, 0);
+  EXPECT_EQ(read.ranks, 2);
+  EXPECT_EQ(read.stages, 4);
+  EXPECT_EQ(read.microbatches, 8);
+  EXPECT_EQ(read.stage_rank, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_NO_THROW(check_schedule(read));
+  // Stage 2's first forward on rank 0 waits for stage 1's output from rank 1, which sends it after computing it.
+  const std::vector<Action>& rank0 = read.actions[0];
+  const auto at = [&](const std::vector<Action>& row, Action a) { return std::find(row.begin(), row.end(), a); };
+  const auto forward = at(rank0, {ActionType::forward, 2, 0});
+  ASSERT_NE(forward, rank0.end());
+  EXPECT_EQ(*(forward - 1), (Action{ActionType::recv_forward, 2, 0}));
+  const std::vector<Action>& rank1 = read.actions[1];
+  const auto produced = at(rank1, {ActionType::forward, 1, 0});
+  ASSERT_NE(produced, rank1.end());
+  EXPECT_EQ(*(produced + 1), (Action{ActionType::send_forward, 1, 0}));
+  // The same schedule with the sends and receives written out reads the same.
+  const Schedule again = parse_schedule_csv(schedule_csv(read), "lowered.csv", 0, 0);
+  EXPECT_EQ(again.actions, read.actions);
+}
+
+// PyTorch's FSDP actions (with or without a micro-batch) are read and skipped; a near miss is still an error.
+TEST(PipelineScheduleCsv, FsdpActionsAreSkipped) {
+  const Schedule read = parse_schedule_csv(
+      "0UNSHARD," + kRank0.substr(0, kRank0.size() - 1) + ",0RESHARD,0REDUCE_GRAD,0R1\n" + kRank1, "fsdp.csv", 2, 2);
+  EXPECT_EQ(read.actions, generated("1F1B", 2, 2).actions);
+  expect_error([] { parse_schedule_csv("0UNSHARDX\n", "near_miss.csv", 0, 0); }, {"'0UNSHARDX' is not an action"});
+}
+
 TEST(PipelineScheduleCsv, BadCellIsRefused) {
   const fs::path path = write_file("bad_cell.csv", kRank0 + "1RECV_F0,1F0,1B0,1SEND_B0,1X3\n");
   expect_error([&] { read_schedule_csv(path.string(), 0, 0); },

@@ -136,6 +136,31 @@ TEST(PipelineParity, UnevenAndExplicitStagesMatchOneProcess) {
                      "pp2_csv", 2, 1,
                      pipeline(2, "1F1B", fmt::format("--parallelism.pipeline_parallel_schedule_csv {}", csv.string()))),
                  "PP 2, CSV schedule", true);
+  // Compute actions only, in the shape of TorchTitan's custom_schedule.csv
+  // (2 ranks, 4 looped stages, split backwards), with PyTorch's FSDP actions:
+  // the sends and receives are added, the FSDP actions skipped.
+  std::string compute_only;
+  for (int rank = 0; rank < 2; ++rank) {
+    const int first = rank, second = rank + 2;
+    compute_only += fmt::format("{}UNSHARD,{}UNSHARD", first, second);
+    for (int stage : {first, second}) {
+      for (int m = 0; m < 4; ++m) compute_only += fmt::format(",{}F{}", stage, m);
+    }
+    for (int pair = 0; pair < 2; ++pair) {
+      for (int stage : {second, first}) {
+        for (int m = 2 * pair; m < 2 * pair + 2; ++m) compute_only += fmt::format(",{}I{},{}W{}", stage, m, stage, m);
+      }
+    }
+    compute_only += fmt::format(",{}REDUCE_GRAD,{}R,{}RESHARD,{}RESHARD\n", first, second, first, second);
+  }
+  const fs::path compute_csv = jobs().dir() / "compute_only.csv";
+  std::ofstream(compute_csv) << compute_only;
+  expect_matches(
+      single,
+      jobs().distributed(
+          "pp2_compute_only_csv", 2, 1,
+          pipeline(2, "1F1B", fmt::format("--parallelism.pipeline_parallel_schedule_csv {}", compute_csv.string()))),
+      "PP 2, CSV of compute actions only", true);
 }
 
 // A checkpoint saved under PP 2 resumes in one process and under PP 4 (and

@@ -254,12 +254,17 @@ Order zero_bubble_order(const std::vector<int>& stage_rank, int ranks, int micro
 
 bool is_backward(ActionType type) { return type == ActionType::full_backward || type == ActionType::backward_input; }
 
-// The shared communication pass: a receive right before the compute that
-// consumes it, a send right after the compute that produces it, and nothing
-// where the neighbouring stage lives on the same rank (the V's turn, or a
-// single rank holding everything): that hand-off is local.
+std::string known_names() { return fmt::format("{}", fmt::join(schedule_names(), ", ")); }
+
+}  // namespace
+
+bool is_compute(ActionType type) {
+  return type == ActionType::forward || type == ActionType::full_backward || type == ActionType::backward_input ||
+         type == ActionType::backward_weight;
+}
+
 Schedule with_communication(std::string name, int ranks, int microbatches, std::vector<int> stage_rank,
-                            const Order& order) {
+                            const std::vector<std::vector<Action>>& order) {
   Schedule schedule;
   schedule.name = std::move(name);
   schedule.ranks = ranks;
@@ -288,15 +293,6 @@ Schedule with_communication(std::string name, int ranks, int microbatches, std::
     }
   }
   return schedule;
-}
-
-std::string known_names() { return fmt::format("{}", fmt::join(schedule_names(), ", ")); }
-
-}  // namespace
-
-bool is_compute(ActionType type) {
-  return type == ActionType::forward || type == ActionType::full_backward || type == ActionType::backward_input ||
-         type == ActionType::backward_weight;
 }
 
 std::vector<int> Schedule::stages_of(int rank) const {

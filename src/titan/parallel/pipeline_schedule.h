@@ -48,6 +48,15 @@ struct Schedule {
   std::vector<int> stages_of(int rank) const;
 };
 
+// A schedule from each rank's compute actions (`order`) with the sends and
+// receives added as PyTorch's lowering does: a receive right before the
+// compute that consumes it, a send right after the compute that produces it,
+// and nothing where the neighbouring stage lives on the same rank (that
+// hand-off is local). The generators use it, and so does a CSV of compute
+// actions only.
+Schedule with_communication(std::string name, int ranks, int microbatches, std::vector<int> stage_rank,
+                            const std::vector<std::vector<Action>>& order);
+
 // "<stage><type><microbatch>" with the types F, B, I, W, SEND_F, RECV_F, SEND_B,
 // RECV_B: "0F3", "1I0", "2SEND_F5".
 std::string action_string(const Action& action);

@@ -23,6 +23,25 @@ struct Cell {
   int column = 0;  // 1-based
 };
 
+// PyTorch's FSDP actions in a schedule ("1UNSHARD", "1RESHARD",
+// "1REDUCE_GRAD", or "1R"; a micro-batch index optional): titan's FSDP
+// gathers, frees and reduces on its own (prefetching the next block, as
+// fsdp_reshard_after_forward says), so these are read and skipped.
+bool is_fsdp_action(const std::string& text) {
+  const auto digits = [&](size_t at) {
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') ++at;
+    return at;
+  };
+  const size_t head = digits(0);
+  if (head == 0) return false;
+  for (const std::string_view type : {"UNSHARD", "RESHARD", "REDUCE_GRAD", "R"}) {
+    if (text.compare(head, type.size(), type) == 0 && digits(head + type.size()) == text.size()) return true;
+  }
+  return false;
+}
+
+bool is_communication(ActionType type) { return !is_compute(type); }
+
 }  // namespace
 
 Schedule read_schedule_csv(const std::string& path, int stages, int microbatches) {
@@ -44,7 +63,7 @@ Schedule parse_schedule_csv(const std::string& text, const std::string& path, in
     std::string cell;
     for (int column = 1; std::getline(cells, cell, ','); ++column) {
       const std::string action = trimmed(cell);
-      if (action.empty()) continue;
+      if (action.empty() || is_fsdp_action(action)) continue;
       try {
         row.push_back({parse_action(action), line_number, column});
       } catch (const Error& error) {
@@ -103,6 +122,14 @@ Schedule parse_schedule_csv(const std::string& text, const std::string& path, in
     TITAN_CHECK(*top > 0, "pipeline schedule '{}': no rank runs stage {} (no '{}F0' or other compute of it)", path, s,
                 s);
     schedule.stage_rank[s] = static_cast<int>(top - votes.begin());
+  }
+  // Compute actions only (TorchTitan's custom schedules): add the sends and
+  // receives as PyTorch's lowering does.
+  const bool compute_only = std::none_of(schedule.actions.begin(), schedule.actions.end(), [](const auto& row) {
+    return std::any_of(row.begin(), row.end(), [](const Action& a) { return is_communication(a.type); });
+  });
+  if (compute_only) {
+    return with_communication(path, schedule.ranks, schedule.microbatches, schedule.stage_rank, schedule.actions);
   }
   return schedule;
 }

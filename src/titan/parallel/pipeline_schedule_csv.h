@@ -2,7 +2,11 @@
 // `_load_csv` / `_dump_csv`: line r+1 lists rank r's actions in order, one
 // action string per comma-separated cell ("0F3", "1SEND_B2"); empty cells are
 // allowed (PyTorch writes them for idle slots) and skipped. A user can so hand
-// a custom schedule to titan, or edit a generated one.
+// a custom schedule to titan, or edit a generated one. A file of compute
+// actions only (F, B, I, W: TorchTitan's custom schedules) gets its sends and
+// receives as PyTorch's lowering adds them (with_communication); FSDP actions
+// (UNSHARD, RESHARD, REDUCE_GRAD or R) are accepted and skipped, titan's FSDP
+// scheduling its own gathers and reductions.
 #pragma once
 
 #include <string>

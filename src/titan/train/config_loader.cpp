@@ -14,6 +14,7 @@
 #include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/parallel/context_parallel_options.h"
+#include "titan/train/torchtitan_keys.h"
 
 namespace titan::train {
 namespace {
@@ -244,6 +245,46 @@ class HelpWriter : public ConfigVisitor {
   std::string section_;
 };
 
+// A TorchTitan key found in a file, with its value as canonical text.
+struct ForeignKey {
+  const TorchTitanKey* entry;
+  std::string value, where;
+};
+
+// A TOML value as torchtitan_value_text has it: true/false, numbers in
+// decimal, strings as they are, a list's items joined by ",".
+std::string canonical_text(const toml::node& node) {
+  if (const auto* flag = node.as_boolean()) return flag->get() ? "true" : "false";
+  if (const auto* integer = node.as_integer()) return std::to_string(integer->get());
+  if (const auto* number = node.as_floating_point()) return fmt::format("{}", number->get());
+  if (const auto* text = node.as_string()) return text->get();
+  std::vector<std::string> items;
+  if (const auto* array = node.as_array()) {
+    for (const toml::node& item : *array) items.push_back(canonical_text(item));
+  }
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
+// The TorchTitan keys under `dotted` (a key, or a sub-table such as
+// [quantize.linear.float8] or [training.dataloader]); a key TorchTitan does
+// not have either is unknown, as any other.
+void collect_torchtitan_keys(const std::string& dotted, const toml::node& node, const std::string& source,
+                             std::vector<ForeignKey>& foreign, std::vector<std::string>& unknown) {
+  if (const toml::table* table = node.as_table(); table != nullptr && find_torchtitan_key(dotted) == nullptr) {
+    for (const auto& [key, child] : *table) {
+      collect_torchtitan_keys(fmt::format("{}.{}", dotted, key.str()), child, source, foreign, unknown);
+    }
+    return;
+  }
+  const TorchTitanKey* entry = find_torchtitan_key(dotted);
+  if (entry == nullptr) {
+    unknown.push_back(
+        fmt::format("{}: unknown key {} (not one of titan's or TorchTitan's keys)", where(node, source), dotted));
+    return;
+  }
+  foreign.push_back({entry, canonical_text(node), where(node, source)});
+}
+
 }  // namespace
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
@@ -279,16 +320,23 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
          error.description());
   }
   // Every unknown section and key of the file is listed in one error, so a
-  // config written for another tool (TorchTitan's) needs one edit, not one rerun per key.
+  // config written for another tool needs one edit, not one rerun per key.
+  // TorchTitan's keys that titan has no field for are collected apart
+  // (train/torchtitan_keys.h) and applied once the file is known good.
   const std::vector<std::string> sections = section_names(config);
   std::vector<std::string> unknown;
+  std::vector<ForeignKey> foreign;
   for (const auto& [name, node] : root) {
     const std::string section(name.str());
-    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+    if (std::find(sections.begin(), sections.end(), section) != sections.end()) {
+      if (!node.is_table()) {
+        unknown.push_back(fmt::format("{}: '{}' must be a [section] table", where(node, source), section));
+      }
+    } else if (is_torchtitan_section(section)) {
+      collect_torchtitan_keys(section, node, source, foreign, unknown);
+    } else {
       unknown.push_back(
           fmt::format("{}: unknown section [{}]{}", where(node, source), section, suggestion(section, sections)));
-    } else if (!node.is_table()) {
-      unknown.push_back(fmt::format("{}: '{}' must be a [section] table", where(node, source), section));
     }
   }
   config.for_each_section([&](const char* name, auto& section) {
@@ -298,7 +346,11 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
     section.visit(keys);
     for (const auto& [key, node] : *table) {
       const std::string k(key.str());
-      if (std::find(keys.keys.begin(), keys.keys.end(), k) == keys.keys.end()) {
+      if (std::find(keys.keys.begin(), keys.keys.end(), k) != keys.keys.end()) continue;
+      const std::string dotted = fmt::format("{}.{}", name, k);
+      if (find_torchtitan_key(dotted) != nullptr || is_torchtitan_section(dotted)) {
+        collect_torchtitan_keys(dotted, node, source, foreign, unknown);
+      } else {
         unknown.push_back(
             fmt::format("{}: unknown key [{}] {}{}", where(node, source), name, k, suggestion(k, keys.keys)));
       }
@@ -307,6 +359,8 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
   if (unknown.size() == 1) fail("{}", unknown.front());
   TITAN_CHECK(unknown.empty(), "{}: {} unknown or misplaced items:\n  {}", source, unknown.size(),
               fmt::join(unknown, "\n  "));
+  // TorchTitan's keys first: titan's own keys in the same file win over what they map to.
+  for (const ForeignKey& key : foreign) apply_torchtitan_key(config, *key.entry, key.value, key.where);
   config.for_each_section([&](const char* name, auto& section) {
     const toml::table* table = root[name].as_table();
     if (table == nullptr) return;
@@ -333,6 +387,13 @@ void apply_override(JobConfig& config, const std::string& dotted_key, const std:
   const size_t dot = dotted_key.find('.');
   TITAN_CHECK(dot != std::string::npos, "--{}: overrides look like --section.key value", dotted_key);
   const std::string section_name = dotted_key.substr(0, dot), key = dotted_key.substr(dot + 1);
+  if (const TorchTitanKey* entry = find_torchtitan_key(dotted_key)) {
+    std::string text = value == kBareFlag ? "true" : value;
+    const bool boolean = entry->default_value == "true" || entry->default_value == "false";
+    if (boolean && (text == "1" || text == "0")) text = text == "1" ? "true" : "false";
+    apply_torchtitan_key(config, *entry, text, "--" + dotted_key);
+    return;
+  }
   const std::vector<std::string> sections = section_names(config);
   TITAN_CHECK(std::find(sections.begin(), sections.end(), section_name) != sections.end(),
               "--{}: unknown section '{}'{}", dotted_key, section_name, suggestion(section_name, sections));
@@ -383,6 +444,7 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
   }
   if (!result.config_path.empty()) load_toml_file(result.config, result.config_path);
   for (const auto& [key, value] : overrides) apply_override(result.config, key, value);
+  resolve_torchtitan_keys(result.config);
   ModelSection& model = result.config.model;
   const std::vector<std::string> families = models::model_names();
   if (model.hf_config.empty() && std::find(families.begin(), families.end(), model.name) != families.end()) {
@@ -433,6 +495,8 @@ std::optional<data::ChatOptions> chat_options(const JobConfig& config) {
 }
 
 void validate(const JobConfig& c) {
+  // A family titan lacks (a TorchTitan config for deepseek_v3, say) is named before anything starts.
+  if (c.model.hf_config.empty()) models::model_spec(c.model.name);
   auto positive = [](int64_t value, const char* key) { TITAN_CHECK(value > 0, "{} must be > 0, got {}", key, value); };
   positive(c.training.local_batch_size, "training.local_batch_size");
   positive(c.training.seq_len, "training.seq_len");

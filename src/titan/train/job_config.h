@@ -360,6 +360,17 @@ struct JobConfig {
   ChatSection chat;
   LoraSection lora;
 
+  // What TorchTitan keys (train/torchtitan_keys.h) left to resolve once the
+  // command line's overrides are in (resolve_torchtitan_keys); not sections,
+  // so not written to job.toml.
+  struct TorchTitanCarry {
+    std::string hf_assets_path;
+    bool initial_load_in_hf = false;
+    bool per_op_recomputation = false;  // selective_ac_option = "op"
+  } torchtitan;
+  // One line per TorchTitan key set to a value that has no effect here, printed at start-up.
+  std::vector<std::string> notices;
+
   // Calls f(section_name, section) for each section in file order.
   template <typename F>
   void for_each_section(F&& f) {

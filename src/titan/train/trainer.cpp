@@ -39,6 +39,9 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   mesh_ = build_device_mesh(config_, device_);
   rank_ = mesh_->coordinate(MeshDim::world);
   reports_ = reports_for_job(config_, *mesh_);
+  if (reports_) {
+    for (const std::string& notice : config_.notices) std::printf("titan: note: %s\n", notice.c_str());
+  }
   if (is_rehearsal(config_) && config_.checkpoint.enable) {
     // One rank's shards are not a checkpoint, and a rehearsal must leave a real job's folder as it was.
     std::printf("titan: rehearsal: checkpoint.enable is ignored; nothing is saved or loaded\n");

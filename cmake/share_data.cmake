@@ -7,7 +7,9 @@ set(titan_share_outputs "")
 
 # titan_share_file(SOURCE DEST): copy SOURCE to share/titan/DEST whenever it changes.
 function(titan_share_file source dest)
+  get_filename_component(folder ${TITAN_SHARE_DIR}/${dest} DIRECTORY)
   add_custom_command(OUTPUT ${TITAN_SHARE_DIR}/${dest}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${folder}
     COMMAND ${CMAKE_COMMAND} -E copy ${source} ${TITAN_SHARE_DIR}/${dest}
     DEPENDS ${source} VERBATIM)
   set(titan_share_outputs ${titan_share_outputs} ${TITAN_SHARE_DIR}/${dest} PARENT_SCOPE)
@@ -37,10 +39,11 @@ endif()
 foreach(peer train_peer.py families_peer.py moe_peer.py gpu_train_peer.py tokenizer_peer.cjs)
   titan_share_file(${PROJECT_SOURCE_DIR}/bench/${peer} bench/${peer})
 endforeach()
-file(GLOB titan_configs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/configs/*.toml)
+# The example configs (module "titan") and the registry's modules in subfolders (configs/llama3/...).
+file(GLOB_RECURSE titan_configs CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/configs
+  ${PROJECT_SOURCE_DIR}/configs/*.toml)
 foreach(config ${titan_configs})
-  get_filename_component(name ${config} NAME)
-  titan_share_file(${config} configs/${name})
+  titan_share_file(${PROJECT_SOURCE_DIR}/configs/${config} configs/${config})
 endforeach()
 
 add_custom_target(titan_share_data ALL DEPENDS ${titan_share_outputs})

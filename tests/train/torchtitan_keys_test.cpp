@@ -2,7 +2,8 @@
 // table equals the parser; TorchTitan's five stock TOMLs of its last TOML
 // release load (tests/train/torchtitan_configs, written from their keys and
 // values); keys with no effect add a notice, refused ones name the key, and
-// mapped ones set titan's key, from a file and from the command line.
+// mapped ones set titan's key, from a file and from the command line; and
+// the registry behind --module NAME --config NAME.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "support/expect_error.h"
 #include "titan/train/config_loader.h"
+#include "titan/train/config_registry.h"
 #include "titan/train/config_visitor.h"
 #include "titan/train/torchtitan_keys.h"
 
@@ -208,6 +210,42 @@ TEST(TorchTitanKeys, TheCommandLineTakesThemToo) {
       },
       {"--fault_tolerance.enable", "torchft"});
   expect_error([] { train::parse_train_arguments({"--compile.enabel", "true"}); }, {"compile.enabel"});
+}
+
+// TorchTitan's current way of choosing a config: --module NAME --config
+// NAME picks share/titan/configs/NAME/NAME.toml; every registered config
+// validates, and a name that is not registered is an error naming those that are.
+TEST(ConfigRegistry, ModuleAndConfigPickARegisteredConfig) {
+  const std::vector<train::RegisteredConfig> configs = train::registered_configs();
+  bool debugmodel = false;
+  for (const train::RegisteredConfig& config : configs) {
+    debugmodel = debugmodel || (config.module == "llama3" && config.name == "llama3_debugmodel");
+    const train::JobConfig loaded =
+        train::parse_train_arguments({"--module", config.module, "--config", config.name}).config;
+    EXPECT_NO_THROW(train::validate(loaded)) << config.module << "/" << config.name;
+  }
+  EXPECT_TRUE(debugmodel);
+  const train::JobConfig llama =
+      train::parse_train_arguments({"--module", "llama3", "--config", "llama3_debugmodel", "--training.steps", "3"})
+          .config;
+  EXPECT_EQ(llama.model.flavor, "debugmodel");
+  EXPECT_EQ(llama.training.seq_len, 2048);
+  EXPECT_EQ(llama.training.steps, 3);  // overrides still apply
+  EXPECT_DOUBLE_EQ(llama.lr_scheduler.decay_ratio, 0.8);
+  // titan's own example configs are module "titan".
+  EXPECT_EQ(train::parse_train_arguments({"--module", "titan", "--config", "llama3_debug"}).config.model.flavor,
+            "debugmodel");
+  expect_error(
+      [] {
+        train::parse_train_arguments({"--module", "llama3", "--config", "llama3_9b"});
+      },
+      {"--module llama3 --config llama3_9b: no such config", "llama3_debugmodel"});
+  expect_error(
+      [] {
+        train::parse_train_arguments({"--module", "mamba", "--config", "x"});
+      },
+      {"--module mamba: no such module", "llama3", "qwen3"});
+  expect_error([] { train::parse_train_arguments({"--module", "llama3"}); }, {"--module llama3 needs --config"});
 }
 
 }  // namespace

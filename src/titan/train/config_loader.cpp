@@ -14,6 +14,7 @@
 #include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/parallel/context_parallel_options.h"
+#include "titan/train/config_registry.h"
 #include "titan/train/torchtitan_keys.h"
 
 namespace titan::train {
@@ -414,6 +415,7 @@ void apply_override(JobConfig& config, const std::string& dotted_key, const std:
 
 TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
   TrainArguments result;
+  std::string module;
   std::vector<std::pair<std::string, std::string>> overrides;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -423,10 +425,17 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
       result.print_config = true;
     } else if (arg == "--config" || arg.starts_with("--config=")) {
       if (arg == "--config") {
-        TITAN_CHECK(i + 1 < args.size(), "--config needs a file");
+        TITAN_CHECK(i + 1 < args.size(), "--config needs a file (or, with --module, a registered config's name)");
         result.config_path = args[++i];
       } else {
         result.config_path = arg.substr(9);
+      }
+    } else if (arg == "--module" || arg.starts_with("--module=")) {
+      if (arg == "--module") {
+        TITAN_CHECK(i + 1 < args.size(), "--module needs a name (`titan config list` shows them)");
+        module = args[++i];
+      } else {
+        module = arg.substr(9);
       }
     } else if (arg.starts_with("--")) {
       const size_t equals = arg.find('=');
@@ -441,6 +450,12 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
     } else {
       fail("unexpected argument '{}' (options look like --section.key value)", arg);
     }
+  }
+  // TorchTitan's --module NAME --config NAME: a registered config, by name.
+  if (!module.empty()) {
+    TITAN_CHECK(!result.config_path.empty(), "--module {} needs --config NAME (`titan config list` shows them)",
+                module);
+    result.config_path = registered_config(module, result.config_path).string();
   }
   if (!result.config_path.empty()) load_toml_file(result.config, result.config_path);
   for (const auto& [key, value] : overrides) apply_override(result.config, key, value);

@@ -252,8 +252,8 @@ struct ForeignKey {
   std::string value, where;
 };
 
-// A TOML value as torchtitan_value_text has it: true/false, numbers in
-// decimal, strings as they are, a list's items joined by ",".
+// A TOML value in the canonical text apply_torchtitan_key takes: true/false,
+// numbers in decimal, strings as they are, a list's items joined by ",".
 std::string canonical_text(const toml::node& node) {
   if (const auto* flag = node.as_boolean()) return flag->get() ? "true" : "false";
   if (const auto* integer = node.as_integer()) return std::to_string(integer->get());
@@ -284,6 +284,13 @@ void collect_torchtitan_keys(const std::string& dotted, const toml::node& node, 
     return;
   }
   foreign.push_back({entry, canonical_text(node), where(node, source)});
+}
+
+// The value of `flag` at args[i], written "--flag value" (i moves past it) or "--flag=value".
+std::string flag_value(const std::vector<std::string>& args, size_t& i, const std::string& flag, const char* what) {
+  if (args[i] != flag) return args[i].substr(flag.size() + 1);
+  TITAN_CHECK(i + 1 < args.size(), "{} needs {}", flag, what);
+  return args[++i];
 }
 
 }  // namespace
@@ -424,19 +431,9 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
     } else if (arg == "--print-config") {
       result.print_config = true;
     } else if (arg == "--config" || arg.starts_with("--config=")) {
-      if (arg == "--config") {
-        TITAN_CHECK(i + 1 < args.size(), "--config needs a file (or, with --module, a registered config's name)");
-        result.config_path = args[++i];
-      } else {
-        result.config_path = arg.substr(9);
-      }
+      result.config_path = flag_value(args, i, "--config", "a file (or, with --module, a registered config's name)");
     } else if (arg == "--module" || arg.starts_with("--module=")) {
-      if (arg == "--module") {
-        TITAN_CHECK(i + 1 < args.size(), "--module needs a name (`titan config list` shows them)");
-        module = args[++i];
-      } else {
-        module = arg.substr(9);
-      }
+      module = flag_value(args, i, "--module", "a name (`titan config list` shows them)");
     } else if (arg.starts_with("--")) {
       const size_t equals = arg.find('=');
       if (equals != std::string::npos) {

@@ -25,7 +25,7 @@ enum class TorchTitanKeyUse { mapped, no_effect, refused, converter_setting };
 struct TorchTitanKey {
   std::string key;  // dotted, as TorchTitan spells it: "compile.enable"
   TorchTitanKeyUse use;
-  std::string default_value;  // TorchTitan's default, in the canonical text of torchtitan_value_text
+  std::string default_value;  // TorchTitan's default, in the canonical text apply_torchtitan_key takes
   std::string why;            // what titan does instead, or what would make it work
 };
 

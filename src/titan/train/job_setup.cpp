@@ -116,8 +116,8 @@ optim::LrSchedule build_lr_schedule(const JobConfig& config, bool reports) {
   const LrSchedulerSection& section = config.lr_scheduler;
   const int64_t total = section.total_steps > 0 ? section.total_steps : config.training.steps;
   const char* total_key = section.total_steps > 0 ? "lr_scheduler.total_steps" : "training.steps";
-  const optim::LrSchedule schedule{std::min(section.warmup_steps, total), total, section.decay_ratio,
-                                   section.decay_type, section.min_lr_factor};
+  optim::LrSchedule schedule{std::min(section.warmup_steps, total), total, section.decay_ratio, section.decay_type,
+                             section.min_lr_factor};
   if (reports && schedule.warmup_steps < section.warmup_steps) {
     std::printf("titan: warning: lr_scheduler.warmup_steps %lld exceeds %s %lld: warming up over %lld\n",
                 static_cast<long long>(section.warmup_steps), total_key, static_cast<long long>(total),

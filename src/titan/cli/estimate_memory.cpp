@@ -11,6 +11,7 @@
 #include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/pipeline_plan.h"
+#include "titan/train/torchtitan_keys.h"
 
 namespace titan::cli {
 
@@ -63,7 +64,7 @@ Subcommand make_estimate_memory_subcommand() {
     return app;
   };
   subcommand.run = [args] {
-    args->model = models::family_of(args->model, args->flavor);
+    args->model = train::titan_family(args->model, args->flavor);
     const models::ModelSpec& spec = models::model_spec(args->model);
     const models::DecoderConfig config = models::model_config(args->model, args->flavor, args->vocab);
     models::MemoryEstimateOptions options;

@@ -70,15 +70,6 @@ std::vector<std::string> model_names() {
   return names;
 }
 
-std::string family_of(const std::string& name, const std::string& flavor) {
-  const auto has = [&flavor](const std::string& family) {
-    const std::vector<std::string>& flavors = model_spec(family).flavors;
-    return std::find(flavors.begin(), flavors.end(), flavor) != flavors.end();
-  };
-  if (name == "qwen3" && !has("qwen3") && has("qwen3_moe")) return "qwen3_moe";
-  return name;
-}
-
 DecoderConfig model_config(const std::string& name, const std::string& flavor, int64_t vocab_size) {
   const ModelSpec& spec = model_spec(name);
   TITAN_CHECK(std::find(spec.flavors.begin(), spec.flavors.end(), flavor) != spec.flavors.end(),

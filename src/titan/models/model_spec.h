@@ -72,10 +72,6 @@ ModelSpec make_hf_model_spec(std::string name, const std::map<std::string, std::
                              HfFamily (*hf_family)());
 
 const ModelSpec& model_spec(const std::string& name);
-// titan's family for a model as TorchTitan names it: TorchTitan's qwen3
-// holds the MoE flavors (debugmodel_moe, 30B-A3B, 235B-A22B) that titan
-// keeps as qwen3_moe. Any other name is its own family.
-std::string family_of(const std::string& name, const std::string& flavor);
 std::vector<std::string> model_names();
 DecoderConfig model_config(const std::string& name, const std::string& flavor, int64_t vocab_size = 0);
 

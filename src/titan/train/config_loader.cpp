@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "titan/core/error.h"
-#include "titan/models/model_spec.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/parallel/context_parallel_options.h"
 #include "titan/train/config_registry.h"
@@ -458,10 +457,7 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
   for (const auto& [key, value] : overrides) apply_override(result.config, key, value);
   resolve_torchtitan_keys(result.config);
   ModelSection& model = result.config.model;
-  const std::vector<std::string> families = models::model_names();
-  if (model.hf_config.empty() && std::find(families.begin(), families.end(), model.name) != families.end()) {
-    model.name = models::family_of(model.name, model.flavor);
-  }
+  if (model.hf_config.empty()) model.name = titan_family(model.name, model.flavor);
   return result;
 }
 
@@ -507,8 +503,6 @@ std::optional<data::ChatOptions> chat_options(const JobConfig& config) {
 }
 
 void validate(const JobConfig& c) {
-  // A family titan lacks (a TorchTitan config for deepseek_v3, say) is named before anything starts.
-  if (c.model.hf_config.empty()) models::model_spec(c.model.name);
   auto positive = [](int64_t value, const char* key) { TITAN_CHECK(value > 0, "{} must be > 0, got {}", key, value); };
   positive(c.training.local_batch_size, "training.local_batch_size");
   positive(c.training.seq_len, "training.seq_len");

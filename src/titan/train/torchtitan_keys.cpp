@@ -230,6 +230,12 @@ void apply_torchtitan_key(JobConfig& config, const TorchTitanKey& entry, const s
   }
 }
 
+std::string titan_family(const std::string& name, const std::string& flavor) {
+  // TorchTitan's model registry (torchtitan/models/qwen3): these flavors are mixtures of experts.
+  const bool moe_flavor = flavor == "debugmodel_moe" || flavor == "30B-A3B" || flavor == "235B-A22B";
+  return name == "qwen3" && moe_flavor ? "qwen3_moe" : name;
+}
+
 void resolve_torchtitan_keys(JobConfig& config) {
   // TorchTitan spells dtypes out; titan's keys take both spellings and keep its own.
   for (std::string* dtype : {&config.training.mixed_precision_param, &config.training.mixed_precision_reduce,

@@ -43,6 +43,11 @@ bool is_torchtitan_section(const std::string& prefix);
 void apply_torchtitan_key(JobConfig& config, const TorchTitanKey& entry, const std::string& value,
                           const std::string& where);
 
+// titan's family for a model as TorchTitan names it: TorchTitan's qwen3
+// holds the MoE flavors (debugmodel_moe, 30B-A3B, 235B-A22B) that titan
+// keeps as qwen3_moe. Any other name is its own family.
+std::string titan_family(const std::string& name, const std::string& flavor);
+
 // Once the command line's overrides are in: TorchTitan's dtype spellings
 // (bfloat16, float32, float16) become titan's (bf16, f32, f16);
 // selective_ac_option "op" with

@@ -8,8 +8,8 @@
 #
 #   bench/fsdp_memory.sh [FLAVOR] [RANKS] [TRAIN OPTIONS...]   (after `make run`, which prepares data/fortunes)
 #
-# e.g. `bench/fsdp_memory.sh 1B 4 --checkpoint.enable true`: the same with
-# the final checkpoint saved, and the export streamed into it.
+# e.g. `bench/fsdp_memory.sh 1B 4 --checkpoint.last_save_model_only false`:
+# the same with the full training state saved at the end instead of the export.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavor=${1:-1B}

@@ -57,6 +57,59 @@ TEST(Checkpoint, HoldsLessMemoryUntilBackward) {
   EXPECT_TRUE(x.grad().defined());
 }
 
+// Per-op selective checkpointing (TorchTitan's "op" policy): the same
+// gradients, bitwise; between forward and backward the block holds its
+// output and exactly the kept matmul outputs: the 1st, 3rd, 5th and 7th of
+// its eight linears (the [512, 64] outputs of w1), or, with w1's shape forced
+// to recompute, the 1st and 3rd of the four w2 linears ([512, 32]).
+TEST(Checkpoint, SelectiveOpsKeepEveryOtherMatmul) {
+  Block block;
+  Tensor x = random_leaf({512, 32}, 4);
+  autograd::backward({F::sum(block({x})[0])});
+  const std::vector<float> plain = block.w1.grad().to_floats();
+  Allocator& allocator = allocator_for(DeviceType::cpu);
+  const int64_t output_bytes = 512 * 32 * 4;
+  const struct {
+    autograd::SavedOpPolicy policy;
+    int64_t kept_bytes;
+  } cases[] = {{{}, 4 * 512 * 64 * 4}, {{{{64, 32}}}, 2 * 512 * 32 * 4}};
+  for (const auto& c : cases) {
+    block.w1.set_grad(Tensor());
+    Tensor input = x.detach();
+    input.set_requires_grad(true);
+    const int64_t before = allocator.stats().live_bytes;
+    Tensor out = autograd::checkpoint(block, {input}, &c.policy)[0];
+    EXPECT_EQ(allocator.stats().live_bytes - before, output_bytes + c.kept_bytes);
+    autograd::backward({F::sum(out)});
+    EXPECT_EQ(block.w1.grad().to_floats(), plain);
+  }
+}
+
+// What the recompute computes: only the ops the forward did not keep.
+TEST(Checkpoint, SelectiveOpsRecomputeOnlyWhatWasNotKept) {
+  int computed = 0;
+  const Tensor w = random_leaf({8, 8}, 5);
+  const auto op = [&](autograd::SavedOpKind kind, const Shape& shape, const Tensor& in) {
+    return autograd::run_saved_op(kind, shape, [&] {
+      ++computed;
+      return std::vector<Tensor>{F::linear(in, w)};
+    })[0];
+  };
+  const autograd::CheckpointFunction body = [&](const std::vector<Tensor>& in) {
+    Tensor h = in[0];
+    for (int i = 0; i < 4; ++i) h = op(autograd::SavedOpKind::matmul, {8, 8}, h);  // kept: 1st and 3rd
+    h = op(autograd::SavedOpKind::matmul, {4, 8}, h);                              // forced: recomputed, not counted
+    h = op(autograd::SavedOpKind::attention, {}, h);                               // kept
+    return std::vector<Tensor>{h};
+  };
+  const autograd::SavedOpPolicy policy{{{4, 8}}};
+  Tensor out = autograd::checkpoint(body, {random_leaf({3, 8}, 6)}, &policy)[0];
+  EXPECT_EQ(computed, 6);
+  computed = 0;
+  autograd::backward({F::sum(out)});
+  EXPECT_EQ(computed, 3);  // the 2nd and 4th matmul and the forced one
+}
+
 TEST(Checkpoint, PassesThroughWithoutGrad) {
   Block block;
   Tensor x = Tensor::zeros({2, 32});

@@ -55,14 +55,49 @@ std::string step_folder(const std::string& name, int64_t step) {
   return (workdir() / name / "checkpoint" / checkpoint::step_folder_name(step)).string();
 }
 
-// Losses and final weights bitwise equal.
+// Every tensor of a checkpoint, whole, read the way a one-process job reads it.
+std::map<std::string, Tensor> load_whole(const std::string& folder) {
+  const checkpoint::CheckpointMetadata metadata =
+      checkpoint::parse_checkpoint_metadata(file_text(fs::path(folder) / "metadata.json"), folder);
+  std::vector<train::StateTensor> tensors;
+  std::map<std::string, Tensor> result;
+  for (const auto& [name, tensor] : metadata.tensors) {
+    train::StateTensor t;
+    t.name = name;
+    t.part = name.substr(0, name.find('.'));
+    t.tensor = Tensor::empty(tensor.shape, tensor.dtype);
+    t.global_shape = tensor.shape;
+    t.offsets.assign(tensor.shape.size(), 0);
+    tensors.push_back(t);
+    result[name] = t.tensor;
+  }
+  train::Checkpointer::load(folder, tensors, {"model", "optimizer"});
+  return result;
+}
+
+// Job `name`'s weights at step 20, its last save: the model export
+// (last_save_model_only, the default) or the full training state.
+std::map<std::string, Tensor> final_weights(const std::string& name) {
+  const fs::path folder = step_folder(name, 20);
+  if (fs::exists(folder / "model.safetensors")) return read_all_tensors(folder / "model.safetensors");
+  if (!fs::exists(folder / checkpoint::kMetadataFile)) return {};
+  std::map<std::string, Tensor> weights;
+  for (auto& [stored, tensor] : load_whole(folder.string())) {
+    if (stored.starts_with("model.")) weights[stored.substr(6)] = tensor;
+  }
+  return weights;
+}
+
+// Losses and final weights bitwise equal (an export's weights against a full
+// checkpoint's too: the export's whole tensors, gathered from the shards as
+// they stream out, against the checkpoint's read back from every rank's boxes).
 void expect_same_run(const std::string& expected, const std::string& actual) {
   SCOPED_TRACE(actual);
   const auto losses = metrics_column(workdir() / actual / "metrics.jsonl", "loss");
   EXPECT_EQ(losses, metrics_column(workdir() / expected / "metrics.jsonl", "loss"));
   EXPECT_EQ(losses.size(), 20u);
-  const auto weights = read_all_tensors(fs::path(step_folder(actual, 20)) / "model.safetensors");
-  const auto reference = read_all_tensors(fs::path(step_folder(expected, 20)) / "model.safetensors");
+  const auto weights = final_weights(actual);
+  const auto reference = final_weights(expected);
   ASSERT_EQ(weights.size(), reference.size());
   ASSERT_FALSE(weights.empty());
   for (const auto& [name, tensor] : reference) {
@@ -85,8 +120,9 @@ class Checkpoints : public ::testing::Test {
     fs::remove_all(workdir());
     fs::create_directories(workdir());
     testing::prepare_test_corpus(workdir() / "data", workdir() / "prepare.log");
-    // The uninterrupted reference, saving (blocking) every 5 steps, alone and under FSDP 4.
-    run(kCli + job("straight", "--checkpoint.interval 5"));
+    // The uninterrupted reference, saving (blocking) every 5 steps, alone and under FSDP 4: one process's
+    // last save the full state (last_save_model_only false), FSDP 4's the model export (the default).
+    run(kCli + job("straight", "--checkpoint.interval 5 --checkpoint.last_save_model_only false"));
     run(testing::mpirun(4) + kCli + job("fsdp_straight", kFsdp4 + " --checkpoint.interval 5"));
     std::ofstream(workdir() / "stamp") << stamp;
   }
@@ -175,9 +211,10 @@ TEST_F(Checkpoints, CrashDuringWriteKeepsThePreviousCheckpoint) {
   EXPECT_FALSE(fs::exists(partial));
   const std::string again = run(kCli + job("crash", "--checkpoint.interval 5"));
   EXPECT_EQ(again.find("incomplete checkpoint"), std::string::npos) << again;
-  const auto weights = read_all_tensors(fs::path(step_folder("crash", 20)) / "model.safetensors");
-  const auto reference = read_all_tensors(fs::path(step_folder("straight", 20)) / "model.safetensors");
+  const auto weights = final_weights("crash");
+  const auto reference = final_weights("straight");
   ASSERT_EQ(weights.size(), reference.size());
+  ASSERT_FALSE(weights.empty());
   for (const auto& [name, tensor] : reference) EXPECT_EQ(weights.at(name).to_floats(), tensor.to_floats()) << name;
 }
 
@@ -185,7 +222,7 @@ TEST_F(Checkpoints, AsyncSaveWritesTheSameFilesAsBlocking) {
   fresh({"async"});
   const std::string output = run(kCli + job("async",
                                             "--checkpoint.interval 5 --checkpoint.async_mode async "
-                                            "--checkpoint.keep_latest_k 3"));
+                                            "--checkpoint.keep_latest_k 3 --checkpoint.last_save_model_only false"));
   // keep_latest_k = 3: step 5 is gone, 10, 15 and 20 remain.
   EXPECT_FALSE(fs::exists(step_folder("async", 5)));
   for (int64_t step : {10, 15}) {
@@ -255,7 +292,11 @@ TEST_F(Checkpoints, FsdpResumeIsBitwiseExact) {
   const std::string first = run(testing::mpirun(4, "-x TITAN_TEST_SIGTERM_AT_STEP=10 -x TITAN_TEST_SIGTERM_RANK=2 ") +
                                 kCli + job("fsdp_stop", kFsdp4));
   EXPECT_NE(first.find("stopping after step 10"), std::string::npos) << first;
-  run(testing::mpirun(4) + kCli + job("fsdp_stop", kFsdp4));
+  // The resumed run's last save is the full state: its weights, read back from
+  // the four ranks' boxes, equal what the straight run's export gathered.
+  run(testing::mpirun(4) + kCli + job("fsdp_stop", kFsdp4 + " --checkpoint.last_save_model_only false"));
+  ASSERT_TRUE(checkpoint::is_complete_checkpoint(step_folder("fsdp_stop", 20)));
+  ASSERT_TRUE(fs::exists(fs::path(step_folder("fsdp_straight", 20)) / "model.safetensors"));
   expect_same_run("fsdp_straight", "fsdp_stop");
 }
 
@@ -292,36 +333,10 @@ TEST_F(Checkpoints, ContextParallelResumeAfterSigtermIsBitwiseExact) {
   expect_same_run("cp_straight", "cp_stop");
 }
 
-// Every tensor of a checkpoint, whole, read the way a one-process job reads it.
-std::map<std::string, Tensor> load_whole(const std::string& folder) {
-  const checkpoint::CheckpointMetadata metadata =
-      checkpoint::parse_checkpoint_metadata(file_text(fs::path(folder) / "metadata.json"), folder);
-  std::vector<train::StateTensor> tensors;
-  std::map<std::string, Tensor> result;
-  for (const auto& [name, tensor] : metadata.tensors) {
-    train::StateTensor t;
-    t.name = name;
-    t.part = name.substr(0, name.find('.'));
-    t.tensor = Tensor::empty(tensor.shape, tensor.dtype);
-    t.global_shape = tensor.shape;
-    t.offsets.assign(tensor.shape.size(), 0);
-    tensors.push_back(t);
-    result[name] = t.tensor;
-  }
-  train::Checkpointer::load(folder, tensors, {"model", "optimizer"});
-  return result;
-}
-
 // Save under FSDP 4; load in one process and under TP 2 x FSDP 2.
+// (Whole weights read from FSDP 4's shards equal what FSDP's own all-gather
+// exported: FsdpResumeIsBitwiseExact.)
 TEST_F(Checkpoints, ReshardsBetweenMeshes) {
-  // Whole weights read from FSDP 4's shards equal what FSDP's own all-gather exported: bitwise.
-  const auto loaded = load_whole(step_folder("fsdp_straight", 20));
-  const auto exported = read_all_tensors(fs::path(step_folder("fsdp_straight", 20)) / "model.safetensors");
-  ASSERT_FALSE(exported.empty());
-  for (const auto& [name, tensor] : exported) {
-    ASSERT_TRUE(loaded.count("model." + name)) << name;
-    EXPECT_EQ(loaded.at("model." + name).to_floats(), tensor.to_floats()) << name;
-  }
   // Resume FSDP 4's step 10 on other meshes and take one step (global batch 4 throughout).
   const std::vector<std::pair<std::string, std::string>> meshes{
       {"reshard_one", kCli + job("reshard_one", "--training.local_batch_size 4")},
@@ -367,7 +382,9 @@ std::vector<double> losses_of(const std::string& name) {
 TEST_F(Checkpoints, LoadStepRollsBackAndRetrainsTheSameSteps) {
   fresh({"rollback"});
   copy_steps("straight", "rollback", {5, 10, 15, 20});
-  const std::string output = run(kCli + job("rollback", "--checkpoint.interval 5 --checkpoint.load_step 10"));
+  const std::string output = run(kCli + job("rollback",
+                                            "--checkpoint.interval 5 --checkpoint.load_step 10 "
+                                            "--checkpoint.last_save_model_only false"));
   EXPECT_NE(output.find("(step 10,"), std::string::npos) << output;
   // Steps 15 and 20 are written again, over the copies, and equal the straight run's.
   const auto straight = losses_of("straight");
@@ -437,15 +454,19 @@ TEST_F(Checkpoints, InitialLoadPathTakesAHuggingFaceFolder) {
   expect_hf_conversion_starts_the_same(step_folder("straight", 20), "export");
 }
 
-// A job with checkpoints off (the default job) leaves only a model export as
-// its step folder: initial_load_path takes that too (as a fine-tuning job
-// starting from `make run`'s model does), with the weights of the checkpoint.
+// A job's model-only last save (the default) is a model export:
+// initial_load_path takes that too (as a fine-tuning job starting from
+// `make run`'s model does), with the weights of the checkpoint. The straight
+// run's step 15, resumed to step 20, exports the weights its full step 20 holds.
 TEST_F(Checkpoints, InitialLoadPathTakesAModelExport) {
+  fresh({"export_source"});
+  copy_steps("straight", "export_source", {15});
+  run(kCli + job("export_source"));
   const fs::path exported = workdir() / "export_only";
   fs::remove_all(exported);
   fs::create_directories(exported);
   for (const char* file : {"job.toml", "model.safetensors", "tokenizer.json"})
-    fs::copy_file(fs::path(step_folder("straight", 20)) / file, exported / file);
+    fs::copy_file(fs::path(step_folder("export_source", 20)) / file, exported / file);
   ASSERT_FALSE(fs::exists(exported / "metadata.json"));
   for (const std::string folder : {"from_export", "from_checkpoint"}) fs::remove_all(workdir() / folder);
   run("TITAN_TEST_SIGTERM_AT_STEP=1 " + kCli +

@@ -194,8 +194,8 @@ TEST_F(HostileInputRound2, AResumeAfterTheValidationSplitChangedNamesTheKey) {
   const fs::path dump = workdir() / "split";
   fs::remove_all(dump);
   const std::string common =
-      "--checkpoint.enable true --checkpoint.interval 2 --validation.enable true "
-      "--validation.freq 100 ";
+      "--checkpoint.enable true --checkpoint.interval 2 --checkpoint.last_save_model_only false "
+      "--validation.enable true --validation.freq 100 ";
   ASSERT_EQ(run(testing::tiny_train_command(workdir() / "data", workdir() / "config.json", dump,
                                             common + "--training.steps 2 --validation.split 0.05"),
                 "split_first")

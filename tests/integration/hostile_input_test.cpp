@@ -197,14 +197,15 @@ TEST_F(HostileInput, AFullDiskUnderTheMetricsFileWarnsOnceOrStops) {
 TEST_F(HostileInput, AFailedSaveNamesThePathAndReasonAndLeavesNoPartialFolder) {
   const fs::path dump = workdir() / "save_full";
   fs::remove_all(dump);
-  const Result result = run(
-      "bash -c \"trap '' XFSZ; ulimit -f 1024; exec " + job(dump, "--training.steps 2 --checkpoint.enable true") + "\"",
-      "save_full");
+  const Result result =
+      run("bash -c \"trap '' XFSZ; ulimit -f 1024; exec " +
+              job(dump, "--training.steps 2 --checkpoint.enable true --checkpoint.last_save_model_only false") + "\"",
+          "save_full");
   expect_user_error(result, {(dump / "checkpoint").string(), "File too large"});
   for (const auto& entry : fs::directory_iterator(dump / "checkpoint")) {
     EXPECT_EQ(entry.path().string().find(".partial"), std::string::npos) << entry.path();
   }
-  // The model export fails the same way, naming its file and the reason.
+  // The model export (the default last save) fails the same way, naming its file and the reason.
   const Result exported =
       run("bash -c \"trap '' XFSZ; ulimit -f 1024; exec " + job(workdir() / "export_full", "--training.steps 1") + "\"",
           "export_full");
@@ -214,7 +215,12 @@ TEST_F(HostileInput, AFailedSaveNamesThePathAndReasonAndLeavesNoPartialFolder) {
 TEST_F(HostileInput, AHandEditedStepInACheckpointIsRefused) {
   const fs::path dump = workdir() / "edited";
   fs::remove_all(dump);
-  ASSERT_EQ(run(job(dump, "--training.steps 4 --checkpoint.enable true --checkpoint.interval 2"), "edited").status, 0);
+  ASSERT_EQ(run(job(dump,
+                    "--training.steps 4 --checkpoint.enable true --checkpoint.interval 2 "
+                    "--checkpoint.last_save_model_only false"),
+                "edited")
+                .status,
+            0);
   const fs::path metadata = dump / "checkpoint" / checkpoint::step_folder_name(4) / "metadata.json";
   std::string text = testing::file_text(metadata);
   const std::string top_level_step = "\n \"step\": 4";  // metadata.json is indented by one space per level

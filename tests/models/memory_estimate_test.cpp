@@ -34,6 +34,26 @@ TEST(MemoryEstimate, ActivationModesKeepTheirNumberOfBlocks) {
   EXPECT_EQ(a.loss_bytes, b.loss_bytes);
 }
 
+// TorchTitan's per-op policy keeps, beyond full recomputation's block inputs,
+// per token of every block: q (32 x 64), v (8 x 64), attention's output
+// (32 x 64) and f32 log-sum-exp (32, as 2 bf16 elements), the FFN's up
+// projection (8192) and its output (2048), in bf16.
+TEST(MemoryEstimate, SelectiveOpsKeepTheOutputsThePolicyKeeps) {
+  const DecoderConfig config = model_config("llama3", "1B");
+  MemoryEstimateOptions o;
+  o.batch = 2;
+  o.seq_len = 4096;
+  o.activation_checkpoint = "full";
+  const double full = estimate_memory(config, o).activation_bytes;
+  o.activation_checkpoint = "selective";
+  o.selective_ops = true;
+  const double ops = estimate_memory(config, o).activation_bytes;
+  const double per_token = (32 * 64 + 8 * 64 + 32 * 64 + 2 * 32 + 8192 + 2048) * 2.0;
+  EXPECT_DOUBLE_EQ(ops - full, static_cast<double>(config.n_layers()) * 2 * 4096 * per_token);
+  o.activation_checkpoint = "none";
+  EXPECT_LT(ops, estimate_memory(config, o).activation_bytes);
+}
+
 // Under context parallelism a rank is a rank with seq_len / cp tokens whose
 // parameters shard over dp_shard x cp, plus ring attention's buffers: for
 // llama3 1B (32 query, 8 key/value heads of 64) at batch 1, bf16, alltoall

@@ -212,6 +212,7 @@ TEST(Lora, MergedExportAndPeftAdapter) {
   ReferenceCase ref("lora_llama3_debug");
   train::JobConfig config = lora_config(ref, "export");
   config.training.steps = 3;
+  config.checkpoint.enable = true;  // the last save: the model export (last_save_model_only)
   ReferenceTrainer run(ref, config);
   train::Trainer& trainer = *run.trainer;
   trainer.train();

@@ -63,9 +63,11 @@ TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
 TEST(Trainer, ActivationCheckpointingChangesNothing) {
   std::vector<std::vector<double>> runs;
   std::vector<std::vector<float>> weights;
-  for (const char* mode : {"none", "full", "selective"}) {
-    train::JobConfig config = small_job(std::string("ac_") + mode);
-    config.activation_checkpoint.mode = mode;
+  for (const std::string mode : {"none", "full", "selective", "selective_ops"}) {
+    train::JobConfig config = small_job("ac_" + mode);
+    config.activation_checkpoint.mode = mode == "selective_ops" ? "selective" : mode;
+    // TorchTitan's per-op policy: every other matmul's output and attention's kept, the rest recomputed.
+    config.activation_checkpoint.selective_ops = mode == "selective_ops";
     train::Trainer trainer(config, random_batches(4, 64, 6));
     runs.push_back(losses_of(trainer));
     weights.push_back(trainer.model().layers->operator[](3)->feed_forward->w2->weight->data.to_floats());
@@ -73,8 +75,26 @@ TEST(Trainer, ActivationCheckpointingChangesNothing) {
   // The recompute runs the same kernels in the same order: bitwise identical.
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0], runs[2]);
+  EXPECT_EQ(runs[0], runs[3]);
   EXPECT_EQ(weights[0], weights[1]);
   EXPECT_EQ(weights[0], weights[2]);
+  EXPECT_EQ(weights[0], weights[3]);
+}
+
+// The per-op policy on a mixture of experts: the router's gate is always
+// recomputed (per_op_sac_force_recompute_mm_shapes_by_fqns), the run is the same.
+TEST(Trainer, SelectiveOpsOnMixtureOfExpertsChangesNothing) {
+  std::vector<std::vector<double>> runs;
+  for (const bool ops : {false, true}) {
+    train::JobConfig config = small_job(ops ? "moe_ops" : "moe_plain");
+    config.model.name = "qwen3_moe";
+    config.training.steps = 2;
+    config.activation_checkpoint.mode = ops ? "selective" : "none";
+    config.activation_checkpoint.selective_ops = ops;
+    train::Trainer trainer(config, random_batches(4, 64, 7));
+    runs.push_back(losses_of(trainer));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
 }
 
 // Offload moves the saved activations' bytes out and back; the backward runs
@@ -151,6 +171,7 @@ TEST(Trainer, LossFallsOnTextAndExportReloads) {
   config.validation.freq = 40;
   config.validation.steps = 2;
   config.validation.split = 0.05;
+  config.checkpoint.enable = true;  // saves only at the last step (interval 500): the model export
   train::Trainer trainer(config);
   const std::vector<train::StepMetrics> history = trainer.train();
   ASSERT_EQ(history.size(), 40u);

@@ -9,8 +9,12 @@ namespace {
 
 class CheckpointBackward final : public Node {
  public:
-  CheckpointBackward(CheckpointFunction fn, std::vector<Tensor> inputs, std::vector<bool> input_requires_grad)
-      : fn_(std::move(fn)), inputs_(std::move(inputs)), input_requires_grad_(std::move(input_requires_grad)) {}
+  CheckpointBackward(CheckpointFunction fn, std::vector<Tensor> inputs, std::vector<bool> input_requires_grad,
+                     std::unique_ptr<SavedOpOutputs> kept)
+      : fn_(std::move(fn)),
+        inputs_(std::move(inputs)),
+        input_requires_grad_(std::move(input_requires_grad)),
+        kept_(std::move(kept)) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     EnableGradGuard enable_grad;
@@ -21,7 +25,14 @@ class CheckpointBackward final : public Node {
       if (input_requires_grad_[i]) leaf.set_requires_grad(true);
       leaves.push_back(leaf);
     }
-    std::vector<Tensor> outputs = fn_(leaves);
+    std::vector<Tensor> outputs;
+    if (kept_) {
+      const SavedOpScope replay(*kept_, true);
+      outputs = fn_(leaves);
+      replay.check_all_taken();
+    } else {
+      outputs = fn_(leaves);
+    }
     TITAN_CHECK(outputs.size() == grads.size(), "checkpoint: recompute returned {} outputs, forward returned {}",
                 outputs.size(), grads.size());
     std::vector<Tensor> roots, root_grads;
@@ -41,25 +52,36 @@ class CheckpointBackward final : public Node {
   void release_saved() override {
     inputs_.clear();
     fn_ = nullptr;
+    kept_.reset();
   }
 
  private:
   CheckpointFunction fn_;
   std::vector<Tensor> inputs_;
   std::vector<bool> input_requires_grad_;
+  std::unique_ptr<SavedOpOutputs> kept_;  // per-op selective checkpointing: what the forward kept
 };
 
 }  // namespace
 
-std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
+                               const SavedOpPolicy* keep_ops) {
   bool any = false;
   for (const Tensor& input : inputs) any = any || (input.defined() && input.requires_grad());
   if (!grad_enabled() || !any) return fn(inputs);
 
   std::vector<Tensor> outputs;
+  std::unique_ptr<SavedOpOutputs> kept;
   {
     NoGradGuard no_grad;
-    outputs = fn(inputs);
+    if (keep_ops != nullptr) {
+      kept = std::make_unique<SavedOpOutputs>();
+      kept->policy = *keep_ops;
+      const SavedOpScope keep(*kept, false);
+      outputs = fn(inputs);
+    } else {
+      outputs = fn(inputs);
+    }
   }
   std::vector<bool> needs_grad;
   std::vector<Tensor> saved;
@@ -67,7 +89,7 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
     needs_grad.push_back(input.defined() && input.requires_grad());
     saved.push_back(input.defined() ? input.detach() : input);
   }
-  auto node = std::make_shared<CheckpointBackward>(fn, std::move(saved), std::move(needs_grad));
+  auto node = std::make_shared<CheckpointBackward>(fn, std::move(saved), std::move(needs_grad), std::move(kept));
   for (const Tensor& input : inputs) node->next_edges.push_back(input.defined() ? gradient_edge(input) : Edge{});
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {

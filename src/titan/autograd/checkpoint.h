@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "titan/autograd/saved_ops.h"
 #include "titan/core/tensor.h"
 
 namespace titan::autograd {
@@ -17,6 +18,9 @@ using CheckpointFunction = std::function<std::vector<Tensor>(const std::vector<T
 // backward fn is re-run with history on detached copies of them and the
 // incoming gradients are propagated through the recomputed graph (parameter
 // gradients accumulate as usual). fn must be deterministic (no dropout here).
-std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs);
+// With `keep_ops`, the outputs of the ops that policy keeps (saved_ops.h) are
+// also saved, and the recompute takes them instead of computing them.
+std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
+                               const SavedOpPolicy* keep_ops = nullptr);
 
 }  // namespace titan::autograd

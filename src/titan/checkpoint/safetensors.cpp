@@ -46,6 +46,16 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
   TITAN_CHECK(fd_ >= 0, "cannot open '{}': {}", path_, std::strerror(errno));
 }
 
+SafetensorsReader::SafetensorsReader(std::string path, SafetensorsHeader header)
+    : path_(std::move(path)), header_(std::move(header)) {
+  for (size_t i = 0; i < header_.entries.size(); ++i) {
+    TITAN_CHECK(index_.emplace(header_.entries[i].name, i).second, "{}: tensor '{}' appears twice", path_,
+                header_.entries[i].name);
+  }
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  TITAN_CHECK(fd_ >= 0, "cannot open '{}': {}", path_, std::strerror(errno));
+}
+
 SafetensorsReader::~SafetensorsReader() {
   if (fd_ >= 0) ::close(fd_);
 }

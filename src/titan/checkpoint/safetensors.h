@@ -21,6 +21,9 @@ namespace titan::checkpoint {
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(std::string path);
+  // Tensors at known byte ranges of a file in another format (a torch.save
+  // archive: TorchArchive::as_safetensors_header), read the same way.
+  SafetensorsReader(std::string path, SafetensorsHeader header);
   ~SafetensorsReader();
   SafetensorsReader(const SafetensorsReader&) = delete;
   SafetensorsReader& operator=(const SafetensorsReader&) = delete;

@@ -21,6 +21,7 @@ struct EstimateArguments {
   std::string schedule = "1F1B", cp_rotate_method = "alltoall", reshard_after_forward = "default";
   int64_t vocab = 0, batch = 1, seq = 8192, dp_shard = 1, selective_every = 2, pp = 1, microbatch_size = 1, cp = 1,
           tp = 1, ep = 1;
+  bool selective_ops = false;
 };
 }  // namespace
 
@@ -39,6 +40,9 @@ Subcommand make_estimate_memory_subcommand() {
     app->add_option("--optimizer-state-dtype", args->state_dtype, "AdamW moment dtype")->capture_default_str();
     app->add_option("--activation-checkpoint", args->ac, "none, full, selective or offload")->capture_default_str();
     app->add_option("--selective-every", args->selective_every, "selective: every N-th block")->check(at_least(1));
+    app->add_flag("--selective-ops", args->selective_ops,
+                  "selective: every block, keeping the op outputs TorchTitan's per-op policy keeps "
+                  "(activation_checkpoint.selective_ops)");
     app->add_option("--pp", args->pp, "pipeline parallel degree (an estimate per pipeline rank)")->check(at_least(1));
     app->add_option("--pipeline-schedule", args->schedule, "pipeline schedule (GPipe, 1F1B, Interleaved1F1B, ...)")
         ->capture_default_str();
@@ -74,6 +78,7 @@ Subcommand make_estimate_memory_subcommand() {
     options.optimizer_state_dtype = parse_dtype(args->state_dtype);
     options.activation_checkpoint = args->ac;
     options.selective_every = args->selective_every;
+    options.selective_ops = args->selective_ops;
     options.dp_shard = args->dp_shard;
     options.tp = args->tp;
     options.cp = args->cp;

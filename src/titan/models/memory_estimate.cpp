@@ -34,6 +34,25 @@ double block_activation_elements(const nn::TransformerBlockConfig& block, int64_
   return tokens * (3.0 * dim + attention + ffn);
 }
 
+// Elements the per-op policy keeps from one block (autograd/saved_ops.h):
+// its matmuls run wq, wk, wv, wo, then the dense FFN's w3, w1, w2 (a MoE
+// layer's router gate is always recomputed, its experts' grouped GEMMs are not
+// matmuls, its shared experts run as a dense FFN), and the 1st, 3rd, ... are
+// kept: q, v, the FFN's up projection and its output; and attention's output
+// and log-sum-exp (f32, counted as two elements). With LoRA the adapters'
+// matmuls shift the count; this is the base model's.
+double kept_op_elements(const nn::TransformerBlockConfig& block, int64_t batch, int64_t seq) {
+  const auto& a = block.attention;
+  const double tokens = static_cast<double>(batch * seq);
+  double elements = static_cast<double>((2 * a.n_heads + a.kv_heads()) * a.head_size() + 2 * a.n_heads);
+  const bool dense = !block.moe;
+  const int64_t ffn_hidden =
+      dense ? block.feed_forward.hidden_dim
+            : (block.moe->num_shared_experts > 0 ? block.moe->num_shared_experts * block.moe->hidden_dim : 0);
+  if (ffn_hidden > 0) elements += static_cast<double>(ffn_hidden + a.dim);
+  return tokens * elements;
+}
+
 }  // namespace
 
 namespace {
@@ -69,9 +88,13 @@ double saved_activation_bytes(const DecoderConfig& config, const MemoryEstimateO
   const double block_input = static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size;
   double kept = 0.0;
   bool any_checkpointed = false;
+  const bool per_op = o.activation_checkpoint == "selective" && o.selective_ops;
   for (int64_t i : layers) {
-    const bool recomputed = o.activation_checkpoint == "full" || i % o.selective_every == 0;
+    const bool recomputed = o.activation_checkpoint == "full" || per_op || i % o.selective_every == 0;
     kept += recomputed ? block_input : block_bytes(i);
+    if (per_op) {
+      kept += kept_op_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len) * compute_size;
+    }
     any_checkpointed = any_checkpointed || recomputed;
   }
   return kept + (any_checkpointed ? largest_block : 0.0);

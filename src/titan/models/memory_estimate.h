@@ -31,6 +31,9 @@ struct MemoryEstimateOptions {
   DType optimizer_state_dtype = DType::f32;
   std::string activation_checkpoint = "none";  // none, full, selective, offload
   int64_t selective_every = 2;
+  // selective: every block checkpointed keeping the op outputs TorchTitan's
+  // per-op policy keeps (parallel/activation_checkpoint.h), not every N-th whole.
+  bool selective_ops = false;
   int64_t dp_shard = 1;  // FSDP shards: parameters, gradients and optimizer states divide by it
   // Tensor parallelism: the weights divide by it too (the embedding table and
   // output projection split by vocabulary rows; the replicated norms counted

@@ -250,7 +250,8 @@ parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::Devi
   apply_expert_parallel(model, mesh);
   parallel::ParallelizedModel parallelized(mesh, options.pipelined);
   parallelized.ring_attention = apply_context_parallel(model, mesh, options);
-  parallel::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every);
+  parallel::apply_activation_checkpointing(blocks_of(model), options.activation_checkpoint, options.selective_every,
+                                           options.selective_ops);
   if (mesh.dims().dp() * mesh.dims().cp > 1) {
     parallelized.fsdp = apply_fsdp(model, mesh, options);
     // Under pipelining, resharding after every forward goes with reducing

@@ -24,6 +24,7 @@ struct ParallelizeOptions {
   DType param_dtype = DType::f32;  // training.mixed_precision_param
   parallel::ActivationCheckpointMode activation_checkpoint = parallel::ActivationCheckpointMode::none;
   int64_t selective_every = 2;
+  parallel::SelectiveOps selective_ops;  // mode selective: TorchTitan's per-op policy instead of every N-th block
   parallel::ReshardPolicy reshard_after_forward = parallel::ReshardPolicy::default_policy;
   parallel::RotateMethod context_parallel_rotate = parallel::RotateMethod::allgather;
   bool context_parallel_load_balance = true;  // head-tail chunks

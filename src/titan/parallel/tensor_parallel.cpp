@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "titan/autograd/function_node.h"
+#include "titan/autograd/saved_ops.h"
 #include "titan/core/copy.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/embedding.h"
@@ -84,7 +85,9 @@ Tensor gather_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup
 
 Tensor reduce_scatter_sequence(const Tensor& x, const std::shared_ptr<comm::ProcessGroup>& group) {
   if (group->size() == 1) return x;
-  Tensor y = reduce_scatter_sequence_data(x, *group);
+  // Per-op selective checkpointing may hand back this output from the forward: no second collective.
+  Tensor y = autograd::run_saved_op(autograd::SavedOpKind::reduce_scatter, {},
+                                    [&] { return std::vector<Tensor>{reduce_scatter_sequence_data(x, *group)}; })[0];
   autograd::record("ReduceScatterSequenceBackward", {&x}, {&y},
                    [group](const auto& grads) { return std::vector<Tensor>{gather_sequence_data(grads[0], *group)}; });
   return y;

@@ -95,8 +95,7 @@ void Checkpointer::write_rank_files(int64_t step, const std::vector<StateTensor>
 }
 
 double Checkpointer::save(int64_t step, const std::vector<StateTensor>& tensors, const json& state,
-                          const json& rank_state, bool async, const std::function<void(const std::string&)>& on_publish,
-                          const std::function<void(const std::string&)>& on_staged) {
+                          const json& rank_state, bool async) {
   const auto start = Clock::now();
   wait();
   const fs::path staging = fs::path(root_) / checkpoint::staging_folder_name(step);
@@ -108,17 +107,8 @@ double Checkpointer::save(int64_t step, const std::vector<StateTensor>& tensors,
   pending_ = true;
   pending_step_ = step;
   pending_state_ = state;
-  pending_on_publish_ = on_publish;
   written_ = false;
   writer_error_ = nullptr;
-  if (on_staged) {
-    try {
-      on_staged(staging.string());
-    } catch (...) {
-      discard_pending();
-      throw;
-    }
-  }
   if (!async) {
     try {
       write_rank_files(step, tensors, rank_state);
@@ -242,7 +232,6 @@ void Checkpointer::publish() {
   checkpoint::write_file_durably((staging / checkpoint::kMetadataFile).string(), text);
   JobConfig config = config_;
   checkpoint::write_file_durably((staging / "job.toml").string(), config_to_toml(config));
-  if (pending_on_publish_) pending_on_publish_(staging.string());
   for (int r = 0; r < world_; ++r) fs::remove(staging / rank_file(r, "json"));
   const std::string target = (fs::path(root_) / checkpoint::step_folder_name(pending_step_)).string();
   checkpoint::publish_checkpoint(staging.string(), target);
@@ -251,7 +240,6 @@ void Checkpointer::publish() {
               static_cast<long long>(pending_step_), target.c_str(), static_cast<double>(bytes) / 1e9,
               std::chrono::duration<double>(Clock::now() - start).count());
   std::fflush(stdout);
-  pending_on_publish_ = {};
 }
 
 Checkpointer::Loaded Checkpointer::load(const std::string& folder, const std::vector<StateTensor>& tensors,

@@ -45,16 +45,10 @@ class Checkpointer {
   const std::string& root() const { return root_; }
 
   // Saves `step`: `state` is the job's non-tensor state (rank 0's is kept),
-  // `rank_state` this rank's (its data loader). `on_staged` runs on every
-  // rank once the staging folder exists, before the ranks write their files:
-  // a collective that writes into it (the model export, streamed from the
-  // shards). `on_publish` runs on rank 0 in the staging folder before it is
-  // published (the export's small files). Every rank calls it. Returns the
-  // seconds the caller was held up.
+  // `rank_state` this rank's (its data loader). Every rank calls it. Returns
+  // the seconds the caller was held up.
   double save(int64_t step, const std::vector<StateTensor>& tensors, const nlohmann::json& state,
-              const nlohmann::json& rank_state, bool async,
-              const std::function<void(const std::string&)>& on_publish = {},
-              const std::function<void(const std::string&)>& on_staged = {});
+              const nlohmann::json& rank_state, bool async);
   // Every rank, once per step: returns whether any rank asked to stop, and
   // publishes a finished async save.
   bool end_of_step(bool stop_requested);
@@ -90,7 +84,6 @@ class Checkpointer {
   bool pending_ = false;
   int64_t pending_step_ = 0;
   nlohmann::json pending_state_;
-  std::function<void(const std::string&)> pending_on_publish_;
   std::thread writer_;
   // The host copy an async save writes from, kept between saves: copying into
   // memory already mapped costs a memcpy, where fresh memory would also cost

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -252,13 +253,18 @@ struct ForeignKey {
 };
 
 // A TOML value in the canonical text apply_torchtitan_key takes: true/false,
-// numbers in decimal, strings as they are, a list's items joined by ",".
+// numbers in decimal, strings as they are, a list's items joined by ",", a
+// table as {key=value,...} (a TorchTitan key whose value is an object).
 std::string canonical_text(const toml::node& node) {
   if (const auto* flag = node.as_boolean()) return flag->get() ? "true" : "false";
   if (const auto* integer = node.as_integer()) return std::to_string(integer->get());
   if (const auto* number = node.as_floating_point()) return fmt::format("{}", number->get());
   if (const auto* text = node.as_string()) return text->get();
   std::vector<std::string> items;
+  if (const auto* table = node.as_table()) {
+    for (const auto& [key, value] : *table) items.push_back(fmt::format("{}={}", key.str(), canonical_text(value)));
+    return fmt::format("{{{}}}", fmt::join(items, ","));
+  }
   if (const auto* array = node.as_array()) {
     for (const toml::node& item : *array) items.push_back(canonical_text(item));
   }
@@ -283,6 +289,53 @@ void collect_torchtitan_keys(const std::string& dotted, const toml::node& node, 
     return;
   }
   foreign.push_back({entry, canonical_text(node), where(node, source)});
+}
+
+// What kind of key titan's section holds under `key`: a boolean, another value, or none.
+class KeyKind : public ConfigVisitor {
+ public:
+  explicit KeyKind(std::string key) : key_(std::move(key)) {}
+  bool found = false, boolean = false;
+  void field(const char* key, std::string&, const char*) override { note(key, false); }
+  void field(const char* key, int64_t&, const char*) override { note(key, false); }
+  void field(const char* key, double&, const char*) override { note(key, false); }
+  void field(const char* key, bool&, const char*) override { note(key, true); }
+  void field(const char* key, std::vector<std::string>&, const char*) override { note(key, false); }
+
+ private:
+  void note(const char* key, bool is_boolean) {
+    if (key_ != key) return;
+    found = true;
+    boolean = is_boolean;
+  }
+  std::string key_;
+};
+
+// Whether titan has the dotted key, and whether it is a boolean.
+std::pair<bool, bool> titan_key_kind(JobConfig& config, const std::string& dotted) {
+  const size_t dot = dotted.find('.');
+  if (dot == std::string::npos) return {false, false};
+  KeyKind kind(dotted.substr(dot + 1));
+  config.for_each_section([&](const char* name, auto& section) {
+    if (dotted.compare(0, dot, name) == 0 && dot == std::strlen(name)) section.visit(kind);
+  });
+  return {kind.found, kind.boolean};
+}
+
+bool is_known_key(JobConfig& config, const std::string& dotted) {
+  return find_torchtitan_key(dotted) != nullptr || titan_key_kind(config, dotted).first;
+}
+
+bool is_boolean_key(JobConfig& config, const std::string& dotted) {
+  if (const TorchTitanKey* entry = find_torchtitan_key(dotted)) {
+    return entry->default_value == "true" || entry->default_value == "false";
+  }
+  return titan_key_kind(config, dotted).second;
+}
+
+// TorchTitan's subcommand choosing the activation-checkpointing policy: activation_checkpoint:full, ...
+bool is_policy_subcommand(const std::string& arg) {
+  return arg.starts_with("activation_checkpoint:") || arg.starts_with("activation-checkpoint:");
 }
 
 // The value of `flag` at args[i], written "--flag value" (i moves past it) or "--flag=value".
@@ -339,7 +392,8 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
       if (!node.is_table()) {
         unknown.push_back(fmt::format("{}: '{}' must be a [section] table", where(node, source), section));
       }
-    } else if (is_torchtitan_section(section)) {
+    } else if (is_torchtitan_section(section) || find_torchtitan_key(section) != nullptr) {
+      // A TorchTitan section, or one of its top-level keys (dump_folder, hf_assets_path).
       collect_torchtitan_keys(section, node, source, foreign, unknown);
     } else {
       unknown.push_back(
@@ -390,10 +444,20 @@ void load_toml_file(JobConfig& config, const std::string& path) {
   load_toml_string(config, text.str(), path);
 }
 
-void apply_override(JobConfig& config, const std::string& dotted_key, const std::string& value) {
-  const size_t dot = dotted_key.find('.');
-  TITAN_CHECK(dot != std::string::npos, "--{}: overrides look like --section.key value", dotted_key);
-  const std::string section_name = dotted_key.substr(0, dot), key = dotted_key.substr(dot + 1);
+void apply_override(JobConfig& config, const std::string& flag, const std::string& given) {
+  // TorchTitan's command line (tyro) also takes hyphens for underscores (--metrics.enable-tensorboard) and
+  // --section.no-key for a boolean key set to false (--metrics.no-enable-wandb); no key has a hyphen.
+  std::string dotted_key = flag;
+  std::replace(dotted_key.begin(), dotted_key.end(), '-', '_');
+  std::string value = given;
+  const size_t last = dotted_key.rfind('.') + 1;  // 0 for a top-level key
+  if (value == kBareFlag && dotted_key.compare(last, 3, "no_") == 0 && !is_known_key(config, dotted_key)) {
+    const std::string positive = dotted_key.substr(0, last) + dotted_key.substr(last + 3);
+    if (is_boolean_key(config, positive)) {
+      dotted_key = positive;
+      value = "false";
+    }
+  }
   if (const TorchTitanKey* entry = find_torchtitan_key(dotted_key)) {
     std::string text = value == kBareFlag ? "true" : value;
     const bool boolean = entry->default_value == "true" || entry->default_value == "false";
@@ -401,6 +465,9 @@ void apply_override(JobConfig& config, const std::string& dotted_key, const std:
     apply_torchtitan_key(config, *entry, text, "--" + dotted_key);
     return;
   }
+  const size_t dot = dotted_key.find('.');
+  TITAN_CHECK(dot != std::string::npos, "--{}: overrides look like --section.key value", dotted_key);
+  const std::string section_name = dotted_key.substr(0, dot), key = dotted_key.substr(dot + 1);
   const std::vector<std::string> sections = section_names(config);
   TITAN_CHECK(std::find(sections.begin(), sections.end(), section_name) != sections.end(),
               "--{}: unknown section '{}'{}", dotted_key, section_name, suggestion(section_name, sections));
@@ -437,12 +504,21 @@ TrainArguments parse_train_arguments(const std::vector<std::string>& args) {
       const size_t equals = arg.find('=');
       if (equals != std::string::npos) {
         overrides.emplace_back(arg.substr(2, equals - 2), arg.substr(equals + 1));
-      } else if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
+      } else if (i + 1 == args.size() || args[i + 1].starts_with("--") || is_policy_subcommand(args[i + 1])) {
         // A bare flag (--checkpoint.create_seed_checkpoint) sets a boolean key.
         overrides.emplace_back(arg.substr(2), kBareFlag);
       } else {
         overrides.emplace_back(arg.substr(2), args[++i]);
       }
+    } else if (is_policy_subcommand(arg)) {
+      // TorchTitan's subcommand choosing the activation-checkpointing policy.
+      const std::string policy = arg.substr(arg.find(':') + 1);
+      TITAN_CHECK(policy == "selective" || policy == "full" || policy == "memory-budget" || policy == "none",
+                  "{}: TorchTitan's activation-checkpointing policies are selective, full, memory-budget and none",
+                  arg);
+      overrides.emplace_back("activation_checkpoint.mode", policy == "memory-budget" ? "memory_budget" : policy);
+      // TorchTitan's selective policy is its per-op one.
+      if (policy == "selective") overrides.emplace_back("activation_checkpoint.selective_ops", "true");
     } else {
       fail("unexpected argument '{}' (options look like --section.key value)", arg);
     }
@@ -488,6 +564,23 @@ void validate_lora(const JobConfig& c) {
               "lora.enable with parallelism.pipeline_parallel_degree {}: LoRA does not run under pipeline "
               "parallelism yet",
               c.parallelism.pipeline_parallel_degree);
+}
+
+// The checkpoint keys that only make sense together (TorchTitan's meanings).
+void validate_checkpoint_keys(const CheckpointSection& c, bool initial_load_in_hf) {
+  const std::string& dtype = c.export_dtype;
+  TITAN_CHECK(dtype == "f32" || dtype == "bf16" || dtype == "f16" || dtype == "float32" || dtype == "bfloat16" ||
+                  dtype == "float16",
+              "checkpoint.export_dtype must be float32, bfloat16 or float16 (or f32, bf16, f16), got '{}'", dtype);
+  TITAN_CHECK(!c.last_save_in_hf || c.last_save_model_only,
+              "checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true: a Hugging Face folder "
+              "holds model weights only, not the training state");
+  TITAN_CHECK(!initial_load_in_hf || c.initial_load_model_only,
+              "checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_model_only = true: a Hugging Face "
+              "folder holds model weights only, not the training state");
+  TITAN_CHECK(!(c.load_only && c.create_seed_checkpoint),
+              "checkpoint.load_only = true saves nothing, so checkpoint.create_seed_checkpoint cannot write the seed "
+              "checkpoint: set one of them to false");
 }
 
 }  // namespace
@@ -583,10 +676,14 @@ void validate(const JobConfig& c) {
                 "training.graph_capture with activation_checkpoint.mode = offload is not supported: offload waits on "
                 "its copies from the host");
   }
-  const std::vector<std::string> modes{"none", "full", "selective", "offload"};
+  const std::vector<std::string> modes{"none", "full", "selective", "offload", "memory_budget"};
   TITAN_CHECK(std::find(modes.begin(), modes.end(), c.activation_checkpoint.mode) != modes.end(),
-              "activation_checkpoint.mode '{}' is not one of none, full, selective, offload{}",
+              "activation_checkpoint.mode '{}' is not one of none, full, selective, offload, memory_budget{}",
               c.activation_checkpoint.mode, suggestion(c.activation_checkpoint.mode, modes));
+  TITAN_CHECK(c.activation_checkpoint.memory_budget >= 0.0 && c.activation_checkpoint.memory_budget <= 1.0,
+              "activation_checkpoint.memory_budget must be between 0 (recompute as much as full checkpointing) and 1 "
+              "(keep every activation), got {}",
+              c.activation_checkpoint.memory_budget);
   positive(c.activation_checkpoint.selective_every, "activation_checkpoint.selective_every");
   TITAN_CHECK(c.model.attention == "flash" || c.model.attention == "naive",
               "model.attention must be flash or naive, got '{}'", c.model.attention);
@@ -611,6 +708,7 @@ void validate(const JobConfig& c) {
               "checkpoint.keep_latest_k must be >= 0 (0 keeps every checkpoint), got {}", c.checkpoint.keep_latest_k);
   TITAN_CHECK(c.checkpoint.load_step >= -1, "checkpoint.load_step must be >= 0 (or -1: the newest), got {}",
               c.checkpoint.load_step);
+  validate_checkpoint_keys(c.checkpoint, c.torchtitan.initial_load_in_hf);
   const ParallelismSection& p = c.parallelism;
   positive(p.pipeline_parallel_microbatch_size, "parallelism.pipeline_parallel_microbatch_size");
   TITAN_CHECK(p.pipeline_parallel_first_stage_less_layers >= 0 && p.pipeline_parallel_last_stage_less_layers >= 0,

@@ -75,11 +75,16 @@ void convert_hf_to_titan(const std::string& hf_folder, const std::string& output
   const fs::path tokenizer = fs::path(hf_folder) / "tokenizer.json";
   if (fs::is_regular_file(tokenizer)) config.model.tokenizer_path = tokenizer.string();
   const models::HfTitanTensors weights(reader, decoder);
+  write_converted_export(hf_folder, output, config, decoder, models::hf_titan_sources(weights, options.dtype), options);
+}
+
+void write_converted_export(const std::string& source, const std::string& output, JobConfig config,
+                            const models::DecoderConfig& decoder, checkpoint::TensorSources sources,
+                            const ConvertOptions& options) {
   const auto found = std::make_shared<NonFiniteFound>();
-  const checkpoint::TensorSources sources =
-      as_converted(models::hf_titan_sources(weights, options.dtype), decoder, options, found);
+  sources = as_converted(std::move(sources), decoder, options, found);
   config.checkpoint.export_dtype = dtype_name(sources.front().dtype);
-  write_model_export(output, config, sources, nonfinite_check(found, hf_folder, options));
+  write_model_export(output, config, sources, nonfinite_check(found, source, options));
 }
 
 namespace {

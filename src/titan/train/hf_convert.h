@@ -8,7 +8,10 @@
 #include <optional>
 #include <string>
 
+#include "titan/checkpoint/tensor_source.h"
 #include "titan/core/dtype.h"
+#include "titan/models/decoder.h"
+#include "titan/train/job_config.h"
 
 namespace titan::train {
 
@@ -20,6 +23,13 @@ struct ConvertOptions {
   std::string merge_lora;
   bool allow_nonfinite = false;  // convert weights holding NaN or Inf (named in a warning) instead of refusing
 };
+
+// Writes a model export from `sources` (titan-named tensors of `decoder`, as
+// `config` describes it) converted from `source`: options.merge_lora merged
+// in, NaN and Inf refused (or, allowed, named), export_dtype the sources'.
+void write_converted_export(const std::string& source, const std::string& output, JobConfig config,
+                            const models::DecoderConfig& decoder, checkpoint::TensorSources sources,
+                            const ConvertOptions& options);
 
 void convert_hf_to_titan(const std::string& hf_folder, const std::string& output, const ConvertOptions& options);
 void convert_titan_to_hf(const std::string& titan_folder, const std::string& output, const ConvertOptions& options);

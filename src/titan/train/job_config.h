@@ -220,29 +220,46 @@ struct CheckpointSection {
   int64_t interval = 500;
   int64_t keep_latest_k = 0;
   int64_t load_step = -1;
+  bool last_save_model_only = true;
+  bool last_save_in_hf = false;
   std::string export_dtype = "f32";
   std::string async_mode = "disabled";
   std::vector<std::string> exclude_from_loading = {};
+  bool enable_first_step_checkpoint = false;
+  bool load_only = false;
   bool create_seed_checkpoint = false;
   std::string initial_load_path = "";
+  bool initial_load_model_only = true;
   bool allow_nonfinite_weights = false;
   void visit(ConfigVisitor& v) {
-    v.field("enable", enable, "save checkpoints");
+    v.field("enable", enable,
+            "save checkpoints (every interval steps and at the last step) and resume from them; false saves nothing");
     v.field("folder", folder, "checkpoint folder, under the dump folder");
-    v.field("interval", interval, "save every N steps (and at the end)");
+    v.field("interval", interval, "save the full training state every N steps");
     v.field("keep_latest_k", keep_latest_k, "keep only the newest K checkpoints (0 = all)");
     v.field("load_step", load_step, "step to resume from (-1 = latest complete)");
-    v.field("export_dtype", export_dtype, "dtype of the model weights in the final export");
+    v.field("last_save_model_only", last_save_model_only,
+            "the save at the last step is the model export (weights in export_dtype, job.toml, tokenizer: what "
+            "titan generate loads) instead of the full training state");
+    v.field("last_save_in_hf", last_save_in_hf,
+            "the last save (model only) is a Hugging Face folder (config.json, safetensors, tokenizer.json)");
+    v.field("export_dtype", export_dtype, "dtype of the model weights in the last save when it is model only");
     v.field("async_mode", async_mode,
             "disabled (the step waits for the write) or async (state copied to host memory at the step boundary, "
             "written by a background thread)");
     v.field("exclude_from_loading", exclude_from_loading,
             "parts not restored on resume: model, optimizer, lr_scheduler, dataloader, train_state");
+    v.field("enable_first_step_checkpoint", enable_first_step_checkpoint,
+            "also save the full training state after step 1 (to check saving works early)");
+    v.field("load_only", load_only, "resume from checkpoints but save none");
     v.field("create_seed_checkpoint", create_seed_checkpoint,
             "write the initial weights as step 0 and exit (one process), so every run starts from them");
     v.field("initial_load_path", initial_load_path,
             "a checkpoint step folder, a titan model export or a Hugging Face model folder whose weights start this "
             "job when there is no checkpoint to resume");
+    v.field("initial_load_model_only", initial_load_model_only,
+            "initial_load_path restores the model weights only; false restores a checkpoint step folder's whole "
+            "training state (optimizer, LR schedule, step, data loader) but exclude_from_loading");
     v.field("allow_nonfinite_weights", allow_nonfinite_weights,
             "load weights holding NaN or Inf (each such tensor is named in a warning) instead of refusing them");
   }
@@ -251,9 +268,23 @@ struct CheckpointSection {
 struct ActivationCheckpointSection {
   std::string mode = "none";
   int64_t selective_every = 2;
+  bool selective_ops = false;
+  std::vector<std::string> per_op_sac_force_recompute_mm_shapes_by_fqns = {"moe.router.gate"};
+  double memory_budget = 0.5;
   void visit(ConfigVisitor& v) {
-    v.field("mode", mode, "none, full (every block) or selective (every N-th block)");
+    v.field("mode", mode,
+            "none, full (every block), selective (every N-th block, or per op), offload, or memory_budget (the plan "
+            "memory_budget picks)");
     v.field("selective_every", selective_every, "with mode = selective, checkpoint every N-th block");
+    v.field("selective_ops", selective_ops,
+            "with mode = selective: checkpoint every block keeping the outputs TorchTitan's per-op policy keeps "
+            "(attention, the sequence-parallel reduce-scatter, every other matmul) instead of every N-th block whole "
+            "(TorchTitan's selective_ac_option = \"op\")");
+    v.field("per_op_sac_force_recompute_mm_shapes_by_fqns", per_op_sac_force_recompute_mm_shapes_by_fqns,
+            "with selective_ops: Linears whose name contains one of these are always recomputed");
+    v.field("memory_budget", memory_budget,
+            "with mode = memory_budget: the share of activation memory to keep, 0 (as much recomputation as full "
+            "checkpointing) to 1 (none): titan picks the plan keeping the most activations within it");
   }
 };
 
@@ -366,7 +397,12 @@ struct JobConfig {
   struct TorchTitanCarry {
     std::string hf_assets_path;
     bool initial_load_in_hf = false;
-    bool per_op_recomputation = false;  // selective_ac_option = "op"
+    bool compile = false;  // compile.enable: training.graph_capture where it applies
+    // training.disable_cuda_graphs: -1 unset, 0 false (capture where it applies), 1 true (no capture).
+    int64_t disable_cuda_graphs = -1;
+    int64_t tokens_per_microbatch = 0;  // training.num_tokens_per_microbatch_per_dp_rank (0: unset)
+    int64_t tokens_per_train_step = 0;  // training.num_tokens_per_train_step (0: unset; -1: no accumulation)
+    int64_t pp_microbatches = 0;        // parallelism.num_pp_microbatches (0: unset)
   } torchtitan;
   // One line per TorchTitan key set to a value that has no effect here, printed at start-up.
   std::vector<std::string> notices;

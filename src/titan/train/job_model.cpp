@@ -1,5 +1,7 @@
 #include "titan/train/job_model.h"
 
+#include "titan/train/activation_budget.h"
+
 #include <cstdio>
 
 #include "titan/models/decoder_size.h"
@@ -8,6 +10,7 @@
 #include "titan/models/lora_plan.h"
 #include "titan/models/model_spec.h"
 #include "titan/train/config_loader.h"
+#include "titan/train/dcp_convert.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/job_setup.h"
 #include "titan/train/memory_check.h"
@@ -21,13 +24,16 @@ using comm::MeshDim;
 namespace {
 
 // Weights named by checkpoint.initial_load_path that are not a training
-// checkpoint (those the checkpointer restores): an HF folder or a titan export.
+// checkpoint (those the checkpointer restores): an HF folder, a titan export or
+// a PyTorch DCP folder.
 void load_initial_weights(const JobConfig& config, models::Decoder& model) {
   const std::string& path = config.checkpoint.initial_load_path;
   if (models::is_hf_model_folder(path)) {
     models::load_hf_weights_into(model, path);
   } else if (is_model_export_folder(path)) {
     load_exported_weights_into(model, path);
+  } else if (checkpoint::is_dcp_folder(path)) {
+    load_dcp_weights_into(model, path);  // a PyTorch Distributed Checkpoint (TorchTitan's step folder)
   }
 }
 
@@ -44,6 +50,8 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   TITAN_CHECK(model_config.vocab_size >= tokenizer_vocab, "model.vocab_size {} is smaller than the tokenizer's {} ids",
               model_config.vocab_size, tokenizer_vocab);
   const models::ModelSpec& spec = models::model_spec(config.model.name);
+  const std::string budget_plan = resolve_activation_memory_budget(config, model_config, mesh.dims(), device);
+  if (!budget_plan.empty() && reports_for_job(config, mesh)) std::printf("titan: %s\n", budget_plan.c_str());
   const MemoryBudget memory = check_job_fits_memory(config, model_config, mesh.dims(), device);
   if (reports_for_job(config, mesh)) std::printf("titan: memory: this job %s\n", memory.summary().c_str());
 
@@ -92,6 +100,8 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   options.param_dtype = job.compute_dtype;
   options.activation_checkpoint = parallel::parse_activation_checkpoint_mode(config.activation_checkpoint.mode);
   options.selective_every = config.activation_checkpoint.selective_every;
+  options.selective_ops = {config.activation_checkpoint.selective_ops,
+                           config.activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns};
   options.reshard_after_forward = parallel::parse_reshard_policy(config.parallelism.fsdp_reshard_after_forward);
   options.context_parallel_rotate = parallel::parse_rotate_method(config.parallelism.context_parallel_rotate_method);
   options.context_parallel_load_balance =

@@ -12,6 +12,8 @@
 
 #include "titan/core/error.h"
 #include "titan/core/path_overlap.h"
+#include "titan/models/hf/hf_folder.h"
+#include "titan/train/model_export.h"
 
 namespace titan::train {
 
@@ -27,7 +29,12 @@ struct JobPath {
 // Every output the job writes, under the dump folder.
 std::vector<JobPath> output_folders(const JobConfig& c) {
   const fs::path dump(c.job.dump_folder);
-  std::vector<JobPath> folders{{"checkpoint.folder", dump / c.checkpoint.folder}};
+  std::vector<JobPath> folders;
+  // Only a job that saves writes its checkpoint folder (checkpoint.enable = false saves nothing, as in TorchTitan).
+  const CheckpointSection& checkpoint = c.checkpoint;
+  if ((checkpoint.enable && !checkpoint.load_only) || checkpoint.create_seed_checkpoint) {
+    folders.push_back({"checkpoint.folder", dump / checkpoint.folder});
+  }
   if (c.metrics.enable_tensorboard) folders.push_back({"metrics.save_tb_folder", dump / c.metrics.save_tb_folder});
   if (c.comm.trace_buf_size > 0) folders.push_back({"comm.save_traces_folder", dump / c.comm.save_traces_folder});
   if (c.profiling.enable_profiling) {
@@ -62,6 +69,25 @@ void check_outputs_apart_from_inputs(const JobConfig& config) {
       check_output_apart_from_input(output.path, output.key, input.path, input.key);
     }
   }
+}
+
+void check_initial_load_path(const JobConfig& config) {
+  const CheckpointSection& c = config.checkpoint;
+  const std::string& path = c.initial_load_path;
+  if (path.empty()) return;
+  const bool hf = models::is_hf_model_folder(path);
+  const bool exported = is_model_export_folder(path);
+  std::error_code error;
+  TITAN_CHECK(!config.torchtitan.initial_load_in_hf || hf || !fs::exists(path, error),
+              "checkpoint.initial_load_in_hf = true, but checkpoint.initial_load_path '{}' is not a Hugging Face model "
+              "folder (config.json and safetensors weights)",
+              path);
+  // A DCP folder's training state is TorchTitan's (dcp_training_state.h); whether it holds one is checked as it loads.
+  TITAN_CHECK(c.initial_load_model_only || (!hf && !exported),
+              "checkpoint.initial_load_model_only = false restores the training state of a titan checkpoint step "
+              "folder or a PyTorch DCP folder, but checkpoint.initial_load_path '{}' is a {} (model weights only): "
+              "set initial_load_model_only = true",
+              path, hf ? "Hugging Face model folder" : "titan model export");
 }
 
 void prepare_output_paths(const JobConfig& config) {

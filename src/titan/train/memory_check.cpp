@@ -67,6 +67,7 @@ MemoryBudget job_memory_budget(const JobConfig& config, const models::DecoderCon
   options.optimizer_state_dtype = parse_dtype(config.optimizer.state_dtype);
   options.activation_checkpoint = config.activation_checkpoint.mode;
   options.selective_every = config.activation_checkpoint.selective_every;
+  options.selective_ops = config.activation_checkpoint.selective_ops;
   options.dp_shard = std::max<int64_t>(1, dims.dp_shard);
   options.tp = tp;
   options.ep = std::max<int64_t>(1, dims.ep);

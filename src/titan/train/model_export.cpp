@@ -127,16 +127,6 @@ void export_model_streamed(models::Decoder& model, const JobConfig& job, const s
   staging->publish();
 }
 
-void write_model_export_weights_streamed(const std::string& folder, models::Decoder& model, const JobConfig& config,
-                                         DType dtype, const FullParameters& each_full, const ExportWriters& who) {
-  write_weights_streamed(model, with_model_vocab(config, model), fs::path(folder) / "model.safetensors", dtype,
-                         each_full, who);
-}
-
-void write_model_export_support_files(const std::string& folder, models::Decoder& model, const JobConfig& config) {
-  write_support_files(folder, with_model_vocab(config, model));
-}
-
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::TensorSources& tensors,
                         const std::function<void()>& before_publish) {
   StagingFolder staging(folder);

@@ -42,13 +42,6 @@ void export_model_streamed(models::Decoder& model, const JobConfig& config, cons
 // throwing leaves nothing behind.
 void write_model_export(const std::string& folder, const JobConfig& config, const checkpoint::TensorSources& tensors,
                         const std::function<void()>& before_publish = {});
-// The export's files written into an existing folder (a checkpoint's
-// staging folder) in two parts: the weights streamed as
-// export_model_streamed streams them (every rank calls it), and the small
-// files beside them (job.toml, tokenizer, config.json; one rank).
-void write_model_export_weights_streamed(const std::string& folder, models::Decoder& model, const JobConfig& config,
-                                         DType dtype, const FullParameters& each_full, const ExportWriters& who);
-void write_model_export_support_files(const std::string& folder, models::Decoder& model, const JobConfig& config);
 // The model an export's job.toml describes (model.hf_config relative to `folder`).
 models::DecoderConfig exported_model_config(JobConfig& config, const std::string& folder);
 
@@ -69,8 +62,9 @@ ExportedModel load_exported_model(const std::string& folder);
 ExportedModel load_exported_model_on_mesh(const std::string& folder, const comm::DeviceMesh& mesh);
 
 // Whether `folder` is a model export without a training checkpoint in it
-// (job.toml + model.safetensors, no metadata.json): what a job with
-// checkpoints off (the default job) writes as its final step folder.
+// (job.toml + model.safetensors, no metadata.json): what a job's model-only
+// last save (checkpoint.last_save_model_only, the default) writes as its
+// final step folder.
 bool is_model_export_folder(const std::string& folder);
 // Copies an export's weights into `model` (cast to its dtypes), e.g. for
 // checkpoint.initial_load_path naming the default job's step folder. Every

@@ -55,7 +55,7 @@ bool handle_nonfinite_step(const NonfiniteStep& step, const JobConfig& config, n
     return true;
   }
   // The weights are still those before this step: worth keeping to look into.
-  const bool save = config.checkpoint.enable && !step.update_applied;
+  const bool save = config.checkpoint.enable && !config.checkpoint.load_only && !step.update_applied;
   if (save) save_checkpoint();
   fail("{}. Stopping{}", what,
        step.update_applied ? " (the recorded step already applied its update: no checkpoint saved)"
@@ -63,7 +63,10 @@ bool handle_nonfinite_step(const NonfiniteStep& step, const JobConfig& config, n
                                                       "the data position after its batches); training.skip_nonfinite_steps = "
                                                       "true skips such steps",
                                          step.step)
-                           : " (checkpoints are off); training.skip_nonfinite_steps = true skips such steps instead");
+       : config.checkpoint.load_only
+           ? " (checkpoint.load_only: no checkpoint saved); training.skip_nonfinite_steps = true skips such steps "
+             "instead"
+           : " (checkpoints are off); training.skip_nonfinite_steps = true skips such steps instead");
 }
 
 }  // namespace titan::train

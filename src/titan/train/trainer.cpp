@@ -53,6 +53,7 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   const int64_t pipeline_micro_batches = mesh_->size(MeshDim::pp) > 1 ? pipeline_microbatches(config_) : 1;
   inputs_ = std::make_unique<StepInputsBuilder>(config_, *mesh_, device_, micro_batches_, pipeline_micro_batches);
   check_outputs_apart_from_inputs(config_);
+  check_initial_load_path(config_);
   if (reports_) {
     dump_folder_lock_ = std::make_unique<DumpFolderLock>(config_.job.dump_folder);
     prepare_output_paths(config_);
@@ -218,7 +219,8 @@ const std::vector<StepMetrics>& Trainer::train() {
     state_->save_seed();
     return history_;
   }
-  const bool saving = config_.checkpoint.enable;
+  const CheckpointSection& checkpointing = config_.checkpoint;
+  const bool saving = checkpointing.enable && !checkpointing.load_only;
   if (step_ >= config_.training.steps && reports_) {
     std::printf(
         "titan: resumed at step %lld of training.steps = %lld: nothing left to train (raise "
@@ -264,7 +266,9 @@ const std::vector<StepMetrics>& Trainer::train() {
     const bool log = step_ % config_.metrics.log_freq == 0 || last || metrics.validation_loss || stop;
     if (log && logger_) logger_->log(metrics);
     goodput_.other_seconds += lap();
-    if (saving && !last && (step_ % config_.checkpoint.interval == 0 || stop)) {
+    // The last step's save is state_->finish()'s, after the loop.
+    const bool first_step_save = step_ == 1 && checkpointing.enable_first_step_checkpoint;
+    if (saving && !last && (step_ % checkpointing.interval == 0 || first_step_save || stop)) {
       const profiler::Span span("phase", "checkpoint");
       checkpoint_stall = state_->save(config_.checkpoint.async_mode == "async");
     }
@@ -277,7 +281,9 @@ const std::vector<StepMetrics>& Trainer::train() {
       report_goodput();
       if (reports_) {
         std::printf("titan: stopping after step %lld on a signal%s\n", static_cast<long long>(step_),
-                    saving ? " (checkpoint saved; the next run resumes from it)" : " (checkpoints are off: not saved)");
+                    saving                    ? " (checkpoint saved; the next run resumes from it)"
+                    : checkpointing.load_only ? " (checkpoint.load_only: not saved)"
+                                              : " (checkpoints are off: not saved)");
         std::fflush(stdout);
       }
       return history_;

@@ -7,12 +7,15 @@
 #include <optional>
 
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/dcp_folder.h"
 #include "titan/checkpoint/nonfinite_weights.h"
 #include "titan/core/copy.h"
 #include "titan/core/units.h"
 #include "titan/models/hf/hf_folder.h"
 #include "titan/models/lora_merge_stream.h"
 #include "titan/models/lora_plan.h"
+#include "titan/train/dcp_training_state.h"
+#include "titan/train/hf_convert.h"
 #include "titan/train/model_export.h"
 
 namespace titan::train {
@@ -99,11 +102,10 @@ nlohmann::json TrainingState::rank_state() const {
   return {{"dp_rank", mesh_.coordinate(MeshDim::dp)}, {"dataloader", parts_.loader->state_dict()}};
 }
 
-double TrainingState::save(bool async, const std::function<void(const std::string&)>& on_publish,
-                           const std::function<void(const std::string&)>& on_staged) {
+double TrainingState::save(bool async) {
   return checkpointer_.save(parts_.step, state_tensors(),
                             job_state({"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}),
-                            rank_state(), async, on_publish, on_staged);
+                            rank_state(), async);
 }
 
 void TrainingState::load_newest() {
@@ -143,13 +145,23 @@ void TrainingState::load_newest() {
       return;
     }
   }
+  // A DCP folder's weights were read as the model was built too; with
+  // initial_load_model_only = false the rest of TorchTitan's training state here.
+  if (!c.initial_load_path.empty() && !c.initial_load_model_only && checkpoint::is_dcp_folder(c.initial_load_path)) {
+    load_dcp_training_state(c.initial_load_path, parts, state_tensors(), config_, mesh_, parts_);
+    return;
+  }
+  // An HF folder or a model export was read into the model as it was built
+  // (build_job_model); a titan step folder is read here: its weights, or with
+  // initial_load_model_only = false its whole training state.
   if (!c.initial_load_path.empty() && !models::is_hf_model_folder(c.initial_load_path) &&
-      !is_model_export_folder(c.initial_load_path))
-    load(c.initial_load_path, {"model"});
+      !is_model_export_folder(c.initial_load_path) && !checkpoint::is_dcp_folder(c.initial_load_path))
+    load(c.initial_load_path, c.initial_load_model_only ? std::vector<std::string>{"model"} : parts);
 }
 
 void TrainingState::resume() {
   load_newest();
+  start_step_ = parts_.step;
   // Loaded weights holding NaN or Inf are refused before the first step
   // (each rank checks what it holds: its shards, its stages).
   const std::string loaded_from =
@@ -183,8 +195,9 @@ void TrainingState::load(const std::string& folder, const std::vector<std::strin
     }
   }
   std::vector<StateTensor> tensors = state_tensors();
-  // A LoRA job's initial load is its base model: the adapters start fresh.
-  if (config_.lora.enable && folder == config_.checkpoint.initial_load_path) {
+  // A LoRA job's initial load of model weights is its base model: the adapters start fresh.
+  if (config_.lora.enable && folder == config_.checkpoint.initial_load_path &&
+      config_.checkpoint.initial_load_model_only) {
     std::erase_if(tensors, [](const StateTensor& t) { return t.name.find(".lora_") != std::string::npos; });
   }
   const Checkpointer::Loaded loaded =
@@ -241,15 +254,24 @@ void TrainingState::load(const std::string& folder, const std::vector<std::strin
 
 void TrainingState::finish() {
   checkpointer_.wait();
-  if (config_.checkpoint.enable && parts_.step == resumed_step_) return;  // that checkpoint (and its export) exists
+  const CheckpointSection& c = config_.checkpoint;
+  // TorchTitan's last save: nothing without checkpoints or with load_only,
+  // and nothing when no step ran since the load (what was loaded is there).
+  if (!c.enable || c.load_only || parts_.step == start_step_) return;
   const std::string folder =
       (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(parts_.step)).string();
-  const DType dtype = parse_dtype(config_.checkpoint.export_dtype);
-  // The export streams: the parameters are gathered one FSDP unit at a time
-  // and written as they come, into the final checkpoint's staging folder or,
-  // with checkpoints off, a folder of their own. Rank 0 writes them, or under
-  // pipeline parallelism each stage's first rank writes its stages' tensors
-  // into the same file, so no rank holds the whole model.
+  if (!c.last_save_model_only) {
+    save(/*async=*/false);  // the full state, as at every interval
+    return;
+  }
+  const DType dtype = parse_dtype(c.export_dtype);
+  // The model-only last save is the model export, or with last_save_in_hf
+  // the Hugging Face folder converted from it (written beside the step
+  // folder, then removed). The export streams: the parameters are gathered
+  // one FSDP unit at a time and written as they come. Rank 0 writes them, or
+  // under pipeline parallelism each stage's first rank writes its stages'
+  // tensors into the same file, so no rank holds the whole model.
+  const std::string export_folder = c.last_save_in_hf ? folder + ".export" : folder;
   parallel::ParallelizedModel& parallelized = *parts_.job.parallelized;
   models::Decoder& model = *parts_.job.model;
   ExportWriters who;
@@ -274,38 +296,38 @@ void TrainingState::finish() {
   };
   // Families whose HF tensors fuse projections (Phi-3) have no PEFT form of titan's adapters: merged weights only.
   const bool write_peft = lora && models::peft_adapter_supported(config_.model.name);
-  const auto write_adapter = [&](const std::string& export_folder) {
-    if (!write_peft || !merge) return;
+  export_model_streamed(model, config_, export_folder, dtype, each_full, who);
+  if (who.creates && write_peft && merge) {
     const LoraSection& l = config_.lora;
-    const std::string base = !config_.checkpoint.initial_load_path.empty()
-                                 ? config_.checkpoint.initial_load_path
+    const std::string base = !c.initial_load_path.empty()
+                                 ? c.initial_load_path
                                  : fmt::format("{}/{}", config_.model.name, config_.model.flavor);
     models::write_peft_adapter((std::filesystem::path(export_folder) / "adapter").string(), merge->adapters(),
                                model.config, config_.model.name, {l.rank, l.alpha, l.dropout, l.target_modules}, base,
                                dtype);
-  };
-  if (config_.checkpoint.enable) {
-    save(
-        /*async=*/false,
-        [&](const std::string& staging) {
-          write_model_export_support_files(staging, model, config_);
-          write_adapter(staging);
-        },
-        [&](const std::string& staging) {
-          write_model_export_weights_streamed(staging, model, config_, dtype, each_full, who);
-        });
-  } else {
-    export_model_streamed(model, config_, folder, dtype, each_full, who);
-    if (who.creates) write_adapter(folder);
   }
-  if (rank_ == 0) {
+  if (rank_ != 0) return;
+  if (c.last_save_in_hf) {
+    ConvertOptions options;
+    options.allow_nonfinite = true;  // the trained weights are what they are: named in a warning, not refused
+    convert_titan_to_hf(export_folder, folder, options);
+    const std::filesystem::path adapter = std::filesystem::path(export_folder) / "adapter";
+    if (std::filesystem::is_directory(adapter)) {
+      std::filesystem::rename(adapter, std::filesystem::path(folder) / "adapter");
+    }
+    std::filesystem::remove_all(export_folder);
+    std::printf(
+        "titan: model written to %s as a Hugging Face folder (checkpoint.initial_load_path or titan convert "
+        "--from hf read it)\n",
+        folder.c_str());
+  } else {
     std::printf("titan: model written to %s (titan generate --checkpoint %s --prompt ...)\n", folder.c_str(),
                 folder.c_str());
-    if (write_peft) std::printf("titan: LoRA adapter (PEFT) written to %s/adapter\n", folder.c_str());
-    if (lora && !write_peft) {
-      std::printf("titan: no PEFT adapter written: %s fuses its projections in Hugging Face's format\n",
-                  config_.model.name.c_str());
-    }
+  }
+  if (write_peft) std::printf("titan: LoRA adapter (PEFT) written to %s/adapter\n", folder.c_str());
+  if (lora && !write_peft) {
+    std::printf("titan: no PEFT adapter written: %s fuses its projections in Hugging Face's format\n",
+                config_.model.name.c_str());
   }
 }
 

@@ -1,8 +1,9 @@
 // The trainer's side of checkpoints: what state a job saves (the model's and
 // AdamW's boxes, the schedule, the loader's cursor, the RNG, the step),
 // resuming from the newest complete checkpoint or an initial load path, and
-// the final save with the model export (whole weights gathered from every
-// shard, tensor- and expert-parallel part and pipeline stage).
+// the last save: the full state, or the model export (whole weights gathered
+// from every shard, tensor- and expert-parallel part and pipeline stage),
+// possibly as a Hugging Face folder.
 #pragma once
 
 #include <functional>
@@ -34,23 +35,26 @@ class TrainingState {
   TrainingState(const JobConfig& config, const comm::DeviceMesh& mesh, Device device, Parts parts);
 
   // Loads the newest complete checkpoint of this job (or checkpoint.load_step),
-  // else a titan checkpoint at checkpoint.initial_load_path; removes the
+  // else a titan checkpoint at checkpoint.initial_load_path (its weights, or
+  // with initial_load_model_only = false its training state); removes the
   // incomplete ones an interrupted save left. Then refuses loaded weights
   // holding NaN or Inf (checkpoint.allow_nonfinite_weights warns instead).
   void resume();
   // The step resumed at (-1: started afresh).
   int64_t resumed_step() const { return resumed_step_; }
 
-  // Saves the current step (every rank); returns the seconds it held the run up.
-  double save(bool async, const std::function<void(const std::string&)>& on_publish = {},
-              const std::function<void(const std::string&)>& on_staged = {});
+  // Saves the current step's full state (every rank); returns the seconds it held the run up.
+  double save(bool async);
   // checkpoint.create_seed_checkpoint: the initial weights alone, as step 0.
   void save_seed();
   // Every rank, once per step: whether any rank asked to stop; publishes a finished async save.
   bool end_of_step(bool stop_requested) { return checkpointer_.end_of_step(stop_requested); }
   // Waits for a save in flight and publishes it.
   void wait() { checkpointer_.wait(); }
-  // The final save with the model export or, without checkpoints, the export alone.
+  // The last step's save (every rank): with checkpoint.enable (and not
+  // load_only) the model export in checkpoint.export_dtype, or the Hugging
+  // Face folder (last_save_in_hf), or with last_save_model_only = false the
+  // full state; nothing when no step ran since the load.
   void finish();
 
  private:
@@ -69,6 +73,7 @@ class TrainingState {
   int rank_ = 0;
   Checkpointer checkpointer_;
   int64_t resumed_step_ = -1;
+  int64_t start_step_ = 0;  // the step training started from (after any load)
 };
 
 }  // namespace titan::train

@@ -9,6 +9,7 @@
 
 #include "titan/checkpoint/checkpoint_folder.h"
 #include "titan/checkpoint/tensor_source.h"
+#include "titan/checkpoint/torch_archive.h"
 #include "titan/core/copy.h"
 #include "titan/core/staging_folder.h"
 #include "titan/models/hf/hf_index.h"
@@ -36,15 +37,25 @@ HfFolderReader::HfFolderReader(std::string folder) : folder_(std::move(folder)) 
   TITAN_CHECK(fs::is_regular_file(config), "{}: missing config.json (not a Hugging Face model folder?)", folder_);
   config_ = models::read_hf_config_file(config.string());
 
-  const fs::path index_path = root / kHfIndexFile;
+  // safetensors first, as transformers prefers them; else torch.save files.
+  const bool torch_files =
+      !fs::is_regular_file(root / kHfIndexFile) && !fs::is_regular_file(root / kHfSingleFile) &&
+      (fs::is_regular_file(root / kHfTorchIndexFile) || fs::is_regular_file(root / kHfTorchSingleFile));
+  const fs::path index_path = root / (torch_files ? kHfTorchIndexFile : kHfIndexFile);
+  const fs::path single = root / (torch_files ? kHfTorchSingleFile : kHfSingleFile);
+  const auto open_shard = [torch_files](const fs::path& path) -> std::unique_ptr<checkpoint::SafetensorsReader> {
+    if (!torch_files) return std::make_unique<checkpoint::SafetensorsReader>(path.string());
+    const checkpoint::TorchArchive archive(path.string());
+    return std::make_unique<checkpoint::SafetensorsReader>(path.string(), archive.as_safetensors_header());
+  };
   if (fs::is_regular_file(index_path)) {
     const std::string source = index_path.string();
-    const HfIndex index = parse_hf_index(read_text_file(index_path), source);
+    const HfIndex index = parse_hf_index(read_text_file(index_path), source, torch_files ? ".bin" : ".safetensors");
     std::map<std::string, size_t> shard_of_file;
     for (const std::string& file : index.files()) {
       TITAN_CHECK(fs::is_regular_file(root / file), "{}: shard '{}' does not exist", source, file);
       shard_of_file[file] = shards_.size();
-      shards_.push_back(std::make_unique<checkpoint::SafetensorsReader>((root / file).string()));
+      shards_.push_back(open_shard(root / file));
     }
     for (const auto& [tensor, file] : index.weight_map) {
       const size_t shard = shard_of_file.at(file);
@@ -56,14 +67,15 @@ HfFolderReader::HfFolderReader(std::string folder) : folder_(std::move(folder)) 
     for (const auto& shard : shards_) {
       for (const auto& entry : shard->header().entries) {
         TITAN_CHECK(where_.count(entry.name) != 0 && shards_[where_.at(entry.name)].get() == shard.get(),
-                    "{}: tensor '{}' is not listed for this shard in {}", shard->path(), entry.name, kHfIndexFile);
+                    "{}: tensor '{}' is not listed for this shard in {}", shard->path(), entry.name,
+                    index_path.filename().string());
       }
     }
     return;
   }
-  const fs::path single = root / kHfSingleFile;
-  TITAN_CHECK(fs::is_regular_file(single), "{}: neither {} nor {} is there", folder_, kHfSingleFile, kHfIndexFile);
-  shards_.push_back(std::make_unique<checkpoint::SafetensorsReader>(single.string()));
+  TITAN_CHECK(fs::is_regular_file(single), "{}: none of {}, {}, {} or {} is there", folder_, kHfSingleFile,
+              kHfIndexFile, kHfTorchSingleFile, kHfTorchIndexFile);
+  shards_.push_back(open_shard(single));
   for (const auto& entry : shards_.front()->header().entries) where_[entry.name] = 0;
 }
 

@@ -1,5 +1,7 @@
 // A Hugging Face model folder: config.json plus the weights, either in one
-// model.safetensors or in shards listed by model.safetensors.index.json.
+// model.safetensors or in shards listed by model.safetensors.index.json (or, in
+// older repos, torch.save files: pytorch_model.bin or its indexed shards, read
+// through the restricted unpickler of checkpoint/torch_archive.h).
 // Reading checks the index against the shards; writing goes to a temporary
 // folder renamed into place, so a failure never leaves a half-written folder
 // or touches an existing one.

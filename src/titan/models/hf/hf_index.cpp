@@ -14,7 +14,7 @@ std::vector<std::string> HfIndex::files() const {
   return {unique.begin(), unique.end()};
 }
 
-HfIndex parse_hf_index(std::string_view json_text, const std::string& source) {
+HfIndex parse_hf_index(std::string_view json_text, const std::string& source, const std::string& suffix) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(json_text);
@@ -44,12 +44,11 @@ HfIndex parse_hf_index(std::string_view json_text, const std::string& source) {
     TITAN_CHECK(!tensor.empty(), "{}: 'weight_map' has an empty tensor name", source);
     TITAN_CHECK(file.is_string(), "{}: tensor '{}' maps to {}, not a file name", source, tensor, file.dump());
     const std::string name = file.get<std::string>();
-    const std::string suffix = ".safetensors";
     const bool plain = !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
                        name.find('\\') == std::string::npos && name.find('\0') == std::string::npos;
     TITAN_CHECK(
         plain && name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0,
-        "{}: tensor '{}' maps to '{}', not a .safetensors file in this folder", source, tensor, name);
+        "{}: tensor '{}' maps to '{}', not a {} file in this folder", source, tensor, name, suffix);
     index.weight_map[tensor] = name;
   }
   return index;

@@ -12,6 +12,9 @@ namespace titan::models {
 
 inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 inline constexpr const char* kHfSingleFile = "model.safetensors";
+// Older repos (and PyTorch-only writers) hold the weights as torch.save files.
+inline constexpr const char* kHfTorchIndexFile = "pytorch_model.bin.index.json";
+inline constexpr const char* kHfTorchSingleFile = "pytorch_model.bin";
 
 struct HfIndex {
   uint64_t total_size = 0;                        // metadata.total_size: tensor bytes over all shards
@@ -21,9 +24,10 @@ struct HfIndex {
 };
 
 // Validates the structure and that every shard is a plain file name ending in
-// .safetensors (no folders: an index never points outside its folder).
+// `suffix` (no folders: an index never points outside its folder).
 // `source` names the file in errors.
-HfIndex parse_hf_index(std::string_view json_text, const std::string& source);
+HfIndex parse_hf_index(std::string_view json_text, const std::string& source,
+                       const std::string& suffix = ".safetensors");
 std::string hf_index_json(const HfIndex& index);
 
 }  // namespace titan::models

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "titan/autograd/function_node.h"
+#include "titan/autograd/saved_ops.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/attention.h"
 
@@ -20,7 +21,12 @@ AttentionImpl parse_attention_impl(const std::string& name) {
 namespace {
 
 Tensor flash_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask, float scale) {
-  ops::AttentionOutput out = ops::flash_attention(q, k, v, mask, scale);
+  // Per-op selective checkpointing may hand back the output and its log-sum-exp from the forward.
+  const std::vector<Tensor> kept = autograd::run_saved_op(autograd::SavedOpKind::attention, {}, [&] {
+    ops::AttentionOutput computed = ops::flash_attention(q, k, v, mask, scale);
+    return std::vector<Tensor>{computed.out, computed.lse};
+  });
+  ops::AttentionOutput out{kept[0], kept[1]};
   ops::AttentionMask saved_mask = mask;
   if (mask.document_ids.defined()) saved_mask.document_ids = mask.document_ids.detach();
   const Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.out.detach(), lse = out.lse;

@@ -2,6 +2,7 @@
 // the GEMM with a transposed weight and an optional bias) and matmul.
 #include "titan/ops/gemm.h"
 #include "titan/autograd/function_node.h"
+#include "titan/autograd/saved_ops.h"
 #include "titan/core/copy.h"
 #include "titan/nn/functional.h"
 
@@ -23,15 +24,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Tensor x2 = x.reshape({-1, in});
   Shape out_shape = x.shape();
   out_shape.back() = out;
-  Tensor y;
-  if (has_bias) {
+  // Per-op selective checkpointing may hand back this output from the forward (autograd/saved_ops.h).
+  Tensor y = autograd::run_saved_op(autograd::SavedOpKind::matmul, weight.shape(), [&] {
+    if (!has_bias) return std::vector<Tensor>{ops::matmul(x2, weight.transpose(0, 1)).view(out_shape)};
     Tensor y2 = Tensor::empty({x2.size(0), out}, x.dtype(), x.device());
     titan::copy_(y2, bias.reshape({1, out}).expand({x2.size(0), out}));
     ops::gemm(x2, weight.transpose(0, 1), y2, 1.0f, 1.0f);
-    y = y2.view(out_shape);
-  } else {
-    y = ops::matmul(x2, weight.transpose(0, 1)).view(out_shape);
-  }
+    return std::vector<Tensor>{y2.view(out_shape)};
+  })[0];
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = has_bias && bias.requires_grad();
   const Tensor saved_x = need_w ? x2.detach() : Tensor(), saved_w = need_x ? weight.detach() : Tensor();
   const Shape x_shape = x.shape();

@@ -9,6 +9,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/copy.h"
 #include "titan/core/error.h"
+#include "titan/core/staging_folder.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/dcp_training_state.h"
 #include "titan/train/job_model_config.h"
@@ -87,20 +88,15 @@ void convert_titan_to_dcp(const std::string& titan_folder, const std::string& ou
     TITAN_CHECK(whole.count(entry.name) != 0, "{}: unexpected tensor '{}' (not part of this {} {})", reader->path(),
                 entry.name, config.model.name, config.model.flavor);
   }
-  // Written beside the output and renamed into place: a failed conversion leaves nothing.
-  const fs::path final_path(output);
-  const fs::path staging = final_path.parent_path() / (final_path.filename().string() + ".converting");
-  fs::remove_all(staging);
-  try {
-    checkpoint::write_dcp_folder(staging.string(), sources);
-    fs::copy_file(root / "job.toml", staging / "job.toml");
-    fs::remove_all(final_path);
-    fs::rename(staging, final_path);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    throw;
-  }
+  publish_dcp_folder(output, sources, {}, (root / "job.toml").string());
+}
+
+void publish_dcp_folder(const std::string& output, const checkpoint::TensorSources& sources,
+                        const std::vector<checkpoint::DcpObject>& objects, const std::string& job_toml) {
+  StagingFolder staging{fs::path(output)};
+  checkpoint::write_dcp_folder(staging.path().string(), sources, objects);
+  fs::copy_file(job_toml, staging.path() / "job.toml");
+  staging.publish();
 }
 
 void convert_dcp_to_titan(const std::string& dcp_folder, const std::string& output, const std::string& job_config,

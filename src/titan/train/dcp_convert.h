@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "titan/checkpoint/dcp_folder.h"
 #include "titan/models/decoder.h"
@@ -24,6 +25,12 @@ bool is_dcp_training_state_key(const std::string& key);
 // training checkpoint's step folder converts with its whole training state
 // (dcp_training_state.h).
 void convert_titan_to_dcp(const std::string& titan_folder, const std::string& output, const ConvertOptions& options);
+// Writes a converted DCP folder at `output`: `sources` and `objects`
+// (write_dcp_folder) with `job_toml` copied beside them, in a staging folder
+// published once complete (core/staging_folder.h): a failed conversion leaves
+// nothing, and an existing `output` is replaced only then.
+void publish_dcp_folder(const std::string& output, const checkpoint::TensorSources& sources,
+                        const std::vector<checkpoint::DcpObject>& objects, const std::string& job_toml);
 // A DCP folder's model weights as a titan model export (its training state,
 // if any, stays behind: an export holds weights only). The model is the one
 // `job_config` (a titan or TorchTitan TOML) describes, else the folder's own

@@ -6,11 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "titan/autograd/grad_mode.h"
 #include "titan/checkpoint/checkpoint_folder.h"
@@ -21,7 +19,9 @@
 #include "titan/core/copy.h"
 #include "titan/core/error.h"
 #include "titan/core/units.h"
+#include "titan/data/file_io.h"
 #include "titan/train/config_loader.h"
+#include "titan/train/dcp_convert.h"
 #include "titan/train/job_setup.h"
 #include "titan/train/model_export.h"
 
@@ -41,14 +41,6 @@ constexpr const char* kGroupPrefix = "optimizer.param_groups.";
 const std::set<std::string> kAdamWState = {"exp_avg", "exp_avg_sq", "step"};
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
-std::string read_text(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  TITAN_CHECK(file.good(), "cannot read '{}'", path.string());
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // ---- writing: Python objects as PyTorch's state dicts hold them ----
 
@@ -337,7 +329,7 @@ void convert_checkpoint(const std::string& step_folder, const std::string& outpu
               "model export (the merged weights) instead",
               step_folder);
   auto metadata = std::make_shared<checkpoint::CheckpointMetadata>(
-      checkpoint::parse_checkpoint_metadata(read_text(metadata_path), metadata_path));
+      checkpoint::parse_checkpoint_metadata(data::read_file(metadata_path, "checkpoint metadata"), metadata_path));
   const json& state = metadata->state;
   const auto embedding = metadata->tensors.find("model.tok_embeddings.weight");
   if (config.model.vocab_size <= 0 && embedding != metadata->tensors.end())
@@ -415,20 +407,7 @@ void convert_checkpoint(const std::string& step_folder, const std::string& outpu
   if (holds("dataloader") && state.contains("dataloader"))
     objects.push_back({kDcpTitanLoaderKey, pickled_text(state["dataloader"].dump())});
 
-  // Written beside the output and renamed into place: a failed conversion leaves nothing.
-  const fs::path final_path(output);
-  const fs::path staging = final_path.parent_path() / (final_path.filename().string() + ".converting");
-  fs::remove_all(staging);
-  try {
-    checkpoint::write_dcp_folder(staging.string(), sources, objects);
-    fs::copy_file(root / "job.toml", staging / "job.toml");
-    fs::remove_all(final_path);
-    fs::rename(staging, final_path);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    throw;
-  }
+  publish_dcp_folder(output, sources, objects, (root / "job.toml").string());
 }
 
 void load_training_state(const std::string& folder, const std::vector<std::string>& parts,

@@ -15,6 +15,7 @@
 #include "titan/checkpoint/torch_archive.h"
 #include "titan/core/copy.h"
 #include "titan/core/staging_folder.h"
+#include "titan/models/hf/hf_config.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/job_model_config.h"
 #include "titan/train/model_export.h"
@@ -178,10 +179,10 @@ void convert_meta_to_titan(const std::string& meta_folder, const std::string& ou
     TITAN_CHECK(found != tensors.end(), "{}: no tensor '{}' in consolidated.00.pth", meta_folder, name);
     return found->second;
   };
-  nlohmann::json parsed = nlohmann::json::parse(params, nullptr, false);
-  const int64_t dim = parsed.is_object() && parsed.contains("dim") && parsed["dim"].is_number_integer()
-                          ? parsed["dim"].get<int64_t>()
-                          : 0;
+  // The model width, from the final norm (whole in every shard); params.json is checked against it later.
+  const std::vector<int64_t>& norm_shape = tensor("norm.weight").front().shape;
+  TITAN_CHECK(norm_shape.size() == 1, "{}: norm.weight has shape {}, not [dim]", meta_folder, shape_str(norm_shape));
+  const int64_t dim = norm_shape[0];
   const auto& embedding = tensor("tok_embeddings.weight");
   MetaShapes shapes;
   shapes.vocab_size = joined_shape("tok_embeddings.weight", embedding,
@@ -190,8 +191,7 @@ void convert_meta_to_titan(const std::string& meta_folder, const std::string& ou
   shapes.ffn_hidden =
       joined_shape("layers.0.feed_forward.w1.weight", tensor("layers.0.feed_forward.w1.weight"), 0, meta_folder).at(0);
   shapes.has_output = tensors.count("output.weight") != 0;
-  const DType weights_dtype = embedding.front().dtype;
-  shapes.dtype = weights_dtype == DType::bf16 ? "bfloat16" : weights_dtype == DType::f16 ? "float16" : "float32";
+  shapes.dtype = models::hf_dtype_name(embedding.front().dtype);
 
   // The config.json the export carries, made in a scratch folder never published.
   const StagingFolder scratch(fs::path(output).string() + ".meta-config");

@@ -18,6 +18,7 @@ namespace {
 
 const char* qk_norm_kind(const nn::AttentionConfig& a) {
   if (!a.qk_norm) return "none";
+  if (!a.qk_norm_learnable) return "scaleless";
   return a.qk_norm_whole_projection ? "whole" : "head";
 }
 
@@ -29,30 +30,37 @@ std::string peer_architecture(const std::string& model, const models::DecoderCon
   const nn::TransformerBlockConfig& b = c.layers.front();
   const nn::AttentionConfig& a = b.attention;
   TITAN_CHECK(c.rope_scaling.factor == 0.0, "families bench: {} has RoPE scaling, which the peer lacks", model);
-  std::string windows, local_rope;
+  std::string windows, local_rope, rope_layers;
   for (const nn::TransformerBlockConfig& layer : c.layers) {
     const nn::AttentionConfig& l = layer.attention;
-    TITAN_CHECK(!layer.moe && l.rope && l.qk_norm == a.qk_norm && l.qkv_bias == a.qkv_bias &&
-                    l.logit_softcap == a.logit_softcap && l.scale_dim == a.scale_dim && l.n_heads == a.n_heads &&
-                    l.kv_heads() == a.kv_heads() && layer.pre_norms == b.pre_norms &&
+    TITAN_CHECK(!layer.moe && l.qk_norm == a.qk_norm && l.query_scale == a.query_scale &&
+                    l.output_gate == a.output_gate && l.qk_norm_learnable == a.qk_norm_learnable &&
+                    l.qkv_bias == a.qkv_bias && l.logit_softcap == a.logit_softcap && l.scale_dim == a.scale_dim &&
+                    l.n_heads == a.n_heads && l.kv_heads() == a.kv_heads() && layer.pre_norms == b.pre_norms &&
                     layer.post_norms == b.post_norms && layer.feed_forward.hidden_dim == b.feed_forward.hidden_dim,
-                "families bench: {}'s layers differ in more than window and RoPE table (the peer's model)", model);
+                "families bench: {}'s layers differ in more than window, RoPE table and NoPE (the peer's model)",
+                model);
     windows += fmt::format("{}{}", windows.empty() ? "" : ",", l.sliding_window);
     local_rope += fmt::format("{}{}", local_rope.empty() ? "" : ",", l.local_rope ? 1 : 0);
+    rope_layers += fmt::format("{}{}", rope_layers.empty() ? "" : ",", l.rope ? 1 : 0);
   }
+  // Muse Glimmer's final norm (its own offset), post-norm eps, embedding norm and logit multiplier.
+  const double final_norm_offset = c.final_norm ? c.final_norm->weight_offset : b.norm_weight_offset;
   return fmt::format(
       "--dim {} --layers {} --heads {} --kv-heads {} --head-dim {} --hidden {} --vocab {} --eps {} --norm-offset {} "
       "--pre-norms {:d} --post-norms {:d} --qk-norm {} --qk-norm-eps {} --qk-norm-offset {} --qkv-bias {:d} "
       "--fused-projections {:d} --activation {} --scale-dim {} --attn-softcap {} --final-softcap {} "
       "--embedding-scale {} --rope-style {} --rope-theta {} --local-rope-theta {} --windows {} --local-rope {} "
-      "--tie {:d}",
+      "--tie {:d} --rope-layers {} --query-scale {} --output-gate {:d} --embedding-norm-eps {} --post-norm-eps {} "
+      "--final-norm-offset {} --output-multiplier {}",
       a.dim, c.n_layers(), a.n_heads, a.kv_heads(), a.head_size(), b.feed_forward.hidden_dim, c.vocab_size, b.norm_eps,
       b.norm_weight_offset, b.pre_norms, b.post_norms, qk_norm_kind(a), a.norm_eps, a.qk_norm_weight_offset, a.qkv_bias,
       // Hugging Face's Phi-3 stores q/k/v and gate/up fused, and its PyTorch model runs them as one Linear each.
       model == "phi3", b.feed_forward.activation == nn::FeedForwardActivation::gelu_tanh ? "gelu_tanh" : "silu",
       a.scale_dim > 0 ? a.scale_dim : static_cast<double>(a.head_size()), a.logit_softcap, c.loss.softcap,
       c.embedding_scale, a.rope_style == ops::RopeStyle::half ? "half" : "interleaved", c.rope_theta,
-      c.local_rope_theta, windows, local_rope, c.tie_embeddings);
+      c.local_rope_theta, windows, local_rope, c.tie_embeddings, rope_layers, a.query_scale, a.output_gate,
+      c.embedding_norm_eps, b.post_norm_eps, final_norm_offset, c.output_multiplier);
 }
 
 // Runs the PyTorch peer; its report (median_step_seconds, parameters), or nullopt if it could not run.
@@ -75,6 +83,7 @@ std::vector<std::string> default_family_bench_models() {
   for (const std::string& name : models::model_names()) {
     if (models::model_spec(name).from_hf_config) models.push_back(name);
   }
+  models.push_back("muse_glimmer");  // the peer has its switches too
   return models;
 }
 

@@ -15,6 +15,9 @@ flavor, so both sides train the same architecture:
                      layer global; local layers rotate with their own RoPE base
   OLMo 2             post-norms only, q/k norms over the whole projections
   Phi-3              fused qkv_proj and gate_up_proj (as Hugging Face stores them), a window
+  Muse Glimmer       (1 + w) pre- and post-norms (post eps 1e-8), scaleless q/k and embedding
+                     norms, queries x 43.78 / sqrt(head_dim), a sigmoid gate before o_proj,
+                     NoPE layers, logits 20 tanh(m z / 20), final norm scaling by w
 
 Usage: families_peer.py --dim 256 --layers 6 --heads 8 --kv-heads 4 --head-dim 32 --hidden 768
          --vocab 2048 --seq 256 --batch 4 --steps 6 --warmup 2 --threads 2 --dtype f32|bf16
@@ -32,6 +35,16 @@ import torch.nn.functional as F
 def rms_norm(x, weight, eps, offset):
     x32 = x.float()
     return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * (weight + offset)
+
+
+class ScalelessNorm(torch.nn.Module):
+    def __init__(self, eps):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
 
 
 class Norm(torch.nn.Module):
@@ -76,8 +89,12 @@ class Attention(torch.nn.Module):
         elif a.qk_norm == "whole":
             self.q_norm = Norm(heads * d, a.qk_norm_eps, a.qk_norm_offset)
             self.k_norm = Norm(kv_heads * d, a.qk_norm_eps, a.qk_norm_offset)
+        elif a.qk_norm == "scaleless":
+            self.q_norm, self.k_norm = ScalelessNorm(a.qk_norm_eps), ScalelessNorm(a.qk_norm_eps)
+        if a.output_gate:
+            self.o_gate = torch.nn.Linear(dim, heads * d, bias=False)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin, mask, rotate=True):
         a = self.a
         b, s, _ = x.shape
         if a.fused_projections:
@@ -90,16 +107,22 @@ class Attention(torch.nn.Module):
         q = q.view(b, s, a.heads, a.head_dim).transpose(1, 2)
         k = k.view(b, s, a.kv_heads, a.head_dim).transpose(1, 2)
         v = v.view(b, s, a.kv_heads, a.head_dim).transpose(1, 2)
-        if a.qk_norm == "head":
+        if a.qk_norm in ("head", "scaleless"):
             q, k = self.q_norm(q), self.k_norm(k)
+        if a.query_scale != 1.0:
+            q = q * a.query_scale
         half = a.rope_style == "half"
-        q, k = rope(q, cos, sin, half), rope(k, cos, sin, half)
+        if rotate:
+            q, k = rope(q, cos, sin, half), rope(k, cos, sin, half)
         groups = a.heads // a.kv_heads
         if groups > 1:  # grouped-query attention: each kv head serves `groups` query heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scores = softcap(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(a.scale_dim), a.attn_softcap) + mask
         out = torch.matmul(torch.softmax(scores.float(), dim=-1).type_as(q), v)
-        return self.o_proj(out.transpose(1, 2).reshape(b, s, a.heads * a.head_dim))
+        out = out.transpose(1, 2).reshape(b, s, a.heads * a.head_dim)
+        if a.output_gate:
+            out = out * torch.sigmoid(self.o_gate(x))
+        return self.o_proj(out)
 
 
 class FeedForward(torch.nn.Module):
@@ -130,11 +153,12 @@ class Block(torch.nn.Module):
         identity = torch.nn.Identity
         self.attention_norm = norm() if a.pre_norms else identity()
         self.ffn_norm = norm() if a.pre_norms else identity()
-        self.post_attention_norm = norm() if a.post_norms else identity()
-        self.post_ffn_norm = norm() if a.post_norms else identity()
+        post_eps = a.post_norm_eps if a.post_norm_eps > 0 else a.eps
+        self.post_attention_norm = Norm(a.dim, post_eps, a.norm_offset) if a.post_norms else identity()
+        self.post_ffn_norm = Norm(a.dim, post_eps, a.norm_offset) if a.post_norms else identity()
 
-    def forward(self, x, cos, sin, mask):
-        x = x + self.post_attention_norm(self.attention(self.attention_norm(x), cos, sin, mask))
+    def forward(self, x, cos, sin, mask, rotate=True):
+        x = x + self.post_attention_norm(self.attention(self.attention_norm(x), cos, sin, mask, rotate))
         return x + self.post_ffn_norm(self.feed_forward(self.ffn_norm(x)))
 
 
@@ -146,19 +170,24 @@ class Model(torch.nn.Module):
         if a.tie:  # as titan initialises a tied table, so the first logits are of a sane size
             torch.nn.init.normal_(self.embed.weight, std=a.dim ** -0.5)
         self.layers = torch.nn.ModuleList(Block(a) for _ in range(a.layers))
-        self.norm = Norm(a.dim, a.eps, a.norm_offset)
+        self.norm = Norm(a.dim, a.eps, a.final_norm_offset if a.final_norm_offset >= 0 else a.norm_offset)
         self.output = None if a.tie else torch.nn.Linear(a.dim, a.vocab, bias=False)
 
     def forward(self, ids, tables, masks):
         h = self.embed(ids)
         if self.a.embedding_scale > 0:  # Gemma: a tensor of the hidden dtype, as Hugging Face does
             h = h * torch.tensor(self.a.embedding_scale, dtype=h.dtype)
+        if self.a.embedding_norm_eps > 0:
+            h = ScalelessNorm(self.a.embedding_norm_eps)(h)
         for i, layer in enumerate(self.layers):
             cos, sin = tables[self.a.local_rope[i]]
-            h = layer(h, cos, sin, masks[self.a.windows[i]])
+            h = layer(h, cos, sin, masks[self.a.windows[i]], self.a.rope_layers[i] == 1)
         h = self.norm(h)
         weight = self.embed.weight if self.output is None else self.output.weight
-        return softcap(F.linear(h, weight), self.a.final_softcap)
+        logits = F.linear(h, weight)
+        if self.a.output_multiplier != 1.0:  # Muse Glimmer: cap(m z), in f32 as TorchTitan's head
+            logits = logits.float() * self.a.output_multiplier
+        return softcap(logits, self.a.final_softcap)
 
 
 def rope_table(theta, head_dim, seq):
@@ -188,7 +217,7 @@ def main():
     p.add_argument("--norm-offset", type=float, default=0.0, help="norms scale by (offset + w): Gemma's 1")
     p.add_argument("--pre-norms", type=int, default=1)
     p.add_argument("--post-norms", type=int, default=0)
-    p.add_argument("--qk-norm", choices=["none", "head", "whole"], default="none")
+    p.add_argument("--qk-norm", choices=["none", "head", "whole", "scaleless"], default="none")
     p.add_argument("--qk-norm-eps", type=float, default=1e-6)
     p.add_argument("--qk-norm-offset", type=float, default=0.0)
     p.add_argument("--qkv-bias", type=int, default=0)
@@ -204,12 +233,21 @@ def main():
     p.add_argument("--windows", default="", help="per layer: sliding window (0 = causal only)")
     p.add_argument("--local-rope", default="", help="per layer: 1 = rotate with the local RoPE base")
     p.add_argument("--tie", type=int, default=0)
+    p.add_argument("--rope-layers", default="", help="per layer: 0 = no RoPE (Muse Glimmer's NoPE layers)")
+    p.add_argument("--query-scale", type=float, default=1.0, help="queries times this after their norm")
+    p.add_argument("--output-gate", type=int, default=0, help="sigmoid(o_gate x) times the attention output")
+    p.add_argument("--embedding-norm-eps", type=float, default=0.0, help="> 0: scaleless norm of the embeddings")
+    p.add_argument("--post-norm-eps", type=float, default=0.0, help="the post-norms' epsilon (0: --eps)")
+    p.add_argument("--final-norm-offset", type=float, default=-1.0, help="the final norm's offset (< 0: --norm-offset)")
+    p.add_argument("--output-multiplier", type=float, default=1.0, help="logits m z inside the final soft-cap")
     p.add_argument("--no-mkldnn", action="store_true",
                    help="run as on a CPU without AVX-512, where PyTorch does not use oneDNN for bf16 matmuls")
     a = p.parse_args()
     a.windows = int_list(a.windows) or [0] * a.layers
     a.local_rope = int_list(a.local_rope) or [0] * a.layers
-    assert len(a.windows) == a.layers and len(a.local_rope) == a.layers, "one window and local-rope flag per layer"
+    a.rope_layers = int_list(a.rope_layers) or [1] * a.layers
+    assert len(a.windows) == a.layers and len(a.local_rope) == a.layers and len(a.rope_layers) == a.layers, \
+        "one window, local-rope and rope flag per layer"
     assert a.heads % a.kv_heads == 0
     if a.scale_dim <= 0:
         a.scale_dim = a.head_dim

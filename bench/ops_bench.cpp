@@ -74,14 +74,17 @@ struct AttentionResult {
 
 // Causal attention, B = 1, 16 heads of 64. FLOPs: forward 4 S^2 H D / 2 (causal
 // half), backward 2.5x forward. Memory: peak bytes allocated beyond the inputs
-// and outputs, against what materialising the scores alone would take.
-AttentionResult attention_case(int64_t seq, DType dtype, int repeats, Generator& generator) {
+// and outputs, against what materialising the scores alone would take. With
+// `sinks`, gpt-oss's attention sinks are on (same FLOPs counted: what their
+// fold and gradient cost shows as a lower rate).
+AttentionResult attention_case(int64_t seq, DType dtype, int repeats, Generator& generator, bool sinks = false) {
   const int64_t heads = 16, dim = 64;
   const Tensor q = random_tensor({1, seq, heads, dim}, dtype, generator);
   const Tensor k = random_tensor({1, seq, heads, dim}, dtype, generator);
   const Tensor v = random_tensor({1, seq, heads, dim}, dtype, generator);
   const Tensor grad = random_tensor({1, seq, heads, dim}, dtype, generator);
-  const ops::AttentionMask mask{true, 0, {}};
+  ops::AttentionMask mask{true, 0, {}};
+  if (sinks) mask.sinks = random_tensor({heads}, DType::f32, generator);
   const float scale = 0.125f;
   const double forward_flops = 4.0 * seq * seq * heads * dim / 2;
   ops::AttentionOutput out;
@@ -136,18 +139,20 @@ int run_ops_bench(const OpsBenchOptions& options) {
   }
   for (DType dtype : {DType::f32, DType::bf16}) {
     std::printf("Flash attention %s, causal, B=1, H=16, D=64:\n", dtype_name(dtype));
-    std::printf("  %6s %14s %20s %16s %22s\n", "seq", "fwd GFLOP/s", "fwd+bwd GFLOP/s", "extra MiB",
-                "naive scores MiB");
+    std::printf("  %6s %14s %20s %16s %22s %26s\n", "seq", "fwd GFLOP/s", "fwd+bwd GFLOP/s", "extra MiB",
+                "naive scores MiB", "fwd+bwd with sinks GFLOP/s");
     nlohmann::json rows = nlohmann::json::array();
     const std::vector<int64_t> lengths =
         options.quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{512, 1024, 2048, 4096};
     for (int64_t seq : lengths) {
       const AttentionResult r = attention_case(seq, dtype, options.repeats, generator);
-      std::printf("  %6lld %14.1f %20.1f %16.2f %22.1f\n", static_cast<long long>(r.seq), r.forward_gflops,
-                  r.training_gflops, r.extra_mib, r.naive_scores_mib);
+      const AttentionResult with_sinks = attention_case(seq, dtype, options.repeats, generator, true);
+      std::printf("  %6lld %14.1f %20.1f %16.2f %22.1f %26.1f\n", static_cast<long long>(r.seq), r.forward_gflops,
+                  r.training_gflops, r.extra_mib, r.naive_scores_mib, with_sinks.training_gflops);
       rows.push_back({{"seq", r.seq},
                       {"forward_gflops", r.forward_gflops},
                       {"train_gflops", r.training_gflops},
+                      {"train_gflops_with_sinks", with_sinks.training_gflops},
                       {"extra_mib", r.extra_mib},
                       {"naive_scores_mib", r.naive_scores_mib}});
     }

@@ -79,6 +79,13 @@ TEST(Gradcheck, EmbeddingAndRope) {
     EXPECT_TRUE(check_gradients([&](const auto& x) { return F::rope(x[0], table, positions, style); },
                                 {random_leaf({2, 3, 2, 8}, 2)}));
   }
+  // Partial rotary (the first 6 of 10 features) with YaRN's attention factor in the table.
+  const ops::RopeTable partial =
+      ops::rope_table(6, 64, 10000.0, {.type = ops::RopeScalingType::yarn, .factor = 4.0, .original_max_position = 16});
+  for (ops::RopeStyle style : {ops::RopeStyle::interleaved, ops::RopeStyle::half}) {
+    EXPECT_TRUE(check_gradients([&](const auto& x) { return F::rope(x[0], partial, positions, style); },
+                                {random_leaf({2, 3, 2, 10}, 3)}));
+  }
 }
 
 TEST(Gradcheck, NaiveAttentionAllMasks) {

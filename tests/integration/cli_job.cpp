@@ -103,6 +103,20 @@ fs::path write_tiny_moe_config(const fs::path& folder, const TinyMoe& moe) {
   return path;
 }
 
+fs::path write_tiny_gpt_oss_config(const fs::path& folder) {
+  const fs::path path = folder / "config.json";
+  fs::create_directories(folder);
+  std::ofstream(path) << R"({
+  "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "attention_bias": true, "head_dim": 16,
+  "hidden_size": 64, "intermediate_size": 64, "max_position_embeddings": 256, "num_attention_heads": 4,
+  "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_key_value_heads": 2, "num_local_experts": 4,
+  "output_router_logits": false, "rms_norm_eps": 1e-05, "sliding_window": 16, "swiglu_limit": 7.0,
+  "layer_types": ["sliding_attention", "full_attention"], "tie_word_embeddings": false, "vocab_size": 512,
+  "rope_theta": 150000, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+  "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false}})";
+  return path;
+}
+
 std::string tiny_train_command(const fs::path& data, const fs::path& config_json, const fs::path& dump,
                                const std::string& extra) {
   return fmt::format(

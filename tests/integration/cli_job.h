@@ -48,6 +48,11 @@ struct TinyMoe {
   int64_t dim = 256, expert_hidden = 128, experts = 8, top_k = 2, vocab = 512;
 };
 std::filesystem::path write_tiny_moe_config(const std::filesystem::path& folder, const TinyMoe& moe);
+// A two-layer gpt-oss (GptOssForCausalLM: layer 0 slides over 16 tokens,
+// layer 1 is full; dim 64, 4 query / 2 key-value heads of 16 with sinks, q/k/v
+// and output biases, 4 experts of 64 with biases, 2 per token, the router's
+// bias; YaRN as published; vocab 512): config.json written into `folder`; its path.
+std::filesystem::path write_tiny_gpt_oss_config(const std::filesystem::path& folder);
 // `titan train` (CLI path included) of that model on the corpus prepare_test_corpus
 // wrote into `data`, seq 128 x batch 4, dumping into `dump`; `extra` goes last.
 std::string tiny_train_command(const std::filesystem::path& data, const std::filesystem::path& config_json,

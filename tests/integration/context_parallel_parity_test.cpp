@@ -135,6 +135,40 @@ TEST(ContextParallelParity, GemmaWindowsSoftCapsAndLocalRopeMatchOneProcess) {
   }
 }
 
+// Muse Glimmer through ring attention: the query scale in the kernel's scale,
+// 128-token windows cut by seq 256, NoPE layers, the output gate after the
+// ring. Two steps (step 2 is the first with gradients beyond the zero-drawn
+// final norm; later steps part at rounding level by design, see
+// tests/train/muse_glimmer_training_test.cpp).
+TEST(ContextParallelParity, MuseGlimmerMatchesOneProcessForTwoSteps) {
+  const std::string flags = "--model.name muse_glimmer --training.seq_len 256 --training.steps 2";
+  const JobRun single = jobs().single("single_muse_glimmer", flags);
+  const JobRun cp = jobs().distributed("cp2_muse_glimmer", 2, 1, context(2, flags));
+  ASSERT_EQ(single.losses.size(), 2u);
+  ASSERT_EQ(cp.losses.size(), 2u);
+  for (size_t step = 0; step < 2; ++step) {
+    EXPECT_NEAR(cp.losses[step], single.losses[step], 1e-5 * single.losses[step]) << "step " << step + 1;
+    EXPECT_NEAR(cp.grad_norms[step], single.grad_norms[step], 1e-5 * single.grad_norms[step]) << "step " << step + 1;
+  }
+}
+
+// gpt-oss (testing::write_tiny_gpt_oss_config) through ring attention: each
+// query row's sink counted once after the ring's pieces merge, layer 0's
+// 16-token window cut by the 16-token load-balanced chunks of seq 64, the
+// q/k/v and output biases and the MoE on each rank's slice. Three steps.
+TEST(ContextParallelParity, GptOssSinksAndWindowsMatchOneProcess) {
+  const std::filesystem::path config = testing::write_tiny_gpt_oss_config(jobs().dir() / "gpt_oss_tiny");
+  const std::string flags = "--model.hf_config " + config.string() + " --training.seq_len 64 --training.steps 3";
+  const JobRun single = jobs().single("single_gpt_oss", flags);
+  const JobRun cp = jobs().distributed("cp2_gpt_oss", 2, 1, context(2, flags));
+  ASSERT_EQ(single.losses.size(), 3u);
+  ASSERT_EQ(cp.losses.size(), 3u);
+  for (size_t step = 0; step < 3; ++step) {
+    EXPECT_NEAR(cp.losses[step], single.losses[step], 1e-5 * single.losses[step]) << "step " << step + 1;
+    EXPECT_NEAR(cp.grad_norms[step], single.grad_norms[step], 1e-5 * single.grad_norms[step]) << "step " << step + 1;
+  }
+}
+
 TEST(ContextParallelParity, RefusedConfigurationsNameTheKey) {
   EXPECT_NE(jobs().failure("bad_length", 4, 4, context(4, "--training.seq_len 100")).find("training.seq_len"),
             std::string::npos);

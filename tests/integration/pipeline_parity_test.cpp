@@ -195,6 +195,50 @@ TEST(PipelineParity, GemmaSplitIntoStagesMatchesOneProcess) {
                  /*drift=*/5e-4);  // as ContextParallelParity.Gemma* explains
 }
 
+// Muse Glimmer in two stages: the embedding norm on the first, the final
+// norm, output multiplier and soft-cap on the last. Two steps, as
+// ContextParallelParity.MuseGlimmer* explains.
+TEST(PipelineParity, MuseGlimmerSplitIntoStagesMatchesOneProcessForTwoSteps) {
+  const std::string flags = "--model.name muse_glimmer --training.steps 2";
+  const JobRun single = jobs().single("single_muse_glimmer", flags);
+  const JobRun pp = jobs().distributed("pp2_muse_glimmer", 2, 1, pipeline(2, "1F1B", flags));
+  ASSERT_EQ(single.losses.size(), 2u);
+  ASSERT_EQ(pp.losses.size(), 2u);
+  for (size_t step = 0; step < 2; ++step) {
+    EXPECT_NEAR(pp.losses[step], single.losses[step], 1e-5 * single.losses[step]) << "step " << step + 1;
+    EXPECT_NEAR(pp.grad_norms[step], single.grad_norms[step], 1e-5 * single.grad_norms[step]) << "step " << step + 1;
+  }
+}
+
+// DeepSeek-V3's debug model in two stages: latent-attention blocks, the
+// dense first layer on stage 1 and MoE layers on both. One step (the
+// micro-batches' routing sums in another order than one process's batch).
+TEST(PipelineParity, DeepseekV3SplitIntoStagesMatchesOneProcess) {
+  const std::string flags = "--model.name deepseek_v3 --training.steps 1";
+  const JobRun single = jobs().single("single_deepseek_v3", flags);
+  const JobRun pp = jobs().distributed("pp2_deepseek_v3", 2, 1, pipeline(2, "1F1B", flags));
+  ASSERT_EQ(single.losses.size(), 1u);
+  ASSERT_EQ(pp.losses.size(), 1u);
+  EXPECT_NEAR(pp.losses[0], single.losses[0], 1e-5 * single.losses[0]);
+  EXPECT_NEAR(pp.grad_norms[0], single.grad_norms[0], 1e-5 * single.grad_norms[0]);
+}
+
+// gpt-oss (testing::write_tiny_gpt_oss_config) in two stages: the sliding
+// layer with the embedding on the first, the full layer with the final norm
+// and output on the last, four micro-batches. Three steps.
+TEST(PipelineParity, GptOssSplitIntoStagesMatchesOneProcess) {
+  const std::filesystem::path config = testing::write_tiny_gpt_oss_config(jobs().dir() / "gpt_oss_tiny");
+  const std::string flags = "--model.hf_config " + config.string() + " --training.seq_len 64 --training.steps 3";
+  const JobRun single = jobs().single("single_gpt_oss", flags);
+  const JobRun pp = jobs().distributed("pp2_gpt_oss", 2, 1, pipeline(2, "1F1B", flags));
+  ASSERT_EQ(single.losses.size(), 3u);
+  ASSERT_EQ(pp.losses.size(), 3u);
+  for (size_t step = 0; step < 3; ++step) {
+    EXPECT_NEAR(pp.losses[step], single.losses[step], 1e-5 * single.losses[step]) << "step " << step + 1;
+    EXPECT_NEAR(pp.grad_norms[step], single.grad_norms[step], 1e-5 * single.grad_norms[step]) << "step " << step + 1;
+  }
+}
+
 TEST(PipelineParity, RefusedConfigurationsNameTheKey) {
   const auto fails_with = [](const std::string& name, int ranks, const std::string& extra, const std::string& message) {
     const std::string output = jobs().failure(name, ranks, 4, extra);

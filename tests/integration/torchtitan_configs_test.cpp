@@ -67,5 +67,17 @@ TEST_F(TorchTitanConfigs, Qwen3MoeDebugTrains) {
   EXPECT_TRUE(std::isfinite(losses.back()));
 }
 
+// TorchTitan's deepseek_v3 debug TOML trains titan's deepseek_v3 debugmodel
+// (latent attention with YaRN, softmax experts with shared ones, a dense first layer).
+TEST_F(TorchTitanConfigs, DeepseekV3DebugTrains) {
+  const std::string output =
+      train("deepseek_v3_debug_model", "--training.steps 2 --training.seq_len 64 --training.local_batch_size 2");
+  EXPECT_NE(output.find("titan: deepseek_v3 debugmodel"), std::string::npos) << output;
+  const std::vector<double> losses =
+      testing::metrics_column(workdir() / "deepseek_v3_debug_model" / "metrics.jsonl", "loss");
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_TRUE(std::isfinite(losses.back()));
+}
+
 }  // namespace
 }  // namespace titan

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "titan/autograd/grad_mode.h"
 #include "titan/core/copy.h"
@@ -97,6 +98,50 @@ TEST(MoE, BadConfigurationsAreClearErrors) {
   EXPECT_THROW(config.build(), std::exception);
   config = small_moe(0.0);
   config.num_experts = 0;
+  EXPECT_THROW(config.build(), std::exception);
+}
+
+// Group-limited routing (DeepSeek-V3's n_group / topk_group) on one token
+// whose router logits are given (an identity gate): experts in groups
+// {0,1} {2,3} {4,5} {6,7}, each group scored by its two best sigmoid scores
+// (1.000, 1.442, 1.358, 0.538), the best two groups kept: the top 2 experts
+// are 2 and 3, not the best-scored expert 0, whose group partner is weak.
+// Weights come from the unbiased scores, normalised, times route_scale.
+TEST(MoE, GroupLimitedRoutingPicksWithinTheBestGroups) {
+  nn::MoEConfig config{.dim = 8, .hidden_dim = 4, .num_experts = 8, .top_k = 2};
+  config.score = nn::RouterScore::sigmoid;
+  config.route_scale = 2.5;
+  const std::vector<float> logits{3.0f, -3.0f, 1.0f, 0.9f, 0.8f, 0.7f, -1.0f, -1.0f};
+  const auto route = [&](int64_t groups, int64_t kept) {
+    config.num_expert_groups = groups;
+    config.num_limited_groups = kept;
+    nn::Router router(config, Device::cpu());
+    std::vector<float> identity(64, 0.0f);
+    for (size_t i = 0; i < 8; ++i) identity[i * 9] = 1.0f;
+    titan::copy_(router.gate->weight->data, Tensor::from_vector(identity, {8, 8}));
+    autograd::NoGradGuard no_grad;
+    return router.route(Tensor::from_vector(logits, {1, 8}), Tensor());
+  };
+  const auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  const nn::Router::Routing grouped = route(4, 2);
+  std::vector<int64_t> chosen{grouped.indices.data<int64_t>()[0], grouped.indices.data<int64_t>()[1]};
+  std::sort(chosen.begin(), chosen.end());
+  EXPECT_EQ(chosen, (std::vector<int64_t>{2, 3}));
+  const std::vector<float> weights = grouped.weights.to_floats();
+  const double total = sigmoid(1.0) + sigmoid(0.9);
+  EXPECT_NEAR(weights[0] + weights[1], 2.5, 1e-5);
+  EXPECT_NEAR(std::max(weights[0], weights[1]), 2.5 * sigmoid(1.0) / total, 1e-5);
+  // Without the group limit the best-scored expert 0 is chosen.
+  const nn::Router::Routing free = route(0, 0);
+  std::vector<int64_t> unlimited{free.indices.data<int64_t>()[0], free.indices.data<int64_t>()[1]};
+  std::sort(unlimited.begin(), unlimited.end());
+  EXPECT_EQ(unlimited, (std::vector<int64_t>{0, 2}));
+  // Groups that cannot hold top_k experts, or do not divide the experts, are refused.
+  config.num_expert_groups = 4;
+  config.num_limited_groups = 0;
+  EXPECT_THROW(config.build(), std::exception);
+  config.num_expert_groups = 3;
+  config.num_limited_groups = 1;
   EXPECT_THROW(config.build(), std::exception);
 }
 

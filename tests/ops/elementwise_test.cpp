@@ -250,6 +250,28 @@ TEST_P(CudaElementwise, GegluForwardAndBackward) {
   }
 }
 
+// gpt-oss's clamped SwiGLU: the swiglu bounds, on inputs spread across both
+// clamps (limit 7: about a third of the gate and up values are clamped), whose
+// cut-off gradients must be exact zeros on both backends.
+TEST_P(CudaElementwise, ClampedSwigluForwardAndBackward) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape_str(shape));
+    const Tensor gate = random_cpu(shape, dtype, 16, -12.0, 12.0), up = random_cpu(shape, dtype, 17, -12.0, 12.0);
+    const Tensor grad = random_cpu(shape, dtype, 18);
+    expect_activation_close(ops::clamped_swiglu(on_cuda(gate), on_cuda(up), 1.702f, 7.0f),
+                            ops::clamped_swiglu(gate, up, 1.702f, 7.0f));
+    const auto [grad_gate, grad_up] =
+        ops::clamped_swiglu_backward(on_cuda(grad), on_cuda(gate), on_cuda(up), 1.702f, 7.0f);
+    const auto [expected_gate, expected_up] = ops::clamped_swiglu_backward(grad, gate, up, 1.702f, 7.0f);
+    // As geglu's: s + alpha g s (1 - s) crosses zero (near g = -0.75) where its terms cancel, here times
+    // (up + 1) of up to 8: an absolute 1e-5 in f32 (about 16 ulp of those products).
+    expect_close(grad_gate, expected_gate, 1e-5, dtype == DType::f32 ? 2e-6 : 1.0 / 128);
+    expect_activation_close(grad_up, expected_up);
+  }
+}
+
 TEST(CudaElementwiseErrors, NonFloatDtypesAreRejected) {
   TITAN_REQUIRE_CUDA();
   const Tensor ints = Tensor::zeros({4}, DType::i32, Device::cuda());

@@ -35,8 +35,11 @@ TEST_P(RopeTest, MatchesReference) {
     ReferenceCase ref(name);
     ops::RopeScaling scaling;
     if (std::string(name).ends_with("llama31")) {
-      scaling = {ref.meta_double("scaling_factor"), ref.meta_double("low_freq_factor"),
-                 ref.meta_double("high_freq_factor"), ref.meta_int("original_max_position")};
+      scaling = {.type = ops::RopeScalingType::llama3,
+                 .factor = ref.meta_double("scaling_factor"),
+                 .original_max_position = ref.meta_int("original_max_position"),
+                 .low_freq_factor = ref.meta_double("low_freq_factor"),
+                 .high_freq_factor = ref.meta_double("high_freq_factor")};
     }
     const ops::RopeTable table = ops::rope_table(16, ref.meta_int("max_positions"), ref.meta_double("theta"), scaling);
     const ops::RopeStyle style = ref.meta("style") == "half" ? ops::RopeStyle::half : ops::RopeStyle::interleaved;
@@ -87,7 +90,7 @@ TEST_P(CudaRope, MatchesCpuForEveryLayoutAndPositionKind) {
   const DType dtype = GetParam();
   for (const Case& c : kCases) {
     const int64_t batch = c.shape[0], seq = c.shape[1], head_dim = c.shape[3];
-    const ops::RopeScaling scaling{8.0, 1.0, 4.0, 32};
+    const ops::RopeScaling scaling{.type = ops::RopeScalingType::llama3, .factor = 8.0, .original_max_position = 32};
     const ops::RopeTable host_table = ops::rope_table(head_dim, c.max_positions, 10000.0, scaling);
     const ops::RopeTable device_table = ops::rope_table(head_dim, c.max_positions, 10000.0, scaling, Device::cuda());
     const Tensor x = random_cpu(c.shape, dtype, 1, -2.0, 2.0);

@@ -62,10 +62,11 @@ def attention_mask(batch, q_len, k_len, causal, window, doc_ids):
     return visible
 
 
-def attention(q, k, v, scale, causal=True, window=0, doc_ids=None, softcap=0.0):
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> [B, Sq, Hq, D]; rows with no
-    visible key give zeros. softcap > 0 caps the scaled scores at
-    softcap * tanh(s / softcap) before the mask (Gemma 2)."""
+def attention(q, k, v, scale, causal=True, window=0, doc_ids=None, softcap=0.0, sinks=None):
+    """q [B, Sq, Hq, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv] -> [B, Sq, Hq, Dv];
+    rows with no visible key give zeros. softcap > 0 caps the scaled scores at
+    softcap * tanh(s / softcap) before the mask (Gemma 2). sinks [Hq] (gpt-oss)
+    join each row's softmax as one more column, dropped after it (no value)."""
     batch, q_len, heads, _ = q.shape
     k_len, kv_heads = k.shape[1], k.shape[2]
     group = heads // kv_heads
@@ -76,7 +77,11 @@ def attention(q, k, v, scale, causal=True, window=0, doc_ids=None, softcap=0.0):
         scores = softcap * torch.tanh(scores / softcap)
     visible = attention_mask(batch, q_len, k_len, causal, window, doc_ids)[:, None]
     scores = scores.masked_fill(~visible, float("-inf"))
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    if sinks is not None:
+        column = sinks.reshape(1, heads, 1, 1).expand(batch, heads, q_len, 1)
+        probs = torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :k_len]
+    else:
+        probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
     return torch.einsum("bhqk,bkhd->bqhd", probs, v)
 
 
@@ -91,3 +96,24 @@ def cross_entropy(logits, targets, ignore_index=-100, softcap=0.0, z_loss=0.0, m
     total = (per_token * keep).sum()
     count = keep.sum()
     return total / count if mean else total
+
+
+def gated_delta_rule(q, k, v, g, beta, initial_state, normalize_qk=True, eps=1e-6):
+    """Gated DeltaNet's recurrence token by token, as transformers'
+    torch_recurrent_gated_delta_rule computes it: q, k [B, T, Hk, Dk] (key
+    heads repeated to the value heads), v [B, T, Hv, Dv], g (log decay) and
+    beta [B, T, Hv], state [B, Hv, Dk, Dv]. Returns (out [B, T, Hv, Dv],
+    final state)."""
+    repeat = v.shape[2] // q.shape[2]
+    q, k = q.repeat_interleave(repeat, dim=2), k.repeat_interleave(repeat, dim=2)
+    if normalize_qk:
+        q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + eps)
+        k = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + eps)
+    q = q * q.shape[-1] ** -0.5
+    state, outs = initial_state, []
+    for t in range(q.shape[1]):
+        state = state * g[:, t].exp()[..., None, None]
+        delta = (v[:, t] - (state * k[:, t, :, :, None]).sum(-2)) * beta[:, t, :, None]
+        state = state + k[:, t, :, :, None] * delta[:, :, None, :]
+        outs.append((state * q[:, t, :, :, None]).sum(-2))
+    return torch.stack(outs, dim=1), state

@@ -20,6 +20,12 @@ modeling_gemma3.py (text model), modeling_olmo2.py and modeling_phi3.py do:
   Phi3ForCausalLM     fused qkv_proj (q rows, k rows, v rows) and gate_up_proj (gate rows, then
                       up); sliding_window on every layer; otherwise Llama maths.
 
+RoPE scaling of every rope_type (rope_scaling.py: linear, dynamic, yarn,
+longrope, llama3) with its attention factor, as transformers picks them per
+forward (dynamic's base and longrope's factors by the sequence's length), and
+partial_rotary_factor (rotate_half on the first int(head_dim * factor)
+features, the rest passed through).
+
 All: half-rotation RoPE (rotate_half), repeat_kv grouped-query attention,
 causal mask (plus window: key j visible from query i iff j <= i and
 i - j < window), `layer_types` honoured when the config has it, lm_head tied
@@ -54,6 +60,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_logits import load_folder  # noqa: E402  (folder + index reading, format = pt check)
 from lr_schedule import lr_factor  # noqa: E402
+import rope_scaling  # noqa: E402
 from safetensors_io import load, save  # noqa: E402
 
 ARCHITECTURES = ("MistralForCausalLM", "Qwen2ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
@@ -77,8 +84,7 @@ class Spec:
         self.head_dim = config.get("head_dim") or self.hidden // self.heads
         self.eps = config.get("rms_norm_eps", 1e-5 if arch in ("Olmo2ForCausalLM", "Phi3ForCausalLM") else 1e-6)
         self.tied = config.get("tie_word_embeddings", self.gemma)
-        if config.get("partial_rotary_factor", 1.0) != 1.0:
-            raise SystemExit("hf_families.py: partial_rotary_factor != 1 is not supported")
+        self.max_positions = config.get("max_position_embeddings", 131072 if self.gemma else 4096)
         act = config.get("hidden_activation") or config.get("hidden_act")
         expected = "gelu_pytorch_tanh" if self.gemma else "silu"
         if act != expected:
@@ -124,32 +130,68 @@ class Spec:
             raise SystemExit("hf_families.py: mlp_bias is not supported")
 
     def _rope(self, config, sliding):
-        """(base, linear factor) of the layer's rotary embedding."""
+        """(base, scaling dict for rope_scaling.py, rotary dim) of the layer's rotary embedding."""
         gemma3 = self.arch == "Gemma3ForCausalLM"
         params = config.get("rope_parameters")
+        fraction = config.get("partial_rotary_factor", 1.0)
         if params:  # transformers 5 layout; Gemma 3 keys it by layer type
             if gemma3 and "full_attention" in params:
                 params = params["sliding_attention" if sliding else "full_attention"]
             base, scaling = params["rope_theta"], params
+            fraction = params.get("partial_rotary_factor", fraction)
         elif gemma3 and sliding:  # Gemma3's local rotary embedding: its own base, never scaled
             base, scaling = config.get("rope_local_base_freq", 10000.0), None
         else:
             base, scaling = config.get("rope_theta", 1e6 if gemma3 else 10000.0), config.get("rope_scaling")
-        kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+        rotary = int(self.head_dim * fraction)
+        scaling = scaling or {}
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        spec = {"type": kind}
         if kind == "default":
-            return base, 1.0
-        if kind == "linear":
-            return base, float(scaling["factor"])
-        raise SystemExit(f"hf_families.py: rope_scaling of type {kind} is not supported")
+            return base, spec, rotary
+        if kind in ("linear", "dynamic", "llama3"):
+            spec["factor"] = float(scaling["factor"])
+        if kind == "dynamic":  # grows the base past max_position_embeddings
+            spec["original"] = self.max_positions
+        elif kind == "llama3":
+            spec.update(low_freq_factor=scaling["low_freq_factor"], high_freq_factor=scaling["high_freq_factor"],
+                        original=scaling["original_max_position_embeddings"])
+        elif kind in ("yarn", "longrope"):
+            original = scaling.get("original_max_position_embeddings")
+            if original is None and kind == "longrope":  # Phi-3 keeps it at the top level
+                original = config.get("original_max_position_embeddings")
+            spec["original"] = original or self.max_positions
+            spec["factor"] = scaling.get("factor") or self.max_positions / spec["original"]
+            if scaling.get("attention_factor") is not None:
+                spec["attention_factor"] = scaling["attention_factor"]
+            if kind == "yarn":
+                for key in ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"):
+                    if scaling.get(key) is not None:
+                        spec[key] = scaling[key]
+            else:
+                spec.update(short_factor=scaling["short_factor"], long_factor=scaling["long_factor"])
+        elif kind != "linear":
+            raise SystemExit(f"hf_families.py: rope_scaling of type {kind} is not supported")
+        return base, spec, rotary
 
 
 def rope_tables(spec, kind, seq, dtype):
-    base, factor = spec.rope[kind]
-    d = spec.head_dim
-    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)) / factor
+    """cos, sin [seq, rotary dim] for the layer kind, times the attention factor. As transformers: dynamic's
+    base for max(seq, max_position_embeddings); longrope's long factors when seq > the original length."""
+    base, scaling, rotary = spec.rope[kind]
+    length = max(seq, spec.max_positions) if scaling["type"] == "dynamic" else seq
+    inv_freq = torch.tensor(rope_scaling.inverse_frequencies(rotary, base, scaling, length), dtype=torch.float64)
     angles = torch.arange(seq, dtype=torch.float64)[:, None] * inv_freq[None, :]
     emb = torch.cat((angles, angles), dim=-1)
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+    factor = rope_scaling.attention_factor(scaling)
+    return (emb.cos() * factor).to(dtype), (emb.sin() * factor).to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """rotate_half on the first cos.shape[-1] features (partial_rotary_factor), the rest passed through."""
+    rotary = cos.shape[-1]
+    x_rot, x_pass = x[..., :rotary], x[..., rotary:]
+    return torch.cat((x_rot * cos + rotate_half(x_rot) * sin, x_pass), dim=-1)
 
 
 def rotate_half(x):
@@ -213,8 +255,8 @@ def logits(spec, get, ids):
         if spec.arch == "Gemma3ForCausalLM":  # per head, before RoPE
             q = norm(q, get(p + "self_attn.q_norm.weight"), spec.eps, True)
             k = norm(k, get(p + "self_attn.k_norm.weight"), spec.eps, True)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
         k = k.repeat_interleave(H // Hkv, dim=1)  # repeat_kv: query head n reads kv head n // (H / Hkv)
         v = v.repeat_interleave(H // Hkv, dim=1)
         scores = softcap(q @ k.transpose(2, 3) * spec.scale, spec.attn_cap)  # capped before the mask

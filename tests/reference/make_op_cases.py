@@ -7,6 +7,7 @@ f32 kernels and (after an exact cast) the bf16 kernels.
 
 Usage: make_op_cases.py OUTDIR
 """
+import json
 import os
 import sys
 
@@ -15,6 +16,7 @@ import torch
 import functional as ref
 import model
 import nonfinite_cases
+import rope_scaling
 from safetensors_io import save
 
 torch.manual_seed(1234)
@@ -116,19 +118,79 @@ def rope_cases(outdir):
         write(outdir, f"rope_{name}", tensors, **meta)
 
 
+def rope_scaling_cases(outdir):
+    """Each rope_type's inverse frequencies (exact float64, as JSON metadata),
+    attention factor and first 64 table rows (rope_scaling.py), at published
+    shapes: Gemma 3's linear 8, Qwen2.5's YaRN 4 from 32768, gpt-oss's YaRN
+    (truncate false), DeepSeek's YaRN with mscale / mscale_all_dim, Phi-3.5's
+    longrope (long and short tables), Llama 3.1's, dynamic NTK below and
+    above its original length, and a rotary width of 12."""
+    cases = {
+        "default": (16, 10000.0, None, 64),
+        "default_partial": (12, 10000.0, None, 64),
+        "linear": (256, 1000000.0, dict(type="linear", factor=8.0), 64),
+        "dynamic_within": (16, 10000.0, dict(type="dynamic", factor=2.0, original=64), 64),
+        "dynamic_beyond": (16, 10000.0, dict(type="dynamic", factor=2.0, original=32), 100),
+        "yarn_qwen25": (128, 1000000.0, dict(type="yarn", factor=4.0, original=32768), 64),
+        "yarn_gpt_oss": (64, 150000.0, dict(type="yarn", factor=32.0, original=4096, truncate=False), 64),
+        "yarn_deepseek": (64, 10000.0, dict(type="yarn", factor=40.0, original=4096, beta_fast=32.0, beta_slow=1.0,
+                                            mscale=0.707, mscale_all_dim=1.0), 64),
+        "yarn_attention_factor": (32, 10000.0, dict(type="yarn", factor=8.0, original=256, beta_fast=16.0,
+                                                    beta_slow=2.0, attention_factor=1.5), 64),
+        "llama3": (128, 500000.0, dict(type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                       original=8192), 64),
+    }
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2718)
+        short = [round(float(v), 4) for v in 1.0 + torch.rand(24) * 0.2]
+        long = [round(float(v), 4) for v in 1.0 + torch.rand(24) * 40.0]
+    for name, rows in (("longrope_long", 4097), ("longrope_short", 4096)):
+        cases[name] = (48, 10000.0, dict(type="longrope", factor=32.0, original=4096, short_factor=short,
+                                         long_factor=long), rows)
+    for name, (dim, theta, scaling, length) in cases.items():
+        freqs = rope_scaling.inverse_frequencies(dim, theta, scaling, length)
+        cos, sin = rope_scaling.tables(dim, theta, scaling, length, 64)
+        meta = dict(rotary_dim=dim, theta=repr(theta), max_positions=length, inv_freq=json.dumps(freqs),
+                    attention_factor=repr(rope_scaling.attention_factor(scaling)),
+                    scaling=json.dumps(scaling or {}))
+        write(outdir, f"rope_scaling_{name}", {"cos": torch.tensor(cos, dtype=torch.float64),
+                                               "sin": torch.tensor(sin, dtype=torch.float64)}, **meta)
+
+
+def rope_partial_cases(outdir):
+    """Partial rotary: the first 12 of 16 features rotate (pairs within them,
+    either style), the other 4 pass through; packed positions."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1618)
+        for style in ("interleaved", "half"):
+            x = leaf(2, 9, 3, 16)
+            positions = torch.randint(0, 40, (2, 9))
+            freqs = ref.rope_frequencies(12, 10000.0)
+            y = torch.cat([ref.rope(x[..., :12], positions, freqs, style), x[..., 12:]], dim=-1)
+            grad, (dx,) = backward(y, [x])
+            write(outdir, f"rope_partial_{style}", {"x": x, "positions": positions, "y": y, "grad_y": grad,
+                                                    "grad_x": dx}, style=style, theta=10000.0, rotary_dim=12,
+                  max_positions=40)
+
+
 def attention_case(outdir, name, batch, q_len, k_len, heads, kv_heads, dim, causal, window, documents, softcap=0.0,
-                   q_scale=1.0):
+                   q_scale=1.0, value_dim=None, sinks=False):
     q = leaf(batch, q_len, heads, dim, scale=q_scale)
-    k, v = leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, dim)
+    k, v = leaf(batch, k_len, kv_heads, dim), leaf(batch, k_len, kv_heads, value_dim or dim)
     docs = None
     if documents:  # documents of random lengths; ids increase along the sequence
         starts = torch.rand(batch, k_len) < 0.08
         starts[:, 0] = True
         docs = torch.cumsum(starts.long(), dim=1) - 1
     scale = dim ** -0.5
-    y = ref.attention(q, k, v, scale, causal, window, docs, softcap)
-    grad, (dq, dk, dv) = backward(y, [q, k, v])
+    # Sinks around the scores' own scale (|s| ~ 1 here), so each takes a good share of some rows and little of others.
+    sink = leaf(heads, scale=1.5) if sinks else None
+    y = ref.attention(q, k, v, scale, causal, window, docs, softcap, sink)
+    grad, grads = backward(y, [q, k, v] + ([sink] if sinks else []))
+    dq, dk, dv = grads[:3]
     tensors = {"q": q, "k": k, "v": v, "y": y, "grad_y": grad, "grad_q": dq, "grad_k": dk, "grad_v": dv}
+    if sinks:
+        tensors.update(sinks=sink, grad_sinks=grads[3])
     if docs is not None:
         tensors["document_ids"] = docs
     write(outdir, f"attention_{name}", tensors, causal=int(causal), window=window, scale=repr(scale),
@@ -170,6 +232,27 @@ def attention_softcap_cases(outdir):
         attention_case(outdir, "softcap50", 2, 150, 150, 4, 2, 32, True, 100, True, 50.0, 6.0)
         attention_case(outdir, "softcap5", 1, 300, 300, 4, 2, 32, True, 140, True, 5.0, 3.0)
         attention_case(outdir, "softcap5_full", 2, 45, 45, 2, 1, 16, False, 0, False, 5.0, 3.0)
+
+
+def attention_value_dim_sink_cases(outdir):
+    """A value head dim Dv other than the q/k one (DeepSeek's MLA) and gpt-oss's
+    attention sinks, alone and together, under every mask kind, GQA and
+    decoding; the tiled ones span several 128-row CPU tiles. From a forked RNG
+    so the other cases keep their inputs."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3141)
+        # name, batch, q_len, k_len, heads, kv_heads, head_dim, causal, window, documents
+        configs = [("vdim_narrow", 2, 37, 37, 4, 2, 24, True, 0, False, dict(value_dim=16)),
+                   ("vdim_wide_window_documents", 2, 64, 64, 2, 1, 16, True, 7, True, dict(value_dim=32)),
+                   ("vdim_tiled_documents", 1, 200, 200, 4, 2, 48, True, 0, True, dict(value_dim=32)),
+                   ("vdim_full", 2, 29, 29, 2, 2, 8, False, 0, False, dict(value_dim=12)),
+                   ("sinks_causal", 2, 37, 37, 4, 2, 16, True, 0, False, dict(sinks=True)),
+                   ("sinks_full", 2, 29, 29, 2, 2, 8, False, 0, False, dict(sinks=True)),
+                   ("sinks_tiled_window", 1, 300, 300, 4, 2, 32, True, 20, False, dict(sinks=True)),
+                   ("sinks_vdim_documents_window", 2, 64, 64, 2, 1, 24, True, 7, True, dict(sinks=True, value_dim=16)),
+                   ("sinks_decode", 2, 5, 33, 4, 2, 16, True, 0, False, dict(sinks=True))]
+        for *config, options in configs:
+            attention_case(outdir, *config, **options)
 
 
 def cross_entropy_cases(outdir):
@@ -304,13 +387,37 @@ def block_family_cases(outdir):
                        activation=options.get("activation", "silu"))
 
 
+def gated_delta_rule_cases(outdir):
+    """Gated DeltaNet's delta rule: 70 tokens (chunks of 32: two whole and a
+    partial one), one key head shared by two value heads, an initial state, and
+    gradients through both the output and the final state. From a forked RNG
+    so the other cases keep their inputs."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3141)
+        batch, tokens, key_heads, value_heads, dk, dv = 2, 70, 1, 2, 16, 8
+        q, k = leaf(batch, tokens, key_heads, dk), leaf(batch, tokens, key_heads, dk)
+        v = leaf(batch, tokens, value_heads, dv)
+        g = (-0.02 - 0.6 * torch.rand(batch, tokens, value_heads)).bfloat16().double().requires_grad_(True)
+        beta = (0.05 + 0.9 * torch.rand(batch, tokens, value_heads)).bfloat16().double().requires_grad_(True)
+        state = leaf(batch, value_heads, dk, dv, scale=0.5)
+        out, final = ref.gated_delta_rule(q, k, v, g, beta, state)
+        grad_out, grad_final = bf16_exact(*out.shape), bf16_exact(*final.shape)
+        grads = torch.autograd.grad((out, final), [q, k, v, g, beta, state], (grad_out, grad_final))
+        names = ["grad_q", "grad_k", "grad_v", "grad_g", "grad_beta", "grad_initial_state"]
+        write(outdir, "gated_delta_rule", {"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": state,
+                                           "out": out, "final_state": final, "grad_out": grad_out,
+                                           "grad_final_state": grad_final, **dict(zip(names, grads))},
+              chunk_size=32)
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(1)
     for make in [gemm_cases, elementwise_cases, geglu_cases, softmax_cases, rms_norm_cases, embedding_cases,
                  rope_cases, attention_cases, cross_entropy_cases, adamw_cases, block_cases, attention_tiled_cases,
-                 attention_softcap_cases, block_family_cases]:
+                 attention_softcap_cases, block_family_cases, attention_value_dim_sink_cases, gated_delta_rule_cases,
+                 rope_scaling_cases, rope_partial_cases]:
         make(outdir)
     nonfinite_cases.write_all(lambda name, tensors, **meta: write(outdir, name, tensors, **meta), bf16_exact, ref)
     with open(os.path.join(outdir, ".stamp"), "w") as f:

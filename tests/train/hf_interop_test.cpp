@@ -87,7 +87,7 @@ models::DecoderConfig small_config(const HfCase& c) {
   config.max_seq_len = 64;
   if (c.model == "llama3" && c.tied) {
     config.edit_layers([](nn::TransformerBlockConfig& layer) { layer.attention.n_kv_heads = 4; });
-    config.rope_scaling = {8.0, 1.0, 4.0, 64};
+    config.rope_scaling = {.type = ops::RopeScalingType::llama3, .factor = 8.0, .original_max_position = 64};
   }
   return config;
 }

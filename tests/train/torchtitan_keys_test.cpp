@@ -173,9 +173,8 @@ bool has_notice(const train::JobConfig& config, const std::string& text) {
 }
 
 // The five TOMLs load and validate with only the data and tokenizer paths
-// overridden; their TorchTitan-only keys map or add notices. deepseek_v3 has
-// no model in titan yet: its config loads, and building its model is refused
-// naming the families there are.
+// overridden; their TorchTitan-only keys map or add notices; deepseek_v3's
+// builds titan's deepseek_v3 debugmodel.
 TEST(TorchTitanKeys, FiveStockConfigsLoadAsTheyAre) {
   const train::JobConfig llama = load("llama3_debug_model.toml");
   EXPECT_NO_THROW(train::validate(llama));
@@ -203,13 +202,13 @@ TEST(TorchTitanKeys, FiveStockConfigsLoadAsTheyAre) {
 
   const train::JobConfig deepseek = load("deepseek_v3_debug_model.toml");
   EXPECT_NO_THROW(train::validate(deepseek));
-  // The job stops at its model, naming the families titan has.
-  expect_error(
-      [&] {
-        train::JobConfig job = deepseek;
-        train::resolve_model_config(job, 0);
-      },
-      {"unknown model 'deepseek_v3'", "llama3", "qwen3_moe"});
+  // Its model is titan's deepseek_v3 debugmodel: latent attention, a dense first layer, then experts.
+  train::JobConfig job = deepseek;
+  const models::DecoderConfig model = train::resolve_model_config(job, 0);
+  ASSERT_EQ(model.n_layers(), 6);
+  EXPECT_TRUE(model.layers.front().mla.has_value());
+  EXPECT_FALSE(model.layers.front().moe.has_value());
+  EXPECT_TRUE(model.layers.back().moe.has_value());
 }
 
 train::JobConfig from_toml(const std::string& text) {

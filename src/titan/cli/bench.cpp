@@ -3,6 +3,7 @@
 
 #include "bench/checkpoint_bench.h"
 #include "bench/context_parallel_bench.h"
+#include "bench/delta_rule_bench.h"
 #include "bench/families_bench.h"
 #include "bench/gpu_bench.h"
 #include "bench/lora_bench.h"
@@ -43,14 +44,14 @@ Subcommand make_bench_subcommand() {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu, families)");
+        "lora, gpu, families, delta-rule)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu, families")
+           "gpu, families, delta-rule")
         ->required()
         ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
-                               "context-parallel", "profiler", "lora", "gpu", "families", "startup"}));
+                               "context-parallel", "profiler", "lora", "gpu", "families", "startup", "delta-rule"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -73,7 +74,8 @@ Subcommand make_bench_subcommand() {
         ->check(at_least(0));
     app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
-    app->add_option("--seq", gpu->seq_len, "gpu and families suites: sequence length (default 4096; families 256)")
+    app->add_option("--seq", gpu->seq_len,
+                    "gpu, families and delta-rule suites: sequence length (default 4096; families 256)")
         ->check(at_least(1));
     app->add_option("--batch", gpu->batch, "gpu and families suites: local batch (default 2; families 4)")
         ->check(at_least(1));
@@ -103,11 +105,20 @@ Subcommand make_bench_subcommand() {
     app->add_option("--large-tp", startup->large_tp, "startup suite: the large job's TP degree (default 8)")
         ->check(at_least(1));
     app->add_option("--models", families->models,
-                    "families suite: models whose debugmodel to train (default llama3 and the Hugging Face families)");
+                    "families suite: models whose debugmodel to train (default llama3, the Hugging Face families and "
+                    "muse_glimmer)");
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
                     families, startup, bench_app, suite] {
+    if (*suite == "delta-rule") {
+      bench::DeltaRuleBenchOptions delta_rule;
+      delta_rule.json_path = options->json_path;
+      delta_rule.repeats = options->repeats;
+      if ((**bench_app).count("--seq") > 0) delta_rule.tokens = gpu->seq_len;
+      if (options->quick) delta_rule.tokens = 256;
+      return bench::run_delta_rule_bench(delta_rule);
+    }
     if (*suite == "startup") {
       startup->json_path = options->json_path;
       startup->repeats = options->repeats;

@@ -24,13 +24,13 @@ int64_t first_moe_layer(const DecoderConfig& config) {
 
 Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
   TITAN_CHECK(config.vocab_size > 0 && config.n_layers() > 0, "Decoder: vocab_size and the layers must be positive");
-  const int64_t head = config.layers.front().attention.head_size();
+  const int64_t rotary = config.layers.front().attention.rotary_size();
   for (int64_t i = 0; i < config.n_layers(); ++i) {
     const nn::AttentionConfig& a = config.layers[static_cast<size_t>(i)].attention;
     TITAN_CHECK(a.dim == config.dim(), "Decoder: layer {} has dim {}, layer 0 has {}", i, a.dim, config.dim());
-    TITAN_CHECK(!a.rope || a.head_size() == head,
-                "Decoder: layer {} rotates heads of {} with a RoPE table for heads of {} (one table per model)", i,
-                a.head_size(), head);
+    TITAN_CHECK(!a.rope || a.rotary_size() == rotary,
+                "Decoder: layer {} rotates {} features of each head with a RoPE table for {} (one table per model)", i,
+                a.rotary_size(), rotary);
   }
   tok_embeddings =
       register_module("tok_embeddings", nn::EmbeddingConfig{config.vocab_size, config.dim()}.build(device));
@@ -49,8 +49,10 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
     layers->insert(std::to_string(i), block);
   }
   const nn::TransformerBlockConfig& first = config.layers.front();
-  norm =
-      register_module("norm", nn::RMSNormConfig{config.dim(), first.norm_eps, first.norm_weight_offset}.build(device));
+  nn::RMSNormConfig final_norm =
+      config.final_norm.value_or(nn::RMSNormConfig{0, first.norm_eps, first.norm_weight_offset});
+  final_norm.dim = config.dim();
+  norm = register_module("norm", final_norm.build(device));
   if (!config.tie_embeddings) {
     output = register_module("output", nn::LinearConfig{config.dim(), config.vocab_size}.build(device));
   }
@@ -66,11 +68,12 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
 
 // The tables are data, not state: rebuilt from the config, never checkpointed.
 void Decoder::build_rope_tables(Device device) {
-  const int64_t head = config.layers.front().attention.head_size();
+  // Only the rotated features need angles (partial rotary: the first rotary_dim of each head).
+  const int64_t rotary = config.layers.front().attention.rotary_size();
   const auto table = [&](double theta, const ops::RopeScaling& scaling) -> ops::RopeTable {
-    if (!device.is_meta()) return ops::rope_table(head, config.max_seq_len, theta, scaling, device);
-    return {Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device),
-            Tensor::empty({config.max_seq_len, head / 2}, DType::f32, device)};
+    if (!device.is_meta()) return ops::rope_table(rotary, config.max_seq_len, theta, scaling, device);
+    return {Tensor::empty({config.max_seq_len, rotary / 2}, DType::f32, device),
+            Tensor::empty({config.max_seq_len, rotary / 2}, DType::f32, device)};
   };
   rope = table(config.rope_theta, config.rope_scaling);
   if (config.local_rope_theta > 0) local_rope = table(config.local_rope_theta, {});
@@ -114,12 +117,22 @@ nn::AttentionInputs Decoder::attention_inputs(const Tensor& positions) const {
 
 Tensor Decoder::embed(const Tensor& ids) const {
   Tensor h = tok_embeddings->forward(ids);
+  if (config.embedding_norm_eps > 0) {
+    // After the lookup's own reduction (tensor parallelism): the norm needs whole rows.
+    h = F::rms_norm(h, Tensor::full({h.size(-1)}, 1.0, h.dtype(), h.device()),
+                    static_cast<float>(config.embedding_norm_eps));
+  }
   if (config.embedding_scale <= 0) return h;
   // Gemma multiplies by the scale rounded to the activations' dtype (its
   // "normalizer" tensor); F::scale rounds the product once.
   float factor = static_cast<float>(config.embedding_scale);
   if (h.dtype() == DType::bf16) factor = bf16_to_float(float_to_bf16(factor));
   return F::scale(h, factor);
+}
+
+Tensor Decoder::finish(const Tensor& h) const {
+  const Tensor normed = norm->forward(h);
+  return config.output_multiplier == 1.0 ? normed : F::scale(normed, static_cast<float>(config.output_multiplier));
 }
 
 Tensor Decoder::project_logits(const Tensor& hidden) const {
@@ -131,7 +144,7 @@ Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr
   const nn::BlockInputs block = block_inputs(inputs, aux);
   Tensor h = embed(inputs.input_ids);
   for (const auto& layer : *layers) h = layer->forward(h, block);
-  return norm->forward(h);
+  return finish(h);
 }
 
 void Decoder::retain_modules(const std::vector<std::string>& module_fqns) {
@@ -171,7 +184,7 @@ Tensor Decoder::forward_part(const std::vector<std::string>& part, const Tensor&
       TITAN_CHECK(layer != nullptr, "Decoder: this part holds no {}", fqn);
       h = layer->forward(h, block);
     } else if (fqn == "norm") {
-      h = norm->forward(h);
+      h = finish(h);
     } else {
       TITAN_CHECK(fqn == "output", "Decoder: no module '{}'", fqn);  // the loss applies it
     }
@@ -185,6 +198,24 @@ KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype, int64_
   KVCache cache;
   for (const nn::TransformerBlockConfig& layer : config.layers) {
     const nn::AttentionConfig& a = layer.attention;
+    if (layer.delta_net) {
+      // Gated DeltaNet: every position's pre-conv q | k | v (the short conv
+      // reads the last K - 1) and the recurrent state, f32 as the op keeps it.
+      const nn::GatedDeltaNetConfig& d = *layer.delta_net;
+      TITAN_CHECK(head_split == 1, "KV cache: Gated DeltaNet layers have no tensor-parallel split");
+      cache.keys.push_back(Tensor::zeros({batch, capacity, d.conv_channels()}, dtype, rope.cos.device()));
+      cache.values.push_back(
+          Tensor::zeros({batch, d.n_value_heads, d.key_head_dim, d.value_head_dim}, DType::f32, rope.cos.device()));
+      continue;
+    }
+    if (layer.mla) {
+      // Latent attention caches each position's normed latent and rotated
+      // shared key, the same on every rank (tensor parallelism splits heads,
+      // which the latents precede).
+      cache.keys.push_back(Tensor::zeros({batch, capacity, layer.mla->kv_lora_rank}, dtype, rope.cos.device()));
+      cache.values.push_back(Tensor::zeros({batch, capacity, layer.mla->qk_rope_head_dim}, dtype, rope.cos.device()));
+      continue;
+    }
     TITAN_CHECK(head_split >= 1 && a.kv_heads() % head_split == 0, "KV cache: {} key/value heads do not split over {}",
                 a.kv_heads(), head_split);
     const Shape shape{batch, capacity, a.kv_heads() / head_split, a.head_size()};
@@ -208,7 +239,7 @@ Tensor Decoder::forward_cached(const Tensor& input_ids, KVCache& cache) const {
     h = (*layers)[i]->forward_cached(h, attention, cache.keys[i], cache.values[i], start);
   }
   cache.length = start + tokens;
-  return project_logits(norm->forward(h));
+  return project_logits(finish(h));
 }
 
 Tensor Decoder::output_weight() const {

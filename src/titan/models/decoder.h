@@ -37,12 +37,21 @@ struct DecoderConfig {
   // Layer i's block (its FQNs are "layers.i."); every layer has the same dim.
   std::vector<nn::TransformerBlockConfig> layers;
   double rope_theta = 10000.0;
-  ops::RopeScaling rope_scaling;
+  ops::RopeScaling rope_scaling;  // of the main table (Gemma 3: its global layers; the local table is never scaled)
   // The base of the second RoPE table, for layers with attention.local_rope
   // (Gemma 3's sliding layers: rope_local_base_freq, unscaled); 0 = none.
   double local_rope_theta = 0.0;
   // Token embeddings are multiplied by this (Gemma: sqrt(dim)); 0 = not scaled.
   double embedding_scale = 0.0;
+  // > 0: the looked-up embeddings go through a scaleless RMSNorm of this eps (Muse Glimmer).
+  double embedding_norm_eps = 0.0;
+  // The final norm's eps, weight offset and initial scale when they differ from
+  // the first block's norms (Muse Glimmer: scale w itself, w drawn as 0); its dim is the model's.
+  std::optional<nn::RMSNormConfig> final_norm;
+  // The final hidden states are multiplied by this before the output
+  // projection, so logits are cap * tanh(m * z / cap) (Muse Glimmer's
+  // output_multiplier) through the fused loss as well as in logits().
+  double output_multiplier = 1.0;
   int64_t max_seq_len = 2048;  // rows of the RoPE table
   bool tie_embeddings = false;
   LossConfig loss;
@@ -70,8 +79,12 @@ struct DecoderInputs {
 
 // Keys and values of every layer for incremental decoding.
 struct KVCache {
-  std::vector<Tensor> keys, values;  // per layer [B, capacity, Hkv, head_dim]
-  int64_t length = 0;                // positions filled
+  // Per layer [B, capacity, Hkv, head_dim]; a latent-attention layer's are its
+  // latents [B, capacity, kv_lora_rank] and rotated keys [B, capacity, qk_rope_head_dim];
+  // a Gated DeltaNet layer's its pre-conv q | k | v [B, capacity, 2 key_dim + value_dim]
+  // and recurrent state [B, Hv, Dk, Dv] f32.
+  std::vector<Tensor> keys, values;
+  int64_t length = 0;  // positions filled
   int64_t capacity() const { return keys.empty() ? 0 : keys.front().size(1); }
 };
 
@@ -91,7 +104,7 @@ class Decoder : public nn::Module {
  public:
   Decoder(const DecoderConfig& config, Device device);
 
-  // Final-norm hidden states [B, S, dim].
+  // Final-norm hidden states [B, S, dim] (times the output multiplier).
   Tensor hidden_states(const DecoderInputs& inputs) const;
   // Logits [B, S, vocab] (for generation and evaluation; training uses loss()).
   Tensor logits(const DecoderInputs& inputs) const;
@@ -144,8 +157,10 @@ class Decoder : public nn::Module {
   void build_rope_tables(Device device);
   nn::BlockInputs block_inputs(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
   nn::AttentionInputs attention_inputs(const Tensor& positions) const;
-  // The scaled token embeddings of ids.
+  // The scaled (or normed) token embeddings of ids.
   Tensor embed(const Tensor& ids) const;
+  // The final norm, then the output multiplier: what the output projection reads.
+  Tensor finish(const Tensor& h) const;
   // Final-norm hidden states -> logits (soft-capped when the loss is).
   Tensor project_logits(const Tensor& hidden) const;
   // A fresh auxiliary loss for one forward pass, or null when no layer has one.

@@ -16,6 +16,10 @@ namespace {
 
 // The Linear at `path` ("attention.wq") of a block, or null when the block has none (an MoE block's feed-forward).
 nn::Linear* block_linear(nn::TransformerBlock& block, const std::string& path) {
+  TITAN_CHECK(block.attention != nullptr || !path.starts_with("attention."),
+              "LoRA: '{}' names a projection of ordinary attention; this model's layers use latent or linear "
+              "(Gated DeltaNet) attention",
+              path);
   if (path == "attention.wq") return block.attention->wq.get();
   if (path == "attention.wk") return block.attention->wk.get();
   if (path == "attention.wv") return block.attention->wv.get();

@@ -13,16 +13,32 @@ namespace {
 //   norms: their inputs x and h            2 BSD (+ f32 rstd, negligible)
 //   q/k/v linears: normed input            BSD
 //   attention: q, k, v and output          BS (2 Hq + 2 Hkv) Dh (+ f32 lse)
+//   output gate: sigmoid's output and the gated output  2 BS Hq Dh
 //   dense FFN: w1/w3 input BSD, swiglu's gate and up, w2's input  BSD + 3 BSF
 //   MoE FFN: the normed input BSD, router scores BSE (f32, counted as 2
 //            elements each), and per routed row (BSk of them) its permuted
 //            input D, gate, up and hidden 3H, and its output D for the combine;
 //            shared experts as a dense FFN.
+// Latent attention per token: the low-rank query and its norm, the query,
+// its rotated part and the joined query; the latent (with the shared key),
+// its norm, wkv_b's output, the joined keys and the values; the q/k/v the
+// kernel sees (padded to one head width) and its output.
+double latent_attention_elements(const nn::TransformerBlockConfig& block) {
+  const nn::MlaConfig& m = *block.mla;
+  const int64_t heads = block.attention.n_heads, width = std::max(m.qk_head_dim(), m.v_head_dim);
+  return static_cast<double>(
+      2 * m.q_lora_rank + heads * (2 * m.qk_head_dim() + m.qk_rope_head_dim) + 2 * m.kv_lora_rank + m.qk_rope_head_dim +
+      heads * (m.qk_nope_head_dim + m.v_head_dim + m.qk_head_dim() + m.v_head_dim) + 4 * heads * width);
+}
+
 double block_activation_elements(const nn::TransformerBlockConfig& block, int64_t batch, int64_t seq) {
   const auto& a = block.attention;
   const double tokens = static_cast<double>(batch * seq);
   const double dim = static_cast<double>(a.dim);
-  const double attention = static_cast<double>((2 * a.n_heads + 2 * a.kv_heads()) * a.head_size());
+  const double attention =
+      block.mla ? latent_attention_elements(block)
+                : static_cast<double>((2 * a.n_heads + 2 * a.kv_heads() + (a.output_gate ? 2 * a.n_heads : 0)) *
+                                      a.head_size());
   double ffn = dim + 3.0 * static_cast<double>(block.feed_forward.hidden_dim);
   if (block.moe) {
     const nn::MoEConfig& moe = *block.moe;
@@ -459,7 +475,10 @@ GenerationMemory estimate_generation_memory(const DecoderConfig& config, DType w
   m.weight_bytes = static_cast<double>(config.build(Device::meta())->num_parameters()) * size;
   for (const nn::TransformerBlockConfig& block : config.layers) {
     const nn::AttentionConfig& a = block.attention;
-    m.kv_cache_bytes += 2.0 * static_cast<double>(capacity) * static_cast<double>(a.kv_heads() * a.head_size()) * size;
+    // Latent attention caches a latent and one rotated key per position, not per-head keys and values.
+    const int64_t per_position =
+        block.mla ? block.mla->kv_lora_rank + block.mla->qk_rope_head_dim : 2 * a.kv_heads() * a.head_size();
+    m.kv_cache_bytes += static_cast<double>(capacity) * static_cast<double>(per_position) * size;
   }
   // The prompt's forward holds a few [tokens, dim] hidden states, one layer's
   // q/k/v and FFN intermediates at a time (no backward) and every position's

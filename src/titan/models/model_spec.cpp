@@ -13,6 +13,7 @@ namespace titan::models {
   ModelSpec spec();                     \
   }
 TITAN_MODEL_FAMILIES(TITAN_DECLARE_FAMILY_SPEC)
+TITAN_NATIVE_MODEL_FAMILIES(TITAN_DECLARE_FAMILY_SPEC)
 #undef TITAN_DECLARE_FAMILY_SPEC
 
 std::vector<std::string> decoder_module_fqns(const DecoderConfig& config) {
@@ -51,7 +52,8 @@ ModelSpec make_hf_model_spec(std::string name, const std::map<std::string, std::
 namespace {
 const std::vector<ModelSpec>& registry() {
 #define TITAN_FAMILY_SPEC(name) name::spec(),
-  static const std::vector<ModelSpec> specs{TITAN_MODEL_FAMILIES(TITAN_FAMILY_SPEC)};
+  static const std::vector<ModelSpec> specs{TITAN_MODEL_FAMILIES(TITAN_FAMILY_SPEC)
+                                                TITAN_NATIVE_MODEL_FAMILIES(TITAN_FAMILY_SPEC)};
 #undef TITAN_FAMILY_SPEC
   return specs;
 }

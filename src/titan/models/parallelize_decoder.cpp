@@ -34,15 +34,28 @@ void column_parallel(const std::string& where, nn::Linear& linear, const Process
   split_adapter(where, linear, 0, tp);
 }
 
-// Each rank's output is a partial sum, reduced after the module: a bias added
-// on every rank would be counted tp times. No supported family has one here.
+// Each rank's output is a partial sum, reduced after the module. A bias stays
+// whole on every rank and is added once, after the reduction
+// (add_bias_after_reduction): added by every rank before it, it would be
+// counted tp times.
 void row_parallel(const std::string& where, nn::Linear& linear, const ProcessGroup& tp) {
-  TITAN_CHECK(linear.bias == nullptr,
-              "tensor parallelism: the row-parallel projection of {} has a bias, which is not supported (its partial "
-              "outputs are summed over the tp ranks); set parallelism.tensor_parallel_degree = 1",
-              where);
   parallel::shard_parameter(where + " (row-parallel)", *linear.weight, 1, tp);
   split_adapter(where, linear, 1, tp);
+}
+
+// The bias of the row-parallel `linear` whose output is `module`'s, added to
+// the module's reduced output (Megatron's RowParallelLinear): install after
+// the redistribution. Each rank's bias gradient sums its own tokens, and the
+// trainer sums a replicated parameter's gradients over tp: the one-process
+// gradient. Nothing may follow `linear` inside `module`.
+void add_bias_after_reduction(nn::Module& module, nn::Linear& linear) {
+  if (!linear.bias) return;
+  linear.bias_added_outside = true;
+  nn::Parameter* bias = linear.bias;
+  module.output_hooks.push_back([bias](const Tensor& y) {
+    const Tensor b = bias->materialize();  // the gathered, cast tensor under FSDP and mixed precision
+    return F::add(y, F::expand(F::reshape(b, {1, 1, b.size(0)}), y.shape()));
+  });
 }
 
 // A norm over a whole q/k projection (OLMo 2) needs every head, and each rank
@@ -83,11 +96,33 @@ void tensor_parallel_attention(const std::string& where, nn::Attention& attentio
   for (nn::Linear* linear : {attention.wq.get(), attention.wk.get(), attention.wv.get()}) {
     column_parallel(where, *linear, *tp);
   }
+  // The output gate multiplies each head's output: split by heads, as wq.
+  if (attention.o_gate) column_parallel(where, *attention.o_gate, *tp);
+  // One sink logit per query head: each rank keeps its heads' (gpt-oss).
+  if (attention.sinks) parallel::shard_parameter(where + " (sinks)", *attention.sinks, 0, *tp);
   row_parallel(where, *attention.wo, *tp);
   around(attention, tp);
+  add_bias_after_reduction(attention, *attention.wo);
   if (a.qk_norm && a.qk_norm_whole_projection) {
     for (nn::RMSNorm* norm : {attention.q_norm.get(), attention.k_norm.get()}) gather_heads_around(*norm, tp);
   }
+}
+
+// Latent attention splits by heads: the projections to heads (wq or wq_b,
+// and wkv_b, whose rows are each head's key and value features) column-wise,
+// wo row-wise. The low-rank projections before them and their norms stay
+// replicated: every rank computes the whole latent (the trainer sums their
+// gradients, each rank's covering its heads, over tp).
+void tensor_parallel_latent_attention(const std::string& where, nn::MlaAttention& attention,
+                                      const std::shared_ptr<ProcessGroup>& tp, Redistribution around) {
+  TITAN_CHECK(attention.attention.n_heads % tp->size() == 0,
+              "tensor parallelism: {} has {} heads, which do not split over {} ranks", where,
+              attention.attention.n_heads, tp->size());
+  column_parallel(where, attention.wq ? *attention.wq : *attention.wq_b, *tp);
+  column_parallel(where, *attention.wkv_b, *tp);
+  row_parallel(where, *attention.wo, *tp);
+  around(attention, tp);
+  add_bias_after_reduction(attention, *attention.wo);
 }
 
 void tensor_parallel_feed_forward(const std::string& where, nn::FeedForward& ffn,
@@ -99,6 +134,7 @@ void tensor_parallel_feed_forward(const std::string& where, nn::FeedForward& ffn
   column_parallel(where, *ffn.w3, *tp);
   row_parallel(where, *ffn.w2, *tp);
   around(ffn, tp);
+  add_bias_after_reduction(ffn, *ffn.w2);
 }
 
 // The output projection split by vocabulary rows, with a loss that combines
@@ -200,13 +236,24 @@ std::shared_ptr<parallel::RingAttention> apply_context_parallel(Decoder& model, 
   auto ring = std::make_shared<parallel::RingAttention>(cp, options.context_parallel_rotate,
                                                         options.context_parallel_load_balance);
   for (size_t i = 0; i < model.layers->size(); ++i) {
-    nn::Attention& attention = *(*model.layers)[i]->attention;
-    TITAN_CHECK(attention.config.attention_impl == "flash",
+    nn::TransformerBlock& block = *(*model.layers)[i];
+    TITAN_CHECK(!block.linear_attention,
+                "context parallelism: layers.{}.attention is a Gated DeltaNet linear-attention layer (qwen3_5); "
+                "splitting its recurrence over the sequence is not built (set context_parallel_degree = 1)",
+                model.layers->key(i));
+    const std::string& impl = block.config.attention.attention_impl;
+    TITAN_CHECK(impl == "flash",
                 "context parallelism: layers.{}.attention uses the {} attention kernel; ring attention computes "
                 "with flash attention's chunk kernels (model.attention = \"flash\")",
-                model.layers->key(i), attention.config.attention_impl);
-    attention.set_core([ring](const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
-                              float scale) { return (*ring)(q, k, v, mask, scale); });
+                model.layers->key(i), impl);
+    const nn::AttentionCore core = [ring](const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const ops::AttentionMask& mask,
+                                          float scale) { return (*ring)(q, k, v, mask, scale); };
+    if (block.latent_attention) {
+      block.latent_attention->set_core(core);
+    } else {
+      block.attention->set_core(core);
+    }
   }
   return ring;
 }
@@ -217,7 +264,15 @@ void split_blocks(Decoder& model, const std::shared_ptr<ProcessGroup>& tp, Redis
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
     const std::string where = "layers." + model.layers->key(i);
-    tensor_parallel_attention(where + ".attention", *block.attention, tp, around);
+    TITAN_CHECK(!block.linear_attention,
+                "tensor parallelism: {}.attention is a Gated DeltaNet linear-attention layer (qwen3_5), which has "
+                "no tensor-parallel plan yet (set tensor_parallel_degree = 1)",
+                where);
+    if (block.latent_attention) {
+      tensor_parallel_latent_attention(where + ".attention", *block.latent_attention, tp, around);
+    } else {
+      tensor_parallel_attention(where + ".attention", *block.attention, tp, around);
+    }
     if (block.feed_forward) tensor_parallel_feed_forward(where + ".feed_forward", *block.feed_forward, tp, around);
   }
 }

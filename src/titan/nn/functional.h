@@ -12,10 +12,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/attention.h"
 #include "titan/ops/cross_entropy.h"
+#include "titan/ops/delta_rule.h"
 #include "titan/ops/rope.h"
 
 namespace titan::F {
@@ -28,6 +30,8 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order);
 Tensor contiguous(const Tensor& x);
 Tensor expand(const Tensor& x, const Shape& shape);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+// a and b joined along dim (their other sizes equal); the gradient splits back.
+Tensor concat(const Tensor& a, const Tensor& b, int64_t dim);
 // Casts to dtype; the gradient is cast back to x's dtype (how bf16 compute
 // reaches f32 master weights). Returns x itself when the dtype already matches.
 Tensor cast(const Tensor& x, DType dtype);
@@ -41,6 +45,8 @@ Tensor silu(const Tensor& x);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // gelu(gate, approximate="tanh") * up: Gemma's gated feed-forward.
 Tensor geglu(const Tensor& gate, const Tensor& up);
+// gpt-oss's clamped SwiGLU (ops::clamped_swiglu).
+Tensor clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit);
 // cap * tanh(x / cap), cap > 0: Gemma 2's soft-capping of attention scores and final logits.
 Tensor soft_cap(const Tensor& x, float cap);
 
@@ -85,6 +91,27 @@ AttentionImpl parse_attention_impl(const std::string& name);
 // materialises scores (the reference path); `flash` never does.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
                                     float scale, AttentionImpl impl = AttentionImpl::flash);
+
+// ---- delta_rule.cpp (ops/delta_rule.h) ----
+struct GatedDeltaRuleResult {
+  Tensor out;          // [B, T, Hv, Dv]
+  Tensor final_state;  // [B, Hv, Dk, Dv] f32
+};
+// Gated DeltaNet's recurrence over a whole sequence (chunked by default);
+// both outputs are differentiable, and so is initial_state when given.
+GatedDeltaRuleResult gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                      const Tensor& beta, const Tensor& initial_state = Tensor(),
+                                      const ops::DeltaRuleOptions& options = {});
+// Decoding: the recurrent algorithm from a carried state (usually T = 1);
+// returns the new state to carry.
+GatedDeltaRuleResult gated_delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                           const Tensor& beta, const Tensor& state, ops::DeltaRuleOptions options = {});
+
+// ---- causal_conv1d.cpp, gdn_gates.cpp (ops/<name>.h): Gated DeltaNet's pieces ----
+// x [B, T, C], weight [C, K] -> silu(depthwise causal conv) [B, T, C]; restarts per document.
+Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& document_ids = Tensor());
+// (g, beta) [B, T, H] f32: g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b).
+std::pair<Tensor, Tensor> gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias);
 
 // ---- cross_entropy.cpp (ops/cross_entropy.h) ----
 // logits [N, V], targets [N] -> 0-d f32 loss (reduced as options say).

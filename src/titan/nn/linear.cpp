@@ -21,7 +21,7 @@ Linear::Linear(const LinearConfig& config, Device device)
 
 Tensor Linear::forward(const Tensor& x) const {
   const ForwardScope scope(*this);
-  const Tensor y = F::linear(x, weight->materialize(), bias ? bias->materialize() : Tensor());
+  const Tensor y = F::linear(x, weight->materialize(), bias && !bias_added_outside ? bias->materialize() : Tensor());
   return adapter_ ? F::add(y, adapter_->forward(x)) : y;
 }
 

@@ -57,6 +57,10 @@ class Linear : public Module {
   const LinearConfig config;
   Parameter* const weight;  // [out_features, in_features]
   Parameter* const bias;    // [out_features]; null without config.bias
+  // Set by tensor parallelism's row-parallel split: forward leaves the bias
+  // out, and the plan adds it once after the ranks' partial outputs are
+  // summed (models/parallelize_decoder.cpp), not once per rank.
+  bool bias_added_outside = false;
 
  private:
   std::shared_ptr<LinearAdapter> adapter_;

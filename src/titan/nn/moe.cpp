@@ -1,5 +1,6 @@
 #include "titan/nn/moe.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "titan/nn/functional.h"
@@ -72,8 +73,29 @@ GroupedExperts::GroupedExperts(const MoEConfig& config, Device device)
                             Tensor::empty({config.num_experts, config.dim, config.hidden_dim}, DType::f32, device))),
       w3(register_parameter("w3",
                             Tensor::empty({config.num_experts, config.hidden_dim, config.dim}, DType::f32, device))) {
+  if (config.expert_biases) {
+    b1 = register_parameter("b1", Tensor::empty({config.num_experts, config.hidden_dim}, DType::f32, device));
+    b2 = register_parameter("b2", Tensor::empty({config.num_experts, config.dim}, DType::f32, device));
+    b3 = register_parameter("b3", Tensor::empty({config.num_experts, config.hidden_dim}, DType::f32, device));
+  }
   set_init(0.02);
 }
+
+namespace moe_expert_bias {
+
+// y plus each row's expert's bias [E, out]: the bias as a grouped GEMM of a
+// column of ones with the bias as [E, out, 1] weights, so the rows need no
+// expert ids, the counts stay on the device and the bias gradient is each
+// expert's column sum of the output gradient (grouped_gemm's weight gradient).
+Tensor add_expert_bias(const Tensor& y, const Parameter* bias, const Tensor& counts) {
+  if (bias == nullptr) return y;
+  const Tensor b = bias->materialize();
+  const Tensor weights = F::cast(F::reshape(b, {b.size(0), b.size(1), 1}), y.dtype());
+  const Tensor ones = Tensor::full({y.size(0), 1}, 1.0, y.dtype(), y.device());
+  return F::add(y, F::grouped_gemm(ones, weights, counts));
+}
+
+}  // namespace moe_expert_bias
 
 Tensor GroupedExperts::forward(const Tensor& rows, const Tensor& counts) const {
   const ForwardScope scope(*this);
@@ -82,37 +104,89 @@ Tensor GroupedExperts::forward(const Tensor& rows, const Tensor& counts) const {
 }
 
 Tensor GroupedExperts::compute(const Tensor& rows, const Tensor& counts) const {
+  using moe_expert_bias::add_expert_bias;
   const Tensor gate = w1->materialize(), down = w2->materialize(), up = w3->materialize();
-  if (config.expert_impl == ExpertImpl::grouped) {
-    const Tensor hidden = F::swiglu(F::grouped_gemm(rows, gate, counts), F::grouped_gemm(rows, up, counts));
-    return F::grouped_gemm(hidden, down, counts);
-  }
-  // The plain path: one ordinary GEMM per expert.
-  const Tensor hidden = F::swiglu(F::looped_grouped_gemm(rows, gate, counts), F::looped_grouped_gemm(rows, up, counts));
-  return F::looped_grouped_gemm(hidden, down, counts);
+  // The grouped path, or the plain one: one ordinary GEMM per expert.
+  const bool grouped = config.expert_impl == ExpertImpl::grouped;
+  const auto gemm = [&](const Tensor& x, const Tensor& w) {
+    return grouped ? F::grouped_gemm(x, w, counts) : F::looped_grouped_gemm(x, w, counts);
+  };
+  const Tensor g = add_expert_bias(gemm(rows, gate), b1, counts);
+  const Tensor u = add_expert_bias(gemm(rows, up), b3, counts);
+  const Tensor hidden =
+      config.activation == ExpertActivation::clamped_swiglu
+          ? F::clamped_swiglu(g, u, static_cast<float>(config.swiglu_alpha), static_cast<float>(config.swiglu_limit))
+          : F::swiglu(g, u);
+  return add_expert_bias(gemm(hidden, down), b2, counts);
 }
 
 void GroupedExperts::set_init(double output_std) {
   w1->init = InitRule::truncated_normal(0.0, 0.02, -2.0, 2.0);
   w2->init = InitRule::truncated_normal(0.0, output_std, -2.0, 2.0);
   w3->init = InitRule::truncated_normal(0.0, output_std, -2.0, 2.0);
+  for (Parameter* bias : {b1, b2, b3}) {
+    if (bias != nullptr) bias->init = InitRule::constant(0.0);
+  }
 }
 
 // ---- router ----
 
 Router::Router(const MoEConfig& config, Device device) : config(config) {
-  gate = register_module("gate", LinearConfig{config.dim, config.num_experts}.build(device));
+  gate = register_module("gate", LinearConfig{config.dim, config.num_experts, config.router_bias}.build(device));
 }
+
+namespace moe_group_routing {
+
+// Group-limited choice (MoEConfig::num_expert_groups): choice [T, E] f32 with
+// every expert outside its token's best `kept` groups set to 0, as Hugging
+// Face's DeepSeek-V3 router masks them. The choice carries no gradient, so
+// it is computed on the host (a device round trip per MoE layer).
+Tensor limit_to_groups(const Tensor& choice, int64_t groups, int64_t kept) {
+  const int64_t tokens = choice.size(0), experts = choice.size(1), per_group = experts / groups;
+  std::vector<float> scores = choice.to_floats();
+  std::vector<float> group_score(static_cast<size_t>(groups));
+  std::vector<int64_t> order(static_cast<size_t>(groups));
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* row = scores.data() + t * experts;
+    for (int64_t g = 0; g < groups; ++g) {
+      float best = -INFINITY, second = -INFINITY;
+      for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+        if (row[e] > best) {
+          second = best;
+          best = row[e];
+        } else if (row[e] > second) {
+          second = row[e];
+        }
+      }
+      group_score[static_cast<size_t>(g)] = best + second;
+      order[static_cast<size_t>(g)] = g;
+    }
+    // Best groups first; equal scores keep the lower group first (as ops::topk).
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return group_score[static_cast<size_t>(a)] > group_score[static_cast<size_t>(b)];
+    });
+    for (int64_t i = kept; i < groups; ++i) {
+      const int64_t g = order[static_cast<size_t>(i)];
+      std::fill(row + g * per_group, row + (g + 1) * per_group, 0.0f);
+    }
+  }
+  return Tensor::from_vector(scores, {tokens, experts}).to(choice.device());
+}
+
+}  // namespace moe_group_routing
 
 Router::Routing Router::route(const Tensor& x, const Tensor& bias) const {
   // Scores in f32 whatever the compute dtype, as Hugging Face's router does.
   const Tensor logits = F::cast(gate->forward(x), DType::f32);
   Routing routing;
   routing.scores = config.score == RouterScore::softmax ? F::softmax(logits) : F::sigmoid(logits);
-  const Tensor choice =
-      bias.defined() ? ops::add(routing.scores.detach(),
-                                bias.reshape({1, config.num_experts}).expand(routing.scores.shape()).contiguous())
-                     : routing.scores.detach();
+  Tensor choice = bias.defined()
+                      ? ops::add(routing.scores.detach(),
+                                 bias.reshape({1, config.num_experts}).expand(routing.scores.shape()).contiguous())
+                      : routing.scores.detach();
+  if (config.num_expert_groups > 1) {
+    choice = moe_group_routing::limit_to_groups(choice, config.num_expert_groups, config.num_limited_groups);
+  }
   routing.indices = ops::topk(choice, config.top_k).indices;
   routing.weights = F::gather_columns(routing.scores, routing.indices);
   if (config.normalize_top_k) routing.weights = F::normalize_rows(routing.weights);
@@ -132,12 +206,22 @@ MoE::MoE(const MoEConfig& config, Device device)
               config.num_experts);
   TITAN_CHECK(config.top_k >= 1 && config.top_k <= config.num_experts,
               "MoE: top_k {} must be between 1 and the number of experts ({})", config.top_k, config.num_experts);
+  if (config.num_expert_groups > 1) {
+    const int64_t groups = config.num_expert_groups, kept = config.num_limited_groups;
+    TITAN_CHECK(config.num_experts % groups == 0 && config.num_experts / groups >= 2,
+                "MoE: {} experts do not fall into {} groups of at least 2", config.num_experts, groups);
+    TITAN_CHECK(kept >= 1 && kept <= groups && config.top_k <= kept * (config.num_experts / groups),
+                "MoE: num_limited_groups {} must be in [1, {}] and hold top_k {} experts", kept, groups, config.top_k);
+  }
   TITAN_CHECK(config.num_shared_experts >= 0, "MoE: num_shared_experts {} is negative", config.num_shared_experts);
   router = register_module("router", std::make_shared<Router>(config, device));
   experts = register_module("experts", std::make_shared<GroupedExperts>(config, device));
   if (config.num_shared_experts > 0) {
     shared_experts = register_module(
         "shared_experts", FeedForwardConfig{config.dim, config.num_shared_experts * config.hidden_dim}.build(device));
+    if (config.shared_expert_gate) {
+      shared_expert_gate = register_module("shared_expert_gate", LinearConfig{config.dim, 1}.build(device));
+    }
   }
 }
 
@@ -154,7 +238,15 @@ Tensor MoE::forward(const Tensor& input, const std::shared_ptr<MoEAuxLoss>& aux)
   const Tensor rows = F::permute_tokens(x, order.order, order.inverse, k);
   const Tensor expert_rows = experts->forward(rows, order.counts);
   Tensor y = F::combine_experts(expert_rows, order.inverse, routing.weights);
-  if (shared_experts) y = F::add(y, shared_experts->forward(x));
+  if (shared_experts) {
+    Tensor shared = shared_experts->forward(x);
+    if (shared_expert_gate) {
+      // sigmoid in f32 (the routing op's dtype), broadcast over the features.
+      const Tensor gate = F::cast(F::sigmoid(F::cast(shared_expert_gate->forward(x), DType::f32)), shared.dtype());
+      shared = F::mul(shared, F::contiguous(F::expand(gate, shared.shape())));
+    }
+    y = F::add(y, shared);
+  }
 
   if (aux != nullptr && config.aux_loss_coef > 0) {
     // This layer's share of the auxiliary loss (MoEAuxLoss): the fraction of
@@ -173,6 +265,7 @@ void MoE::set_init(double output_std) {
   router->gate->set_init(0.02);
   experts->set_init(output_std);
   if (shared_experts) shared_experts->set_init(output_std);
+  if (shared_expert_gate) shared_expert_gate->set_init(0.02);
 }
 
 void MoE::update_expert_bias(const Tensor& total_tokens_per_expert) {

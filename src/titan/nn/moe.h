@@ -2,7 +2,8 @@
 // router scores the experts per token and picks the top k, each token's row
 // goes to its k experts (SwiGLU FFNs, computed as grouped GEMMs over the rows
 // in expert order, dropless), and the experts' outputs come back weighted by
-// the router. Optional shared experts see every token. Load balancing either
+// the router. Optional shared experts see every token; gpt-oss adds biases to
+// the router and the experts and clamps its SwiGLU. Load balancing either
 // way: Hugging Face's auxiliary loss (MoEAuxLoss), or DeepSeek-V3's
 // auxiliary-loss-free per-expert bias, which steers the choice of experts
 // (not their weights) and which the trainer nudges after every step from the
@@ -25,6 +26,10 @@ namespace titan::nn {
 class MoE;
 
 enum class RouterScore { softmax, sigmoid };
+// The experts' gated activation: SwiGLU, silu(gate) * up, or gpt-oss's clamped
+// SwiGLU, g * sigmoid(alpha * g) * (u + 1) with g = min(gate, limit) and
+// u = clamp(up, -limit, limit) (ops::clamped_swiglu).
+enum class ExpertActivation { swiglu, clamped_swiglu };
 enum class ExpertImpl {
   grouped,  // every expert in one grouped GEMM per projection (the fast path)
   loop,     // one ordinary GEMM per expert (the plain reference; reads counts on the host)
@@ -38,9 +43,24 @@ struct MoEConfig {
   int64_t num_experts = 0;
   int64_t top_k = 0;               // experts per token (num_experts_per_tok)
   int64_t num_shared_experts = 0;  // always-on experts, one FFN of num_shared_experts * hidden_dim
+  // The shared experts' output is scaled per token by sigmoid(shared_expert_gate(x)),
+  // a [1, dim] projection (Qwen3-Next / Qwen3.5's shared_expert_gate).
+  bool shared_expert_gate = false;
   RouterScore score = RouterScore::softmax;
-  bool normalize_top_k = true;      // norm_topk_prob: the k weights of a token sum to 1
-  double route_scale = 1.0;         // multiplies the weights (DeepSeek-V3's routed_scaling_factor)
+  bool normalize_top_k = true;  // norm_topk_prob: the k weights of a token sum to 1
+  double route_scale = 1.0;     // multiplies the weights (DeepSeek-V3's routed_scaling_factor)
+  // Group-limited routing (DeepSeek-V3's n_group, topk_group; 0 = off): the
+  // experts fall into num_expert_groups equal groups, each group is scored by
+  // the sum of its two best (biased) scores, and a token picks its top_k
+  // experts among the num_limited_groups best groups only.
+  int64_t num_expert_groups = 0;
+  int64_t num_limited_groups = 0;
+  bool router_bias = false;  // the router's gate has a bias (gpt-oss)
+  // Each expert's projections have biases (gpt-oss): b1 (gate) and b3 (up) [E, hidden], b2 (down) [E, dim].
+  bool expert_biases = false;
+  ExpertActivation activation = ExpertActivation::swiglu;
+  double swiglu_alpha = 1.702;      // clamped_swiglu's sigmoid gain
+  double swiglu_limit = 7.0;        // and clamp
   double aux_loss_coef = 0.0;       // router_aux_loss_coef (0: no auxiliary loss)
   double load_balance_coeff = 0.0;  // aux-loss-free bias step per update (0: no bias)
   ExpertImpl expert_impl = ExpertImpl::grouped;
@@ -88,7 +108,8 @@ using ExpertsFunction = std::function<Tensor(const Tensor& rows, const Tensor& c
 using ExpertsDispatcher = std::function<Tensor(const Tensor& rows, const Tensor& counts, const ExpertsFunction& local)>;
 
 // The experts' weights, one SwiGLU FFN per expert stacked along dim 0:
-// w1 (gate) and w3 (up) [E, hidden, dim], w2 (down) [E, dim, hidden].
+// w1 (gate) and w3 (up) [E, hidden, dim], w2 (down) [E, dim, hidden]; with
+// MoEConfig::expert_biases also b1, b3 [E, hidden] and b2 [E, dim].
 class GroupedExperts : public Module {
  public:
   GroupedExperts(const MoEConfig& config, Device device);
@@ -101,6 +122,9 @@ class GroupedExperts : public Module {
   Parameter* const w1;
   Parameter* const w2;
   Parameter* const w3;
+  Parameter* b1 = nullptr;  // null unless config.expert_biases
+  Parameter* b2 = nullptr;
+  Parameter* b3 = nullptr;
 
  private:
   // The experts this module holds (all of them, or a rank's share under expert parallelism).
@@ -142,6 +166,7 @@ class MoE : public Module {
   std::shared_ptr<Router> router;
   std::shared_ptr<GroupedExperts> experts;
   std::shared_ptr<FeedForward> shared_experts;  // null without shared experts
+  std::shared_ptr<Linear> shared_expert_gate;   // null unless config.shared_expert_gate
   Tensor* const expert_bias;                    // [E] f32, saved with the model
   // [E] f32: tokens routed to each expert since it was last cleared (every
   // forward adds, activation-checkpoint recomputations included, which scale

@@ -1,6 +1,8 @@
 // RMSNorm over the last dimension with a learned per-feature scale: x / rms(x)
-// * (weight_offset + w). Gemma stores its scale as w around 0 and multiplies
-// by (1 + w); Llama and the rest multiply by w itself (offset 0).
+// * (weight_offset + w). Gemma and Muse Glimmer store their scale as w around
+// 0 and multiply by (1 + w); Llama and the rest multiply by w itself (offset
+// 0). A norm without a learned scale (Muse Glimmer's q/k and embedding norms)
+// is x / rms(x) and holds no parameter.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,8 @@ struct RMSNormConfig {
   int64_t dim = 0;
   double eps = 1e-5;
   double weight_offset = 0.0;
+  bool learnable = true;       // false: no weight, the scale is 1
+  double initial_scale = 1.0;  // weight_offset + w as drawn (Muse Glimmer's final norm: 0)
   std::shared_ptr<RMSNorm> build(Device device = Device::cpu()) const;
 };
 
@@ -24,7 +28,7 @@ class RMSNorm : public Module {
   Tensor forward(const Tensor& x) const;
 
   const RMSNormConfig config;
-  Parameter* const weight;  // [dim]
+  Parameter* const weight;  // [dim]; null unless config.learnable
 };
 
 }  // namespace titan::nn

@@ -12,7 +12,18 @@ TransformerBlock::TransformerBlock(const TransformerBlockConfig& config, Device 
   const int64_t ffn_dim = config.moe ? config.moe->dim : config.feed_forward.dim;
   TITAN_CHECK(config.attention.dim == ffn_dim, "TransformerBlock: attention dim {} differs from the FFN's dim {}",
               config.attention.dim, ffn_dim);
-  attention = register_module("attention", config.attention.build(device));
+  TITAN_CHECK(!(config.mla && config.delta_net), "TransformerBlock: a block has latent or linear attention, not both");
+  if (config.delta_net) {
+    TITAN_CHECK(config.delta_net->dim == config.attention.dim,
+                "TransformerBlock: the linear attention's dim {} differs from the block's {}", config.delta_net->dim,
+                config.attention.dim);
+    linear_attention = register_module("attention", config.delta_net->build(device));
+  } else if (config.mla) {
+    latent_attention =
+        register_module("attention", std::make_shared<MlaAttention>(*config.mla, config.attention, device));
+  } else {
+    attention = register_module("attention", config.attention.build(device));
+  }
   if (config.moe) {
     moe = register_module("moe", config.moe->build(device));
   } else {
@@ -25,8 +36,10 @@ TransformerBlock::TransformerBlock(const TransformerBlockConfig& config, Device 
     ffn_norm = register_module("ffn_norm", norm.build(device));
   }
   if (config.post_norms) {
-    post_attention_norm = register_module("post_attention_norm", norm.build(device));
-    post_ffn_norm = register_module("post_ffn_norm", norm.build(device));
+    RMSNormConfig post = norm;
+    if (config.post_norm_eps > 0) post.eps = config.post_norm_eps;
+    post_attention_norm = register_module("post_attention_norm", post.build(device));
+    post_ffn_norm = register_module("post_ffn_norm", post.build(device));
   }
 }
 
@@ -53,7 +66,13 @@ Tensor TransformerBlock::residual(const Tensor& x, const std::function<Tensor(co
 
 Tensor TransformerBlock::compute(const Tensor& x, const BlockInputs& inputs) const {
   return residual(
-      x, [&](const Tensor& normed) { return attention->forward(normed, inputs.attention); }, inputs.moe_aux);
+      x,
+      [&](const Tensor& normed) {
+        if (linear_attention) return linear_attention->forward(normed, inputs.attention);
+        return latent_attention ? latent_attention->forward(normed, inputs.attention)
+                                : attention->forward(normed, inputs.attention);
+      },
+      inputs.moe_aux);
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
@@ -62,7 +81,12 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& 
   const BlockBody body = [&](const Tensor& in) {
     return residual(
         in,
-        [&](const Tensor& normed) { return attention->forward_cached(normed, inputs, key_cache, value_cache, start); },
+        [&](const Tensor& normed) {
+          // A linear-attention layer's "keys" are its pre-conv features, its "values" the recurrent state.
+          if (linear_attention) return linear_attention->forward_cached(normed, key_cache, value_cache, start);
+          return latent_attention ? latent_attention->forward_cached(normed, inputs, key_cache, value_cache, start)
+                                  : attention->forward_cached(normed, inputs, key_cache, value_cache, start);
+        },
         nullptr);
   };
   // Through the runner, as forward: FSDP gathers the block's weights around it.
@@ -70,7 +94,13 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& 
 }
 
 void TransformerBlock::set_init(double output_std) {
-  attention->set_init(output_std);
+  if (linear_attention) {
+    linear_attention->set_init(output_std);
+  } else if (latent_attention) {
+    latent_attention->set_init(output_std);
+  } else {
+    attention->set_init(output_std);
+  }
   if (moe) {
     moe->set_init(output_std);
   } else {

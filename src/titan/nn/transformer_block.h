@@ -11,6 +11,8 @@
 
 #include "titan/nn/attention.h"
 #include "titan/nn/feed_forward.h"
+#include "titan/nn/gated_delta_net.h"
+#include "titan/nn/mla_attention.h"
 #include "titan/nn/moe.h"
 #include "titan/nn/rms_norm.h"
 
@@ -20,9 +22,16 @@ class TransformerBlock;
 
 struct TransformerBlockConfig {
   AttentionConfig attention;
+  // Multi-head latent attention instead (DeepSeek-V3): `attention` then gives
+  // its dim, heads, rotated head dim, RoPE style, norm eps and kernel.
+  std::optional<MlaConfig> mla;
+  // Gated DeltaNet linear attention instead (Qwen3.5's linear layers):
+  // `attention` then gives only its dim.
+  std::optional<GatedDeltaNetConfig> delta_net;
   FeedForwardConfig feed_forward;  // the dense FFN, unless moe is set
   std::optional<MoEConfig> moe;    // a mixture-of-experts FFN instead
   double norm_eps = 1e-5;
+  double post_norm_eps = 0.0;       // the post-norms' eps when it differs (Muse Glimmer: 1e-8); 0 = norm_eps
   double norm_weight_offset = 0.0;  // the block's norms scale by (offset + w): Gemma's 1
   bool pre_norms = true;            // attention_norm and ffn_norm before the sublayers
   bool post_norms = false;          // post_attention_norm and post_ffn_norm after them
@@ -46,7 +55,8 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(const TransformerBlockConfig& config, Device device);
   Tensor forward(const Tensor& x, const BlockInputs& inputs) const;
-  // Incremental decoding with this layer's KV cache (see Attention::forward_cached).
+  // Incremental decoding with this layer's KV cache (see Attention::forward_cached;
+  // a latent-attention block's caches are its latents and rotated shared keys).
   Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                         const Tensor& value_cache, int64_t start) const;
   void set_runner(BlockRunner runner) { runner_ = std::move(runner); }
@@ -58,9 +68,11 @@ class TransformerBlock : public Module {
   const TransformerBlockConfig config;
   std::shared_ptr<RMSNorm> attention_norm, ffn_norm;            // null without pre_norms
   std::shared_ptr<RMSNorm> post_attention_norm, post_ffn_norm;  // null without post_norms
-  std::shared_ptr<Attention> attention;
-  std::shared_ptr<FeedForward> feed_forward;  // null in a mixture-of-experts block
-  std::shared_ptr<MoE> moe;                   // null in a dense block
+  std::shared_ptr<Attention> attention;                         // null in a latent-attention block
+  std::shared_ptr<MlaAttention> latent_attention;               // null unless config.mla (registered as "attention")
+  std::shared_ptr<GatedDeltaNet> linear_attention;  // null unless config.delta_net (registered as "attention")
+  std::shared_ptr<FeedForward> feed_forward;        // null in a mixture-of-experts block
+  std::shared_ptr<MoE> moe;                         // null in a dense block
 
  private:
   Tensor compute(const Tensor& x, const BlockInputs& inputs) const;

@@ -117,6 +117,32 @@ std::pair<Tensor, Tensor> geglu_backward(const Tensor& grad_out, const Tensor& g
   return {grad_gate, grad_up};
 }
 
+Tensor clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  const trace::OpScope op_scope("clamped_swiglu");
+  check_pair("clamped_swiglu", gate, up);
+  TITAN_CHECK(limit > 0.0f && std::isfinite(limit) && std::isfinite(alpha),
+              "clamped_swiglu: limit must be finite and > 0 and alpha finite, got limit {}, alpha {}", limit, alpha);
+  Tensor out = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+  if (!out.device().is_meta()) {
+    clamped_swiglu_kernels(out.device(), out, gate.contiguous(), up.contiguous(), alpha, limit);
+  }
+  return out;
+}
+
+std::pair<Tensor, Tensor> clamped_swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up,
+                                                  float alpha, float limit) {
+  const trace::OpScope op_scope("clamped_swiglu_backward");
+  check_pair("clamped_swiglu_backward", gate, up);
+  check_pair("clamped_swiglu_backward", grad_out, gate);
+  Tensor grad_gate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+  Tensor grad_up = Tensor::empty(up.shape(), up.dtype(), up.device());
+  if (!gate.device().is_meta()) {
+    clamped_swiglu_backward_kernels(gate.device(), grad_gate, grad_up, grad_out.contiguous(), gate.contiguous(),
+                                    up.contiguous(), alpha, limit);
+  }
+  return {grad_gate, grad_up};
+}
+
 Tensor soft_cap(const Tensor& x, float cap) {
   const trace::OpScope op_scope("soft_cap");
   check_defined("soft_cap", x, "input");

@@ -26,6 +26,13 @@ std::pair<Tensor, Tensor> swiglu_backward(const Tensor& grad_out, const Tensor& 
 // gelu(approximate="tanh")); geglu(gate, up) = gelu_tanh(gate) * up (the Gemma FFN).
 Tensor geglu(const Tensor& gate, const Tensor& up);
 std::pair<Tensor, Tensor> geglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up);
+// gpt-oss's clamped SwiGLU (its experts' activation): with g = min(gate, limit)
+// and u = clamp(up, -limit, limit), out = g * sigmoid(alpha * g) * (u + 1).
+// The clamps pass gradient where the input lies within the bounds, ends
+// included (as torch.clamp's backward).
+Tensor clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit);
+std::pair<Tensor, Tensor> clamped_swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Tensor& up,
+                                                  float alpha, float limit);
 // soft_cap(x) = cap * tanh(x / cap), cap > 0 (Gemma 2's logit soft-capping).
 // The backward takes the output y: dx = dy * (1 - (y / cap)^2).
 Tensor soft_cap(const Tensor& x, float cap);
@@ -51,6 +58,11 @@ inline Op<SwigluKernel> swiglu_kernels{"swiglu"};
 inline Op<SwigluBackwardKernel> swiglu_backward_kernels{"swiglu_backward"};
 inline Op<GegluKernel> geglu_kernels{"geglu"};
 inline Op<GegluBackwardKernel> geglu_backward_kernels{"geglu_backward"};
+using ClampedSwigluKernel = void(const Tensor& out, const Tensor& gate, const Tensor& up, float alpha, float limit);
+using ClampedSwigluBackwardKernel = void(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                                         const Tensor& gate, const Tensor& up, float alpha, float limit);
+inline Op<ClampedSwigluKernel> clamped_swiglu_kernels{"clamped_swiglu"};
+inline Op<ClampedSwigluBackwardKernel> clamped_swiglu_backward_kernels{"clamped_swiglu_backward"};
 using SoftCapKernel = void(const Tensor& out, const Tensor& x, float cap);
 using SoftCapBackwardKernel = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& y, float cap);
 inline Op<SoftCapKernel> soft_cap_kernels{"soft_cap"};

@@ -93,10 +93,14 @@ class RingProblem {
         window_(mask.sliding_window),
         softcap_(mask.logit_softcap),
         scale_(scale),
-        all_documents_(all_documents) {}
+        all_documents_(all_documents),
+        sinks_(mask.sinks.defined() ? mask.sinks.detach().contiguous() : Tensor()) {}
 
   int64_t chunk() const { return layout_.chunk_len(); }
   float scale() const { return scale_; }
+  // [Hq] f32 attention sinks or undefined. Never part of a pair's mask: a query
+  // row counts its sink once, folded in after its pieces merge.
+  const Tensor& sinks() const { return sinks_; }
 
   // The mask between this rank's query chunk qi and source rank's key chunk
   // ki, or nothing when it hides every pair of positions.
@@ -125,6 +129,7 @@ class RingProblem {
   float softcap_;
   float scale_;
   Tensor all_documents_;  // [cp, B, S/cp] or undefined
+  Tensor sinks_;
 };
 
 Tensor chunk_of(const Tensor& x, int64_t index, int64_t chunk) { return x.narrow(1, index * chunk, chunk); }
@@ -176,16 +181,16 @@ void rotate_key_values(comm::ProcessGroup& group, RotateMethod method, const Key
 }
 
 struct ForwardResult {
-  Tensor out;  // [B, S/cp, Hq, D], q's dtype
-  Tensor lse;  // [B, Hq, S/cp] f32
+  Tensor out;  // [B, S/cp, Hq, Dv], q's dtype
+  Tensor lse;  // [B, Hq, S/cp] f32, sinks included
 };
 
 ForwardResult ring_forward(comm::ProcessGroup& group, RotateMethod method, const RingProblem& problem, const Tensor& q,
                            const KeyValue& own, RingAttentionStats& stats) {
-  const int64_t c = problem.chunk(), batch = q.size(0), heads = q.size(2), dim = q.size(3);
+  const int64_t c = problem.chunk(), batch = q.size(0), heads = q.size(2), value_dim = own.v.size(3);
   std::array<Tensor, 2> out_acc, lse_acc;
   for (size_t i = 0; i < 2; ++i) {
-    out_acc[i] = Tensor::zeros({batch, c, heads, dim}, DType::f32, q.device());
+    out_acc[i] = Tensor::zeros({batch, c, heads, value_dim}, DType::f32, q.device());
     lse_acc[i] = Tensor::full({batch, heads, c}, kNegInf, DType::f32, q.device());
   }
   rotate_key_values(group, method, own, stats, [&](int64_t source, const KeyValue& kv) {
@@ -201,9 +206,12 @@ ForwardResult ring_forward(comm::ProcessGroup& group, RotateMethod method, const
       }
     }
   });
-  ForwardResult result{Tensor::empty(q.shape(), q.dtype(), q.device()),
+  ForwardResult result{Tensor::empty({batch, 2 * c, heads, value_dim}, q.dtype(), q.device()),
                        Tensor::empty({batch, heads, 2 * c}, DType::f32, q.device())};
   for (int64_t i = 0; i < 2; ++i) {
+    if (problem.sinks().defined()) {
+      ops::attention_fold_sinks_(out_acc[static_cast<size_t>(i)], lse_acc[static_cast<size_t>(i)], problem.sinks());
+    }
     titan::copy_(chunk_of(result.out, i, c), out_acc[static_cast<size_t>(i)]);
     titan::copy_(result.lse.narrow(2, i * c, c), lse_acc[static_cast<size_t>(i)]);
   }
@@ -255,11 +263,14 @@ void pair_gradients(const RingProblem& problem, int64_t source, const KeyValue& 
 
 KeyValue gradient_buffers(const KeyValue& kv) { return {chunk_major_zeros(kv.k), chunk_major_zeros(kv.v)}; }
 
-// dq, dk, dv of this rank's slice. allgather: gather K/V again, sum every
+// dq, dk, dv of this rank's slice (and, with sinks, this rank's queries' share
+// of the sinks' gradient, which the data-parallel reduction sums like any
+// replicated parameter's). With the sinks folded into out and lse, each
+// piece's backward is the plain one: P = exp(S - lse) is already sink-aware. allgather: gather K/V again, sum every
 // source's gradients here, reduce-scatter them to their owners. alltoall: a
 // source's gradients travel one step behind its K/V, each rank adding its
 // part, and arrive at the owner after the last step.
-std::array<Tensor, 3> ring_backward(comm::ProcessGroup& group, RotateMethod method, const RingProblem& problem,
+std::array<Tensor, 4> ring_backward(comm::ProcessGroup& group, RotateMethod method, const RingProblem& problem,
                                     const BackwardInputs& in, const KeyValue& own, RingAttentionStats& stats) {
   const int64_t ranks = group.size(), rank = group.rank();
   const Tensor grad_q = chunk_major_zeros(in.q);
@@ -313,8 +324,11 @@ std::array<Tensor, 3> ring_backward(comm::ProcessGroup& group, RotateMethod meth
     for (const auto& send : sends) send->wait();
     grad_own = arriving;
   }
+  Tensor grad_sinks;
+  if (problem.sinks().defined())
+    grad_sinks = ops::attention_sinks_backward(in.grad_out, in.out, in.lse, problem.sinks());
   return {from_chunk_major(grad_q, in.q.dtype()), from_chunk_major(grad_own.k, own.k.dtype()),
-          from_chunk_major(grad_own.v, own.v.dtype())};
+          from_chunk_major(grad_own.v, own.v.dtype()), grad_sinks};
 }
 
 }  // namespace
@@ -325,7 +339,8 @@ RingAttention::RingAttention(std::shared_ptr<comm::ProcessGroup> group, RotateMe
 Tensor RingAttention::operator()(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
                                  float scale) const {
   TITAN_CHECK(mask.default_layout(), "ring attention: the mask's queries must be this rank's own slice");
-  TITAN_CHECK(q.dim() == 4 && k.dim() == 4 && q.size(1) == k.size(1) && q.size(1) % 2 == 0,
+  TITAN_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(1) == k.size(1) && q.size(1) == v.size(1) &&
+                  q.size(1) % 2 == 0,
               "ring attention: q {} and k {} must be this rank's slice of one sequence [B, S/cp, H, D]",
               shape_str(q.shape()), shape_str(k.shape()));
   // Every rank's document ids: a few integers per position, gathered once per call.
@@ -343,11 +358,18 @@ Tensor RingAttention::operator()(const Tensor& q, const Tensor& k, const Tensor&
   const std::shared_ptr<comm::ProcessGroup> group = group_;
   const RotateMethod method = method_;
   const std::shared_ptr<RingAttentionStats> stats = stats_;
-  autograd::record("RingAttentionBackward", {&q, &k, &v}, {&out}, [=](const auto& g) {
-    const std::array<Tensor, 3> grads =
+  const auto backward = [=](const auto& g) {
+    const std::array<Tensor, 4> grads =
         ring_backward(*group, method, problem, BackwardInputs{g[0], saved_q, saved_out, lse}, own, *stats);
-    return std::vector<Tensor>{grads[0], grads[1], grads[2]};
-  });
+    std::vector<Tensor> result{grads[0], grads[1], grads[2]};
+    if (grads[3].defined()) result.push_back(grads[3]);
+    return result;
+  };
+  if (mask.sinks.defined()) {
+    autograd::record("RingAttentionBackward", {&q, &k, &v, &mask.sinks}, {&out}, backward);
+  } else {
+    autograd::record("RingAttentionBackward", {&q, &k, &v}, {&out}, backward);
+  }
   return out;
 }
 

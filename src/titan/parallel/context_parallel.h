@@ -57,8 +57,11 @@ struct RingAttentionStats {
 
 // The attention core that context parallelism installs in every attention
 // layer (nn::Attention::set_core): differentiable, collective over `group`.
-// q [B, S/cp, Hq, D], k and v [B, S/cp, Hkv, D] are this rank's slice; the
-// mask's document_ids, when set, are this rank's slice of them too.
+// q [B, S/cp, Hq, D], k [B, S/cp, Hkv, D] and v [B, S/cp, Hkv, Dv] are this
+// rank's slice; the mask's document_ids, when set, are this rank's slice of
+// them too. The mask's sinks (whole: [Hq] of this rank's heads) are folded in
+// once per query row, after the pieces merge, and get this rank's queries'
+// share of their gradient.
 class RingAttention {
  public:
   RingAttention(std::shared_ptr<comm::ProcessGroup> group, RotateMethod method, bool balanced);

@@ -61,7 +61,9 @@ void apply_expert_parallel(const std::string& where, nn::MoE& moe, const std::sh
               "parallelism.expert_parallel_degree {}: {} has {} experts, which do not split evenly over {} ranks",
               ranks, where, experts, ranks);
   const int64_t local = experts / ranks;
-  for (nn::Parameter* parameter : {moe.experts->w1, moe.experts->w2, moe.experts->w3}) {
+  for (nn::Parameter* parameter :
+       {moe.experts->w1, moe.experts->w2, moe.experts->w3, moe.experts->b1, moe.experts->b2, moe.experts->b3}) {
+    if (parameter == nullptr) continue;  // the expert biases, where the experts have none
     keep_rank_part(*parameter, 0, *ep);
     parameter->expert_parallel = true;
   }

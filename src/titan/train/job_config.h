@@ -34,11 +34,14 @@ struct ModelSection {
   double moe_load_balance_coeff = -1.0;
   void visit(ConfigVisitor& v) {
     // The lists in these help lines are checked against the registry (tests/train/documented_lists_test.cpp).
-    v.field("name", name, "model family: llama3, qwen3, qwen3_moe, mistral, qwen2, gemma2, gemma3, olmo2 or phi3");
+    v.field("name", name,
+            "model family: llama3, qwen3, qwen3_moe, mistral, qwen2, gemma2, gemma3, olmo2, phi3, muse_glimmer, "
+            "qwen3_5, deepseek_v3 or gpt_oss");
     v.field("flavor", flavor, "named size: debugmodel, 1B, 8B, ... (README.md lists each family's)");
     v.field("hf_config", hf_config,
             "a Hugging Face config.json (LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MistralForCausalLM, "
-            "Qwen2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM): builds that "
+            "Qwen2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, "
+            "DeepseekV3ForCausalLM, GptOssForCausalLM): builds that "
             "model; name and flavor follow it");
     v.field("tokenizer_path", tokenizer_path,
             "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");

@@ -43,7 +43,8 @@ constexpr const char* kPrefetch =
     "titan's loader prepares batches ahead on its prefetch thread, whose depth is not exposed";
 constexpr const char* kMultimodal =
     "read only by the tokenizer of TorchTitan's multimodal (image and video) models; titan's models are text-only";
-constexpr const char* kMtp = "read only by DeepSeek-V3's multi-token-prediction loss; titan has no deepseek_v3 model";
+constexpr const char* kMtp =
+    "read only by DeepSeek-V3's multi-token-prediction loss; titan's deepseek_v3 has no multi-token prediction yet";
 constexpr const char* kVocabFromModel = "titan's loss takes the vocabulary size from the model";
 
 std::vector<TorchTitanKey> make_table() {
@@ -87,8 +88,8 @@ std::vector<TorchTitanKey> make_table() {
       {"metrics.enable_wandb", refused, "false",
        "Weights & Biases needs a network service; metrics.enable_tensorboard writes the same scalars locally", both},
       {"model.name", titan_key, "",
-       "titan's key; `qwen3` with an MoE flavor selects titan's `qwen3_moe`; families titan lacks (deepseek_v3, "
-       "llama4, ...) are refused naming the known ones",
+       "titan's key; `qwen3` with an MoE flavor selects titan's `qwen3_moe`; families titan lacks (llama4, ...) "
+       "are refused naming the known ones",
        v0_2_2},
       {"model.flavor", titan_key, "", "titan's key, TorchTitan's flavor names where titan has the model", v0_2_2},
       {"model.hf_assets_path", mapped, "./tests/assets/tokenizer",

@@ -127,32 +127,163 @@ class ConfigReader {
   const std::string& source_;
 };
 
-// A rope_scaling object (`key` names it in errors): none, or Llama 3's where the family has it.
+// The keys each rope_type reads (transformers' modeling_rope_utils), besides
+// rope_type / type; rope_parameters objects may also hold rope_theta and
+// partial_rotary_factor.
+std::vector<std::string> rope_scaling_keys(ops::RopeScalingType type) {
+  using ops::RopeScalingType;
+  switch (type) {
+    case RopeScalingType::none:
+      return {};
+    case RopeScalingType::linear:
+      return {"factor"};
+    case RopeScalingType::dynamic:
+      return {"factor", "original_max_position_embeddings"};
+    case RopeScalingType::yarn:
+      return {"factor",           "original_max_position_embeddings",
+              "attention_factor", "beta_fast",
+              "beta_slow",        "mscale",
+              "mscale_all_dim",   "truncate"};
+    case RopeScalingType::longrope:
+      return {"short_factor", "long_factor", "factor", "attention_factor", "original_max_position_embeddings"};
+    case RopeScalingType::llama3:
+      return {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+  }
+  return {};
+}
+
+std::vector<double> read_factor_list(const Json& object, const char* key, const std::string& where,
+                                     const std::string& source) {
+  TITAN_CHECK(object.contains(key) && object[key].is_array() && !object[key].empty(),
+              "{}: {} of type longrope needs '{}', a list of numbers", source, where, key);
+  std::vector<double> values;
+  for (const Json& item : object[key]) {
+    TITAN_CHECK(item.is_number() && std::isfinite(item.get<double>()) && item.get<double>() > 0.0,
+                "{}: '{}.{}' holds {}, which is not a positive number", source, where, key, item.dump());
+    values.push_back(item.get<double>());
+  }
+  return values;
+}
+
+// A rope_scaling object (`key` names it in errors) into config.rope_scaling.
+// `top_level` is config.json itself, for Phi-3's top-level original_max_position_embeddings.
 void read_rope_scaling_object(const Json& scaling, const std::string& key, const std::string& source,
-                              const HfFamily& family, HfConfig& config) {
+                              const Json& top_level, const HfFamily& family, HfConfig& config, bool rope_parameters) {
+  using ops::RopeScalingType;
   TITAN_CHECK(scaling.is_object(), "{}: '{}' must be an object or null, got {}", source, key, scaling.dump());
   const ConfigReader reader(scaling, source);
-  std::string type = reader.get_string("rope_type");
-  if (type.empty()) type = reader.get_string("type");  // older transformers name it "type"
-  if (type.empty() || type == "default") return;
-  TITAN_CHECK(type == "llama3" && family.llama3_rope_scaling,
-              "{}: {} type '{}' is not supported for {} (supported: {})", source, key, type, family.architecture,
-              family.llama3_rope_scaling ? "default, llama3" : "default");
-  TITAN_CHECK(reader.has("factor"), "{}: {} of type llama3 needs 'factor'", source, key);
-  ops::RopeScaling& s = config.rope_scaling;
-  s = ops::RopeScaling{};
-  reader.get("factor", s.factor);
-  reader.get("low_freq_factor", s.low_freq_factor);
-  reader.get("high_freq_factor", s.high_freq_factor);
-  reader.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
-  // The smoothing between the two wavelength bounds divides by their difference.
-  TITAN_CHECK(s.high_freq_factor > s.low_freq_factor, "{}: {} high_freq_factor {} must exceed low_freq_factor {}",
-              source, key, s.high_freq_factor, s.low_freq_factor);
+  std::string name = reader.get_string("rope_type");
+  const std::string old_name = reader.get_string("type");  // older transformers name it "type"
+  TITAN_CHECK(name.empty() || old_name.empty() || name == old_name, "{}: '{}' has rope_type '{}' and type '{}'", source,
+              key, name, old_name);
+  if (name.empty()) name = old_name;
+  if (name.empty()) name = "default";
+  ops::RopeScaling s;
+  bool known = false;
+  for (RopeScalingType type : {RopeScalingType::none, RopeScalingType::linear, RopeScalingType::dynamic,
+                               RopeScalingType::yarn, RopeScalingType::longrope, RopeScalingType::llama3}) {
+    if (name == ops::rope_scaling_type_name(type)) {
+      s.type = type;
+      known = true;
+    }
+  }
+  TITAN_CHECK(known,
+              "{}: {} type '{}' is not supported for {} (supported: default, linear, dynamic, yarn, longrope, "
+              "llama3)",
+              source, key, name, family.architecture);
+  std::vector<std::string> allowed = rope_scaling_keys(s.type);
+  allowed.insert(allowed.end(), {"rope_type", "type"});
+  if (rope_parameters) allowed.insert(allowed.end(), {"rope_theta", "partial_rotary_factor"});
+  for (const auto& [item, value] : scaling.items()) {
+    TITAN_CHECK(std::find(allowed.begin(), allowed.end(), item) != allowed.end(),
+                "{}: '{}.{}' is not supported for rope_type '{}' (it reads: {})", source, key, item, name,
+                fmt::join(rope_scaling_keys(s.type), ", "));
+  }
+  const int64_t max_positions = config.max_position_embeddings;
+  switch (s.type) {
+    case RopeScalingType::none:
+      break;
+    case RopeScalingType::linear:
+    case RopeScalingType::dynamic:
+    case RopeScalingType::llama3:
+      TITAN_CHECK(reader.has("factor"), "{}: {} of type {} needs 'factor'", source, key, name);
+      reader.get("factor", s.factor);
+      break;
+    case RopeScalingType::yarn:
+    case RopeScalingType::longrope:
+      reader.get("factor", s.factor);  // absent: derived below
+      break;
+  }
+  if (s.type == RopeScalingType::dynamic) {
+    // transformers' dynamic scaling grows the base past max_position_embeddings (it ignores this key):
+    // a file naming another length would mean a model titan does not build.
+    s.original_max_position = max_positions;
+    int64_t original = max_positions;
+    reader.get_positive("original_max_position_embeddings", original, kMaxPositions);
+    TITAN_CHECK(original == max_positions,
+                "{}: '{}.original_max_position_embeddings' = {} differs from max_position_embeddings {}: transformers' "
+                "dynamic scaling uses max_position_embeddings, and so does titan",
+                source, key, original, max_positions);
+  }
+  if (s.type == RopeScalingType::llama3) {
+    reader.get("low_freq_factor", s.low_freq_factor);
+    reader.get("high_freq_factor", s.high_freq_factor);
+    reader.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
+    // The smoothing between the two wavelength bounds divides by their difference.
+    TITAN_CHECK(s.high_freq_factor > s.low_freq_factor, "{}: {} high_freq_factor {} must exceed low_freq_factor {}",
+                source, key, s.high_freq_factor, s.low_freq_factor);
+  }
+  if (s.type == RopeScalingType::yarn || s.type == RopeScalingType::longrope) {
+    s.original_max_position = max_positions;
+    const ConfigReader top(top_level, source);
+    if (s.type == RopeScalingType::longrope && family.top_level_original_max_position) {
+      top.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
+    }
+    if (reader.has("original_max_position_embeddings")) {
+      const bool at_top = s.type == RopeScalingType::longrope && family.top_level_original_max_position &&
+                          top.has("original_max_position_embeddings");
+      int64_t inside = 0;
+      reader.get_positive("original_max_position_embeddings", inside, kMaxPositions);
+      TITAN_CHECK(!at_top || inside == s.original_max_position,
+                  "{}: original_max_position_embeddings is {} at the top level and {} in '{}'", source,
+                  s.original_max_position, inside, key);
+      s.original_max_position = inside;
+    }
+    if (s.factor == 0.0) {
+      s.factor = static_cast<double>(max_positions) / static_cast<double>(s.original_max_position);
+    }
+    reader.get("attention_factor", s.attention_factor);
+  }
+  if (s.type == RopeScalingType::yarn) {
+    reader.get("beta_fast", s.beta_fast);
+    reader.get("beta_slow", s.beta_slow);
+    reader.get_non_negative("mscale", s.mscale);
+    reader.get_non_negative("mscale_all_dim", s.mscale_all_dim);
+    reader.get("truncate", s.truncate);
+  }
+  if (s.type == RopeScalingType::longrope) {
+    s.short_factor = read_factor_list(scaling, "short_factor", key, source);
+    s.long_factor = read_factor_list(scaling, "long_factor", key, source);
+  }
+  config.rope_scaling = s;
 }
 
 void read_rope_scaling(const Json& json, const std::string& source, const HfFamily& family, HfConfig& config) {
   if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return;
-  read_rope_scaling_object(json["rope_scaling"], "rope_scaling", source, family, config);
+  read_rope_scaling_object(json["rope_scaling"], "rope_scaling", source, json, family, config, false);
+}
+
+// partial_rotary_factor (top level, or in a rope_parameters object): in (0, 1], and only where the family has it.
+void read_partial_rotary_factor(const ConfigReader& reader, const std::string& key, const std::string& source,
+                                const HfFamily& family, double& factor) {
+  if (!reader.has("partial_rotary_factor")) return;
+  double value = 1.0;
+  reader.get("partial_rotary_factor", value);
+  TITAN_CHECK(value <= 1.0, "{}: '{}' = {} must be in (0, 1]", source, key, value);
+  TITAN_CHECK(value == 1.0 || family.partial_rotary,
+              "{}: '{}' = {} is not supported for {} (its config class has no partial rotary embedding)", source, key,
+              value, family.architecture);
+  factor = value;
 }
 
 // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type, ...}
@@ -166,21 +297,22 @@ void read_rope_parameters(const Json& json, const std::string& source, const HfF
     TITAN_CHECK(object.is_object(), "{}: '{}' must be an object, got {}", source, key, object.dump());
     const ConfigReader reader(object, source);
     reader.get("rope_theta", theta);
-    double rotary_fraction = 1.0;
-    reader.get("partial_rotary_factor", rotary_fraction);
-    TITAN_CHECK(rotary_fraction == 1.0,
-                "{}: '{}.partial_rotary_factor' = {} is not supported (titan rotates whole "
-                "heads)",
-                source, key, object["partial_rotary_factor"].dump());
     if (scaled) {
+      read_partial_rotary_factor(reader, key + ".partial_rotary_factor", source, family, config.partial_rotary_factor);
       config.rope_scaling = ops::RopeScaling{};
-      read_rope_scaling_object(object, key, source, family, config);
+      read_rope_scaling_object(object, key, source, json, family, config, true);
     } else {
-      // Gemma 3's local table is never scaled: any type but default is refused.
-      HfFamily unscaled_family = family;
-      unscaled_family.llama3_rope_scaling = false;
+      // Gemma 3's local table is never scaled, and rotates whole heads.
       HfConfig unscaled;
-      read_rope_scaling_object(object, key, source, unscaled_family, unscaled);
+      unscaled.max_position_embeddings = config.max_position_embeddings;
+      read_partial_rotary_factor(reader, key + ".partial_rotary_factor", source, family,
+                                 unscaled.partial_rotary_factor);
+      read_rope_scaling_object(object, key, source, json, family, unscaled, true);
+      TITAN_CHECK(unscaled.rope_scaling.type == ops::RopeScalingType::none &&
+                      unscaled.partial_rotary_factor == config.partial_rotary_factor,
+                  "{}: '{}' scales its RoPE or rotates part of the heads, which titan's local table does not "
+                  "(supported: rope_type default)",
+                  source, key);
     }
   };
   if (family.local_rope && (parameters.contains("full_attention") || parameters.contains("sliding_attention"))) {
@@ -216,6 +348,83 @@ void read_mixture_of_experts(const ConfigReader& reader, const std::string& sour
               "{}: 'shared_expert_intermediate_size' = {} is not supported for {} (it has no shared "
               "experts)",
               source, shared, family.architecture);
+}
+
+// gpt-oss's experts (GptOssConfig's names): num_local_experts of intermediate_size
+// each in every layer, softmax over the top k logits (the chosen scores renormalised).
+void read_stacked_experts(const ConfigReader& reader, const std::string& source, HfConfig& config) {
+  reader.get_required("num_local_experts", config.num_experts, kMaxDimension);
+  reader.get_required("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
+  TITAN_CHECK(config.num_experts_per_tok <= config.num_experts,
+              "{}: 'num_experts_per_tok' = {} exceeds 'num_local_experts' = {}", source, config.num_experts_per_tok,
+              config.num_experts);
+  config.moe_intermediate_size = config.intermediate_size;
+  config.norm_topk_prob = true;
+  reader.get_non_negative("router_aux_loss_coef", config.router_aux_loss_coef);
+  reader.get("output_router_logits", config.output_router_logits);
+  reader.get("swiglu_alpha", config.swiglu_alpha);
+  reader.get("swiglu_limit", config.swiglu_limit);
+  // q/k/v/o biases are part of every gpt-oss layer.
+  bool attention_bias = true;
+  reader.get("attention_bias", attention_bias);
+  TITAN_CHECK(attention_bias, "{}: 'attention_bias' = false is not supported for {} (its layers have q/k/v/o biases)",
+              source, config.architecture);
+}
+
+// DeepSeek-V3's latent attention and router keys (DeepseekV3Config's names).
+void read_latent_attention(const Json& json, const ConfigReader& reader, const std::string& source,
+                           const HfFamily& family, HfConfig& config) {
+  HfLatentAttention m = config.mla.value_or(HfLatentAttention{});
+  // q_lora_rank null: queries straight from the hidden state.
+  if (reader.is_null("q_lora_rank")) {
+    m.q_lora_rank = 0;
+  } else {
+    reader.get_positive("q_lora_rank", m.q_lora_rank, kMaxDimension);
+  }
+  reader.get_positive("kv_lora_rank", m.kv_lora_rank, kMaxDimension);
+  reader.get("qk_nope_head_dim", m.qk_nope_head_dim, 0, kMaxDimension);
+  reader.get_positive("qk_rope_head_dim", m.qk_rope_head_dim, kMaxDimension);
+  reader.get_positive("v_head_dim", m.v_head_dim, kMaxDimension);
+  reader.get_positive("n_routed_experts", config.num_experts, kMaxDimension);
+  reader.get_positive("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
+  reader.get_positive("moe_intermediate_size", config.moe_intermediate_size, kMaxDimension);
+  reader.get("norm_topk_prob", config.norm_topk_prob);
+  reader.get("n_shared_experts", m.n_shared_experts, 0, kMaxDimension);
+  reader.get("routed_scaling_factor", m.routed_scaling_factor);
+  reader.get_positive("n_group", m.n_group, kMaxDimension);
+  reader.get_positive("topk_group", m.topk_group, kMaxDimension);
+  reader.get("first_k_dense_replace", m.first_k_dense_replace, 0, kMaxLayers);
+  TITAN_CHECK(m.qk_rope_head_dim % 2 == 0, "{}: qk_rope_head_dim {} must be even for rotary embeddings", source,
+              m.qk_rope_head_dim);
+  TITAN_CHECK(config.num_experts % m.n_group == 0 && m.topk_group <= m.n_group &&
+                  config.num_experts_per_tok <= m.topk_group * (config.num_experts / m.n_group),
+              "{}: {} routed experts in n_group {} groups, topk_group {} of them, cannot give num_experts_per_tok {}",
+              source, config.num_experts, m.n_group, m.topk_group, config.num_experts_per_tok);
+  TITAN_CHECK(m.n_group == 1 || config.num_experts / m.n_group >= 2,
+              "{}: groups of one expert (n_group {} of {} experts) have no top-2 to score them by", source, m.n_group,
+              config.num_experts);
+  // transformers' DeepseekV3 scores with sigmoid and the correction bias, and
+  // rotates interleaved pairs unless rope_interleave is false; older files
+  // name these choices, which must then be the ones it computes.
+  const std::string scoring = reader.get_string("scoring_func");
+  TITAN_CHECK(scoring.empty() || scoring == "sigmoid",
+              "{}: 'scoring_func' = '{}' is not supported for {} (it scores experts with sigmoid)", source, scoring,
+              family.architecture);
+  const std::string method = reader.get_string("topk_method");
+  TITAN_CHECK(method.empty() || method == "noaux_tc",
+              "{}: 'topk_method' = '{}' is not supported for {} (it routes by noaux_tc)", source, method,
+              family.architecture);
+  bool interleave = true;
+  reader.get("rope_interleave", interleave);
+  TITAN_CHECK(interleave, "{}: 'rope_interleave' = false is not supported for {} (titan rotates interleaved pairs)",
+              source, family.architecture);
+  int64_t frequency = 1;
+  reader.get("moe_layer_freq", frequency, 1, kMaxLayers);
+  TITAN_CHECK(frequency == 1,
+              "{}: 'moe_layer_freq' = {} is not supported for {} (every layer after "
+              "first_k_dense_replace is a mixture of experts)",
+              source, frequency, family.architecture);
+  config.mla = m;
 }
 
 // The activation of the gate: Gemma's GeGLU (transformers reads hidden_activation; published files carry
@@ -386,6 +595,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   reader.get("rms_norm_eps", config.rms_norm_eps);
   reader.get("rope_theta", config.rope_theta);
   reader.get("tie_word_embeddings", config.tie_word_embeddings);
+  read_partial_rotary_factor(reader, "partial_rotary_factor", source, *family, config.partial_rotary_factor);
   read_rope_scaling(json, source, *family, config);
   if (family->local_rope) reader.get("rope_local_base_freq", config.rope_local_base_freq);
   read_rope_parameters(json, source, *family, config);
@@ -396,6 +606,18 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   config.torch_dtype = dtype;
 
   read_activation(reader, source, *family);
+  // Quantised weights titan decodes on load: gpt-oss's MXFP4 experts, nothing else.
+  if (reader.has("quantization_config")) {
+    const Json& quantization = json["quantization_config"];
+    const std::string method =
+        quantization.is_object() && quantization.contains("quant_method") && quantization["quant_method"].is_string()
+            ? quantization["quant_method"].get<std::string>()
+            : quantization.dump();
+    TITAN_CHECK(family->stacked_experts && method == "mxfp4",
+                "{}: 'quantization_config' with quant_method '{}' is not supported for {} (titan reads full-precision "
+                "weights{})",
+                source, method, family->architecture, family->stacked_experts ? ", and MXFP4 expert weights" : "");
+  }
   // Features titan's decoder lacks: each must be off. Qwen 2's q/k/v biases always exist (its config has no
   // attention_bias key); a family that slides by its own rule has no use_sliding_window switch.
   for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"}) reader.require_zero(key, *family);
@@ -403,13 +625,14 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   if (!family->qkv_bias) reader.require_off("attention_bias", *family);
   if (family->sliding == HfSlidingLayers::none) reader.require_off("use_sliding_window", *family);
   for (const std::string& key : family->disabled_features) reader.require_off(key.c_str(), *family);
-  double rotary_fraction = 1.0;
-  reader.get("partial_rotary_factor", rotary_fraction);
-  TITAN_CHECK(rotary_fraction == 1.0,
-              "{}: 'partial_rotary_factor' = {} is not supported for {} (titan rotates whole heads)", source,
-              json["partial_rotary_factor"].dump(), family->architecture);
 
-  if (family->mixture_of_experts) read_mixture_of_experts(reader, source, *family, config);
+  if (family->latent_attention) {
+    read_latent_attention(json, reader, source, *family, config);
+  } else if (family->stacked_experts) {
+    read_stacked_experts(reader, source, config);
+  } else if (family->mixture_of_experts) {
+    read_mixture_of_experts(reader, source, *family, config);
+  }
   read_sliding_window(json, reader, source, *family, config);
   if (family->score_scale_and_softcaps) read_score_scale_and_softcaps(reader, config);
 
@@ -420,13 +643,72 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   TITAN_CHECK(config.head_dim > 0 || config.hidden_size % heads == 0,
               "{}: hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)", source,
               config.hidden_size, heads);
+  // Latent attention's heads rotate qk_rope_head_dim features (transformers sets head_dim to it).
+  if (config.mla) {
+    TITAN_CHECK(config.head_dim == 0 || config.head_dim == config.mla->qk_rope_head_dim,
+                "{}: head_dim {} must be qk_rope_head_dim {} (the rotated features of latent attention)", source,
+                config.head_dim, config.mla->qk_rope_head_dim);
+    config.head_dim = config.mla->qk_rope_head_dim;
+  }
   const int64_t head_dim = config.head_dim > 0 ? config.head_dim : config.hidden_size / heads;
   TITAN_CHECK(head_dim % 2 == 0, "{}: head_dim {} must be even for rotary embeddings", source, head_dim);
+  // transformers rotates int(head_dim * partial_rotary_factor) features, in pairs.
+  const auto rotary = static_cast<int64_t>(static_cast<double>(head_dim) * config.partial_rotary_factor);
+  TITAN_CHECK(rotary > 0 && rotary % 2 == 0,
+              "{}: partial_rotary_factor {} rotates {} of head_dim {} features; it must be an even number > 0", source,
+              config.partial_rotary_factor, rotary, head_dim);
+  if (config.rope_scaling.type == ops::RopeScalingType::longrope) {
+    TITAN_CHECK(static_cast<int64_t>(config.rope_scaling.short_factor.size()) == rotary / 2 &&
+                    static_cast<int64_t>(config.rope_scaling.long_factor.size()) == rotary / 2,
+                "{}: longrope's short_factor and long_factor must hold rotary_dim / 2 = {} numbers each, got {} and {}",
+                source, rotary / 2, config.rope_scaling.short_factor.size(), config.rope_scaling.long_factor.size());
+  }
   // Implied sizes made explicit, as the writer writes them, so that written text parses back to this config.
   config.num_key_value_heads = kv_heads;
   config.head_dim = head_dim;
   return config;
 }
+
+namespace hf_config_writer {
+
+// The rope_scaling object of `s`: the keys its type reads, each derived default written out.
+nlohmann::ordered_json rope_scaling_json(const ops::RopeScaling& s) {
+  using ops::RopeScalingType;
+  using OrderedJson = nlohmann::ordered_json;
+  if (s.type == RopeScalingType::none) return OrderedJson(nullptr);
+  OrderedJson json;
+  json["rope_type"] = ops::rope_scaling_type_name(s.type);
+  json["factor"] = s.factor;
+  switch (s.type) {
+    case RopeScalingType::none:
+    case RopeScalingType::linear:
+    case RopeScalingType::dynamic:  // its original length is max_position_embeddings
+      break;
+    case RopeScalingType::llama3:
+      json["low_freq_factor"] = s.low_freq_factor;
+      json["high_freq_factor"] = s.high_freq_factor;
+      json["original_max_position_embeddings"] = s.original_max_position;
+      break;
+    case RopeScalingType::yarn:
+      json["original_max_position_embeddings"] = s.original_max_position;
+      json["beta_fast"] = s.beta_fast;
+      json["beta_slow"] = s.beta_slow;
+      if (s.mscale > 0) json["mscale"] = s.mscale;
+      if (s.mscale_all_dim > 0) json["mscale_all_dim"] = s.mscale_all_dim;
+      if (!s.truncate) json["truncate"] = false;
+      if (s.attention_factor > 0) json["attention_factor"] = s.attention_factor;
+      break;
+    case RopeScalingType::longrope:
+      json["original_max_position_embeddings"] = s.original_max_position;
+      if (s.attention_factor > 0) json["attention_factor"] = s.attention_factor;
+      json["short_factor"] = s.short_factor;
+      json["long_factor"] = s.long_factor;
+      break;
+  }
+  return json;
+}
+
+}  // namespace hf_config_writer
 
 HfConfig read_hf_config_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -453,17 +735,38 @@ std::string hf_config_json(const HfConfig& config) {
   json["max_position_embeddings"] = config.max_position_embeddings;
   json["rms_norm_eps"] = config.rms_norm_eps;
   json["rope_theta"] = config.rope_theta;
-  if (config.rope_scaling.factor > 0) {
-    json["rope_scaling"] = {{"rope_type", "llama3"},
-                            {"factor", config.rope_scaling.factor},
-                            {"low_freq_factor", config.rope_scaling.low_freq_factor},
-                            {"high_freq_factor", config.rope_scaling.high_freq_factor},
-                            {"original_max_position_embeddings", config.rope_scaling.original_max_position}};
-  } else {
-    json["rope_scaling"] = nullptr;
+  json["rope_scaling"] = hf_config_writer::rope_scaling_json(config.rope_scaling);
+  if (config.partial_rotary_factor != 1.0) json["partial_rotary_factor"] = config.partial_rotary_factor;
+  if (config.rope_scaling.type == ops::RopeScalingType::longrope && family.top_level_original_max_position) {
+    json["original_max_position_embeddings"] = config.rope_scaling.original_max_position;
   }
   json["tie_word_embeddings"] = config.tie_word_embeddings;
-  if (family.mixture_of_experts) {
+  if (family.latent_attention && config.mla) {
+    const HfLatentAttention& m = *config.mla;
+    json["q_lora_rank"] = m.q_lora_rank > 0 ? OrderedJson(m.q_lora_rank) : OrderedJson(nullptr);
+    json["kv_lora_rank"] = m.kv_lora_rank;
+    json["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    json["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    json["v_head_dim"] = m.v_head_dim;
+    json["n_routed_experts"] = config.num_experts;
+    json["n_shared_experts"] = m.n_shared_experts;
+    json["num_experts_per_tok"] = config.num_experts_per_tok;
+    json["moe_intermediate_size"] = config.moe_intermediate_size;
+    json["routed_scaling_factor"] = m.routed_scaling_factor;
+    json["n_group"] = m.n_group;
+    json["topk_group"] = m.topk_group;
+    json["first_k_dense_replace"] = m.first_k_dense_replace;
+    json["norm_topk_prob"] = config.norm_topk_prob;
+    json["rope_interleave"] = true;
+  } else if (family.stacked_experts) {
+    json["num_local_experts"] = config.num_experts;
+    json["num_experts_per_tok"] = config.num_experts_per_tok;
+    json["router_aux_loss_coef"] = config.router_aux_loss_coef;
+    json["output_router_logits"] = config.output_router_logits;
+    json["swiglu_alpha"] = config.swiglu_alpha;
+    json["swiglu_limit"] = config.swiglu_limit;
+    json["attention_bias"] = true;
+  } else if (family.mixture_of_experts) {
     json["num_experts"] = config.num_experts;
     json["num_experts_per_tok"] = config.num_experts_per_tok;
     json["moe_intermediate_size"] = config.moe_intermediate_size;

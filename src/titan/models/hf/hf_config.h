@@ -14,6 +14,23 @@
 
 namespace titan::models {
 
+// DeepSeek-V3's keys (DeepseekV3Config's names, its defaults): multi-head
+// latent attention and the router of its mixture-of-experts layers.
+struct HfLatentAttention {
+  int64_t q_lora_rank = 1536;  // 0: null (a direct query projection)
+  int64_t kv_lora_rank = 512;
+  int64_t qk_nope_head_dim = 128;
+  int64_t qk_rope_head_dim = 64;
+  int64_t v_head_dim = 128;
+  int64_t n_shared_experts = 1;
+  double routed_scaling_factor = 2.5;
+  int64_t n_group = 8;
+  int64_t topk_group = 4;
+  int64_t first_k_dense_replace = 3;
+
+  bool operator==(const HfLatentAttention&) const = default;
+};
+
 // The config.json keys a Llama / Qwen3 causal LM is defined by (transformers'
 // LlamaConfig / Qwen3Config names). Keys absent from a file take the family's
 // defaults, as transformers does.
@@ -30,7 +47,14 @@ struct HfConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
-  ops::RopeScaling rope_scaling;  // factor 0 = none (rope_scaling null or rope_type "default")
+  // rope_scaling (or rope_parameters), every rope_type of transformers but
+  // "ntk", with the defaults transformers derives resolved: type none when
+  // null or "default"; dynamic's original_max_position is max_position_embeddings;
+  // yarn's and longrope's original_max_position the file's (Phi-3: top-level
+  // original_max_position_embeddings), else max_position_embeddings; a missing
+  // yarn / longrope factor is max_position_embeddings / original.
+  ops::RopeScaling rope_scaling;
+  double partial_rotary_factor = 1.0;  // rotate the first int(head_dim * this) features of each head
   bool tie_word_embeddings = false;
   std::string torch_dtype;  // "float32", "bfloat16", "float16" or "" when absent
   // Mixture of experts (Qwen3MoeConfig's names; read for families that have them).
@@ -52,7 +76,11 @@ struct HfConfig {
   double query_pre_attn_scalar = 0.0;
   double attn_logit_softcapping = 0.0;
   double final_logit_softcapping = 0.0;
-  double rope_local_base_freq = 0.0;  // Gemma 3's sliding layers' RoPE base
+  double rope_local_base_freq = 0.0;     // Gemma 3's sliding layers' RoPE base
+  std::optional<HfLatentAttention> mla;  // set for families with latent_attention
+  // gpt-oss's clamped SwiGLU (families with stacked_experts): swiglu_alpha, swiglu_limit.
+  double swiglu_alpha = 1.702;
+  double swiglu_limit = 7.0;
 
   bool operator==(const HfConfig&) const = default;
 };
@@ -80,7 +108,10 @@ struct HfFamily {
   // interleaved family stores q/k rows permuted per head in HF files.
   ops::RopeStyle rope_style = ops::RopeStyle::half;
   bool qk_norm = false;
-  bool llama3_rope_scaling = false;       // accepts rope_scaling {rope_type: "llama3"}
+  bool partial_rotary = false;  // its config class has partial_rotary_factor (Phi-3)
+  // Its config class reads longrope's original_max_position_embeddings from the
+  // top level of config.json (Phi-3), where it is written too.
+  bool top_level_original_max_position = false;
   bool mixture_of_experts = false;        // reads the MoE keys (num_experts, ...)
   bool qk_norm_whole_projection = false;  // OLMo 2: q_norm spans all heads
   bool qkv_bias = false;                  // Qwen 2: biases on q/k/v, always
@@ -97,7 +128,18 @@ struct HfFamily {
   bool score_scale_and_softcaps = false;
   bool writes_layer_types = false;  // layer_types written whenever a window is (Gemma's files have it)
   bool local_rope = false;          // Gemma 3: rope_local_base_freq on sliding layers
-  HfConfig defaults;                // transformers' defaults for absent keys
+  // DeepSeek-V3: multi-head latent attention, sigmoid routing with the score
+  // correction bias, shared experts, group-limited top-k, dense first layers.
+  bool latent_attention = false;
+  // gpt-oss: a mixture of experts in every layer whose experts are one HF
+  // tensor per projection (gate_up_proj [E, hidden, 2 * intermediate] with
+  // gate and up interleaved in its columns, down_proj [E, intermediate,
+  // hidden], each with a bias; MXFP4 blocks and scales accepted on reading),
+  // a router with a bias (mlp.router), the clamped SwiGLU, biases on
+  // q/k/v/o (attention_bias, which must not be false) and attention sinks;
+  // the experts' count is num_local_experts, their width intermediate_size.
+  bool stacked_experts = false;
+  HfConfig defaults;  // transformers' defaults for absent keys
   // Boolean keys its config class has for features titan's decoder lacks
   // (attention_bias, ...): written false, and refused when true on reading.
   std::vector<std::string> disabled_features;

@@ -12,14 +12,67 @@ nn::FeedForwardActivation gate(const HfFamily& family) {
                                                               : nn::FeedForwardActivation::silu;
 }
 
+// A latent-attention family's block i (DeepseekV3DecoderLayer): MLA, then a
+// dense MLP before first_k_dense_replace, a mixture of experts after.
+nn::TransformerBlockConfig latent_block(const HfConfig& hf, const HfFamily& family, int64_t i) {
+  const HfLatentAttention& m = *hf.mla;
+  nn::TransformerBlockConfig block;
+  block.attention = {.dim = hf.hidden_size,
+                     .n_heads = hf.num_attention_heads,
+                     .head_dim = m.qk_rope_head_dim,
+                     .norm_eps = hf.rms_norm_eps,
+                     .rope_style = family.rope_style};
+  block.mla =
+      nn::MlaConfig{.q_lora_rank = m.q_lora_rank,
+                    .kv_lora_rank = m.kv_lora_rank,
+                    .qk_nope_head_dim = m.qk_nope_head_dim,
+                    .qk_rope_head_dim = m.qk_rope_head_dim,
+                    .v_head_dim = m.v_head_dim,
+                    .softmax_scale = nn::mla_softmax_scale(m.qk_nope_head_dim + m.qk_rope_head_dim, hf.rope_scaling)};
+  block.norm_eps = hf.rms_norm_eps;
+  if (i < m.first_k_dense_replace) {
+    block.feed_forward = {.dim = hf.hidden_size, .hidden_dim = hf.intermediate_size, .activation = gate(family)};
+    return block;
+  }
+  // One group (n_group 1) limits nothing: titan's "no groups".
+  const bool grouped = m.n_group > 1;
+  block.moe = nn::MoEConfig{.dim = hf.hidden_size,
+                            .hidden_dim = hf.moe_intermediate_size,
+                            .num_experts = hf.num_experts,
+                            .top_k = hf.num_experts_per_tok,
+                            .num_shared_experts = m.n_shared_experts,
+                            .score = nn::RouterScore::sigmoid,
+                            .normalize_top_k = hf.norm_topk_prob,
+                            .route_scale = m.routed_scaling_factor,
+                            .num_expert_groups = grouped ? m.n_group : 0,
+                            .num_limited_groups = grouped ? m.topk_group : 0,
+                            // e_score_correction_bias steers the choice; training nudges it at TorchTitan's rate.
+                            .load_balance_coeff = 1e-3};
+  return block;
+}
+
 }  // namespace
 
 DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
   const HfFamily& family = hf_family(hf);
+  if (family.latent_attention) {
+    TITAN_CHECK(hf.mla.has_value(), "{}: no latent attention keys", family.architecture);
+    DecoderConfig config;
+    config.vocab_size = hf.vocab_size;
+    for (int64_t i = 0; i < hf.num_hidden_layers; ++i) config.layers.push_back(latent_block(hf, family, i));
+    config.rope_theta = hf.rope_theta;
+    config.rope_scaling = hf.rope_scaling;
+    config.tie_embeddings = hf.tie_word_embeddings;
+    config.max_seq_len = hf.max_position_embeddings;
+    return config;
+  }
   const double norm_offset = family.norm_weight_offset;
   DecoderConfig config;
   config.vocab_size = hf.vocab_size;
   const int64_t implied_head_dim = hf.hidden_size / hf.num_attention_heads;
+  const int64_t head_dim = hf.head_dim > 0 ? hf.head_dim : implied_head_dim;
+  // transformers rotates int(head_dim * partial_rotary_factor) features (0: the whole head).
+  const auto rotary = static_cast<int64_t>(static_cast<double>(head_dim) * hf.partial_rotary_factor);
   for (int64_t i = 0; i < hf.num_hidden_layers; ++i) {
     const bool sliding = hf.sliding_window > 0 && static_cast<size_t>(i) < hf.sliding_layers.size() &&
                          hf.sliding_layers[static_cast<size_t>(i)];
@@ -34,11 +87,14 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
                        .qk_norm_weight_offset = norm_offset,
                        .norm_eps = hf.rms_norm_eps,
                        .qkv_bias = family.qkv_bias,
+                       .output_bias = family.stacked_experts,
+                       .rotary_dim = rotary == head_dim ? 0 : rotary,
                        .rope_style = family.rope_style,
                        .local_rope = family.local_rope && sliding,
                        .sliding_window = sliding ? hf.sliding_window : 0,
                        .scale_dim = family.score_scale_and_softcaps ? hf.query_pre_attn_scalar : 0.0,
-                       .logit_softcap = static_cast<float>(hf.attn_logit_softcapping)};
+                       .logit_softcap = static_cast<float>(hf.attn_logit_softcapping),
+                       .sinks = family.stacked_experts};
     block.norm_eps = hf.rms_norm_eps;
     block.norm_weight_offset = norm_offset;
     block.pre_norms = family.norms != HfNorms::post;
@@ -46,7 +102,20 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
     // Hugging Face's rule (Qwen3MoeDecoderLayer): MoE unless listed dense, every decoder_sparse_step-th layer.
     const bool dense_only =
         std::find(hf.mlp_only_layers.begin(), hf.mlp_only_layers.end(), i) != hf.mlp_only_layers.end();
-    if (family.mixture_of_experts && !dense_only && hf.num_experts > 0 && (i + 1) % hf.decoder_sparse_step == 0) {
+    if (family.stacked_experts) {
+      // GptOssMLP: softmax over the top k router logits (the chosen scores renormalised), biases everywhere.
+      block.moe = nn::MoEConfig{.dim = hf.hidden_size,
+                                .hidden_dim = hf.moe_intermediate_size,
+                                .num_experts = hf.num_experts,
+                                .top_k = hf.num_experts_per_tok,
+                                .normalize_top_k = true,
+                                .router_bias = true,
+                                .expert_biases = true,
+                                .activation = nn::ExpertActivation::clamped_swiglu,
+                                .swiglu_alpha = hf.swiglu_alpha,
+                                .swiglu_limit = hf.swiglu_limit};
+    } else if (family.mixture_of_experts && !dense_only && hf.num_experts > 0 &&
+               (i + 1) % hf.decoder_sparse_step == 0) {
       block.moe = nn::MoEConfig{.dim = hf.hidden_size,
                                 .hidden_dim = hf.moe_intermediate_size,
                                 .num_experts = hf.num_experts,
@@ -72,6 +141,100 @@ namespace {
 
 // The MoE layers' shared settings, and the dense layers among them (Hugging
 // Face says which layers are dense by listing them, with decoder_sparse_step 1).
+// A latent-attention model's keys: every layer's MLA alike, dense layers
+// first, then mixture-of-experts layers alike and in the form transformers
+// computes (sigmoid scores, groups).
+void describe_latent_attention(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
+  HfLatentAttention m;
+  const nn::TransformerBlockConfig& first = config.layers.front();
+  TITAN_CHECK(first.mla.has_value(), "layer 0 has no latent attention, which {} has", family.architecture);
+  const nn::MlaConfig& a = *first.mla;
+  m.q_lora_rank = a.q_lora_rank;
+  m.kv_lora_rank = a.kv_lora_rank;
+  m.qk_nope_head_dim = a.qk_nope_head_dim;
+  m.qk_rope_head_dim = a.qk_rope_head_dim;
+  m.v_head_dim = a.v_head_dim;
+  TITAN_CHECK(a.scale() == nn::mla_softmax_scale(a.qk_head_dim(), config.rope_scaling),
+              "a latent-attention softmax scale of {} has no {} equivalent (it is qk_head_dim^-1/2 times YaRN's "
+              "mscale_all_dim correction squared: {})",
+              a.scale(), family.architecture, nn::mla_softmax_scale(a.qk_head_dim(), config.rope_scaling));
+  const nn::MoEConfig* experts = nullptr;
+  m.first_k_dense_replace = config.n_layers();
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::TransformerBlockConfig& block = config.layers[static_cast<size_t>(i)];
+    TITAN_CHECK(block.mla && *block.mla == a,
+                "layer {}: its latent attention differs from layer 0's, which {} cannot "
+                "express",
+                i, family.architecture);
+    if (!block.moe) {
+      TITAN_CHECK(experts == nullptr,
+                  "layer {} is dense after a mixture-of-experts layer, which {} cannot express "
+                  "(its dense layers are the first first_k_dense_replace)",
+                  i, family.architecture);
+      TITAN_CHECK(i == 0 || block.feed_forward.hidden_dim == hf.intermediate_size,
+                  "dense layers of different widths have no {} equivalent", family.architecture);
+      hf.intermediate_size = block.feed_forward.hidden_dim;
+      continue;
+    }
+    const nn::MoEConfig& moe = *block.moe;
+    if (experts == nullptr) m.first_k_dense_replace = i;
+    TITAN_CHECK(moe.score == nn::RouterScore::sigmoid,
+                "layer {}: softmax expert scores have no {} equivalent (transformers scores them with sigmoid)", i,
+                family.architecture);
+    TITAN_CHECK(moe.aux_loss_coef == 0.0, "layer {}: an auxiliary load-balancing loss has no {} equivalent", i,
+                family.architecture);
+    TITAN_CHECK(experts == nullptr ||
+                    (moe.num_experts == experts->num_experts && moe.top_k == experts->top_k &&
+                     moe.hidden_dim == experts->hidden_dim && moe.normalize_top_k == experts->normalize_top_k &&
+                     moe.num_shared_experts == experts->num_shared_experts && moe.route_scale == experts->route_scale &&
+                     moe.num_expert_groups == experts->num_expert_groups &&
+                     moe.num_limited_groups == experts->num_limited_groups),
+                "layer {}: its experts differ from the first MoE layer's, which {} cannot express", i,
+                family.architecture);
+    experts = &moe;
+  }
+  if (experts != nullptr) {
+    hf.num_experts = experts->num_experts;
+    hf.num_experts_per_tok = experts->top_k;
+    hf.moe_intermediate_size = experts->hidden_dim;
+    hf.norm_topk_prob = experts->normalize_top_k;
+    m.n_shared_experts = experts->num_shared_experts;
+    m.routed_scaling_factor = experts->route_scale;
+    m.n_group = experts->num_expert_groups > 1 ? experts->num_expert_groups : 1;
+    m.topk_group = experts->num_expert_groups > 1 ? experts->num_limited_groups : 1;
+  }
+  hf.mla = m;
+}
+
+// gpt-oss's keys: every layer a mixture of experts in its form, all alike.
+void describe_stacked_experts(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
+  const nn::MoEConfig* first = nullptr;
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::TransformerBlockConfig& block = config.layers[static_cast<size_t>(i)];
+    TITAN_CHECK(block.moe.has_value(), "layer {} is dense, which {} has not (every layer is a mixture of experts)", i,
+                family.architecture);
+    const nn::MoEConfig& moe = *block.moe;
+    TITAN_CHECK(moe.score == nn::RouterScore::softmax && moe.normalize_top_k && moe.num_shared_experts == 0 &&
+                    moe.route_scale == 1.0 && moe.num_expert_groups <= 1 && moe.router_bias && moe.expert_biases &&
+                    moe.activation == nn::ExpertActivation::clamped_swiglu && moe.aux_loss_coef == 0.0,
+                "layer {}: experts other than softmax-over-top-k routing with a router bias, expert biases and the "
+                "clamped SwiGLU (no shared experts, groups, route scale or auxiliary loss) have no {} equivalent",
+                i, family.architecture);
+    TITAN_CHECK(first == nullptr || (moe.num_experts == first->num_experts && moe.top_k == first->top_k &&
+                                     moe.hidden_dim == first->hidden_dim && moe.swiglu_alpha == first->swiglu_alpha &&
+                                     moe.swiglu_limit == first->swiglu_limit),
+                "layer {}: its experts differ from layer 0's, which {} cannot express", i, family.architecture);
+    first = &moe;
+  }
+  hf.num_experts = first->num_experts;
+  hf.num_experts_per_tok = first->top_k;
+  hf.intermediate_size = first->hidden_dim;
+  hf.moe_intermediate_size = first->hidden_dim;
+  hf.norm_topk_prob = true;
+  hf.swiglu_alpha = first->swiglu_alpha;
+  hf.swiglu_limit = first->swiglu_limit;
+}
+
 void describe_experts(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
   const nn::MoEConfig* first = nullptr;
   int64_t dense_width = 0;
@@ -136,12 +299,15 @@ void check_layers(const DecoderConfig& config, const HfFamily& family, const std
                 block.norm_eps == first.norm_eps && b.scale_dim == a.scale_dim && b.logit_softcap == a.logit_softcap &&
                 b.norm_eps == a.norm_eps,
             "attention different from layer 0's (heads, head size, norm eps, score scale or soft-cap)");
+    require(b.rotary_size() == a.rotary_size(), "a rotary width different from layer 0's");
     require(b.rope && b.rope_style == family.rope_style, "its RoPE pairing (or a layer without RoPE)");
     require(b.qk_norm == family.qk_norm, b.qk_norm ? "a q/k norm" : "no q/k norm");
     require(!b.qk_norm || (b.qk_norm_whole_projection == family.qk_norm_whole_projection &&
                            b.qk_norm_weight_offset == norm_offset && b.norm_eps == block.norm_eps),
             "its kind of q/k norm (per head or whole projection, weight offset, or an eps other than the block's)");
     require(b.qkv_bias == family.qkv_bias, b.qkv_bias ? "q/k/v biases" : "q/k/v projections without biases");
+    require(b.output_bias == family.stacked_experts, b.output_bias ? "an output bias" : "no output bias");
+    require(b.sinks == family.stacked_experts, b.sinks ? "attention sinks" : "no attention sinks");
     require(block.norm_weight_offset == norm_offset, "its norm weight offset");
     require(block.pre_norms == (family.norms != HfNorms::post) && block.post_norms == (family.norms != HfNorms::pre),
             "its placement of norms (before and/or after the sublayers)");
@@ -198,8 +364,18 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
   TITAN_CHECK(config.n_layers() > 0, "a model without layers has no {} equivalent", family.architecture);
   check_layers(config, family, model_name);
   const auto& a = config.layers.front().attention;
-  TITAN_CHECK(config.rope_scaling.factor <= 0 || family.llama3_rope_scaling,
-              "{} has no llama3 RoPE scaling; this {} model uses it", family.architecture, model_name);
+  // config.json has one max_position_embeddings: dynamic scaling starts growing its base there.
+  TITAN_CHECK(config.rope_scaling.type != ops::RopeScalingType::dynamic ||
+                  config.rope_scaling.original_max_position == config.max_seq_len,
+              "dynamic RoPE scaling from {} positions with max_seq_len {} has no {} equivalent (transformers grows "
+              "the base past max_position_embeddings, which titan writes as max_seq_len)",
+              config.rope_scaling.original_max_position, config.max_seq_len, family.architecture);
+  const int64_t rotary = a.rotary_size(), head = a.head_size();
+  const double rotary_fraction = static_cast<double>(rotary) / static_cast<double>(head);
+  TITAN_CHECK(rotary == head || (family.partial_rotary &&
+                                 static_cast<int64_t>(static_cast<double>(head) * rotary_fraction) == rotary),
+              "rotating {} of {} features per head has no {} equivalent{}", rotary, head, family.architecture,
+              family.partial_rotary ? " (no partial_rotary_factor gives it)" : " (it rotates whole heads)");
   const double norm_eps = config.layers.front().norm_eps;
   TITAN_CHECK(!a.qk_norm || a.norm_eps == norm_eps,
               "q/k norm eps {} differs from the layer norm eps {}: {} has one rms_norm_eps", a.norm_eps, norm_eps,
@@ -218,17 +394,25 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
   hf.architecture = family.architecture;
   hf.model_type = family.model_type;
   hf.hidden_size = config.dim();
-  describe_experts(config, family, hf);
+  if (family.latent_attention) {
+    describe_latent_attention(config, family, hf);
+  } else if (family.stacked_experts) {
+    describe_stacked_experts(config, family, hf);
+  } else {
+    TITAN_CHECK(!config.layers.front().mla, "latent attention has no {} equivalent", family.architecture);
+    describe_experts(config, family, hf);
+  }
   describe_sliding(config, family, hf);
   hf.num_hidden_layers = config.n_layers();
   hf.num_attention_heads = a.n_heads;
-  hf.num_key_value_heads = a.kv_heads();
+  hf.num_key_value_heads = a.kv_heads();  // latent attention: every head its own (num_attention_heads)
   hf.head_dim = a.head_size();
   hf.vocab_size = config.vocab_size;
   hf.max_position_embeddings = config.max_seq_len;
   hf.rms_norm_eps = norm_eps;
   hf.rope_theta = config.rope_theta;
   hf.rope_scaling = config.rope_scaling;
+  hf.partial_rotary_factor = rotary_fraction;
   hf.tie_word_embeddings = config.tie_embeddings;
   if (family.score_scale_and_softcaps) {
     hf.query_pre_attn_scalar = a.scale_dim > 0 ? a.scale_dim : static_cast<double>(a.head_size());

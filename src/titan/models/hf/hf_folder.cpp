@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "titan/checkpoint/checkpoint_folder.h"
+#include "titan/checkpoint/mxfp4.h"
 #include "titan/checkpoint/tensor_source.h"
 #include "titan/checkpoint/torch_archive.h"
 #include "titan/core/copy.h"
@@ -101,6 +102,14 @@ namespace {
 
 // The shape of an HF tensor made of `plan`'s parts: their rows stacked.
 Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Shape>& titan_shapes) {
+  if (plan.layout != models::HfTensorLayout::rows) {
+    const Shape& first = titan_shapes.at(plan.parts.front().titan_name);
+    for (const models::HfTensorPart& part : plan.parts) {
+      TITAN_CHECK(titan_shapes.at(part.titan_name) == first, "tensors joined into '{}' differ in shape ({} vs {})",
+                  plan.hf_name, shape_str(titan_shapes.at(part.titan_name)), shape_str(first));
+    }
+    return models::hf_expert_tensor_shape(plan.layout, plan.parts.size(), first);
+  }
   Shape shape;
   for (const models::HfTensorPart& part : plan.parts) {
     const Shape piece = models::hf_part_shape(part, titan_shapes.at(part.titan_name));
@@ -120,6 +129,11 @@ Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Sha
 // An HF tensor from titan's tensors: each part in HF layout, cast to `dtype`, their rows stacked.
 Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string, Tensor>& titan,
                     const models::DecoderConfig& config, DType dtype) {
+  if (plan.layout != models::HfTensorLayout::rows) {
+    std::vector<Tensor> parts;
+    for (const models::HfTensorPart& part : plan.parts) parts.push_back(titan.at(part.titan_name));
+    return models::to_hf_expert_tensor(plan.layout, parts).to(dtype);
+  }
   std::vector<Tensor> pieces;
   for (const models::HfTensorPart& part : plan.parts) {
     const Tensor& tensor = titan.at(part.titan_name);
@@ -139,9 +153,10 @@ Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string
 }
 
 // Whether a titan buffer may be left out of an HF folder: the aux-loss-free
-// expert bias, which Qwen3MoeForCausalLM has no place for, only while it is zero.
-bool omitted_from_hf(const checkpoint::TensorSource& source) {
-  if (!source.name.ends_with("moe.expert_bias")) return false;
+// expert bias, which Qwen3MoeForCausalLM has no place for, only while it is
+// zero (DeepseekV3ForCausalLM holds it: e_score_correction_bias).
+bool omitted_from_hf(const checkpoint::TensorSource& source, const models::HfFamily& family) {
+  if (!source.name.ends_with("moe.expert_bias") || family.latent_attention) return false;
   for (float value : source.read().to_floats()) {
     TITAN_CHECK(value == 0.0f,
                 "'{}' is non-zero (aux-loss-free load balancing has moved it), and Hugging Face's model has no "
@@ -152,6 +167,20 @@ bool omitted_from_hf(const checkpoint::TensorSource& source) {
 }
 
 }  // namespace
+
+bool hf_mxfp4_tensor(const HfFolderReader& reader, const HfTensorPlan& plan) {
+  return plan.layout != HfTensorLayout::rows && !reader.contains(plan.hf_name) &&
+         reader.contains(plan.hf_name + "_blocks") && reader.contains(plan.hf_name + "_scales");
+}
+
+Tensor read_hf_expert_tensor(const HfFolderReader& reader, const HfTensorPlan& plan, DType mxfp4_dtype) {
+  if (!hf_mxfp4_tensor(reader, plan)) return reader.read(plan.hf_name);
+  // Decoded [E, out, in], then [E, in, out] as transformers holds the dequantised weight.
+  return checkpoint::dequantize_mxfp4(reader.read(plan.hf_name + "_blocks"), reader.read(plan.hf_name + "_scales"),
+                                      mxfp4_dtype, plan.hf_name)
+      .transpose(1, 2)
+      .contiguous();
+}
 
 HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config) {
   const std::string& architecture = reader.config().architecture;
@@ -164,14 +193,33 @@ HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::Decoder
     titan_tensors.emplace_back(name, parameter->data.shape());
     weights.titan_shapes[name] = parameter->data.shape();
   }
+  // The expert bias where the family's folders hold it (the score correction bias).
+  for (auto& [name, buffer] : expected->named_persistent_buffers()) {
+    if (!family.latent_attention || !name.ends_with("moe.expert_bias")) continue;
+    titan_tensors.emplace_back(name, buffer->shape());
+    weights.titan_shapes[name] = buffer->shape();
+  }
   std::set<std::string> used;
   weights.tensors = models::hf_tensor_plan(family, titan_tensors);
   for (const models::HfTensorPlan& plan : weights.tensors) {
     const std::string& hf_name = plan.hf_name;
+    const Shape shape = hf_shape(plan, weights.titan_shapes);
+    if (models::hf_mxfp4_tensor(reader, plan)) {
+      // MXFP4 blocks and scales of the [E, out, in] weights before HF's transpose to [E, in, out].
+      const Shape blocks{shape[0], shape[2], shape[1] / 32, 16}, scales{shape[0], shape[2], shape[1] / 32};
+      for (const auto& [name, expected] :
+           {std::pair{hf_name + "_blocks", blocks}, std::pair{hf_name + "_scales", scales}}) {
+        const checkpoint::SafetensorsEntry& entry = reader.entry(name);
+        TITAN_CHECK(shape[1] % 32 == 0 && entry.shape == expected && entry.dtype == DType::u8,
+                    "{}: MXFP4 tensor '{}' is {} {}, but config.json implies uint8 {}", reader.file_of(name), name,
+                    dtype_name(entry.dtype), shape_str(entry.shape), shape_str(expected));
+        used.insert(name);
+      }
+      continue;
+    }
     TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
                 plan.parts.front().titan_name, architecture);
     const checkpoint::SafetensorsEntry& entry = reader.entry(hf_name);
-    const Shape shape = hf_shape(plan, weights.titan_shapes);
     TITAN_CHECK(entry.shape == shape, "{}: tensor '{}' has shape {}, but config.json implies {}",
                 reader.file_of(hf_name), hf_name, shape_str(entry.shape), shape_str(shape));
     TITAN_CHECK(entry.dtype == DType::f32 || entry.dtype == DType::bf16 || entry.dtype == DType::f16,
@@ -199,7 +247,7 @@ void write_hf_folder(const std::string& folder, const std::string& model_name, c
   std::map<std::string, Shape> titan_shapes;
   std::map<std::string, const checkpoint::TensorSource*> source_of;
   for (const checkpoint::TensorSource& source : sources) {
-    if (omitted_from_hf(source)) continue;
+    if (omitted_from_hf(source, models::hf_family(hf))) continue;
     titan_tensors.emplace_back(source.name, source.shape);
     titan_shapes[source.name] = source.shape;
     source_of[source.name] = &source;

@@ -60,6 +60,11 @@ struct HfWeightPlan {
   std::map<std::string, Shape> titan_shapes;
 };
 HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config);
+// Whether the folder holds an expert tensor of `plan` (gpt-oss) as MXFP4
+// `<name>_blocks` and `<name>_scales` instead of the tensor itself; and the
+// tensor as transformers holds it, whole (MXFP4 decoded into `mxfp4_dtype`).
+bool hf_mxfp4_tensor(const HfFolderReader& reader, const HfTensorPlan& plan);
+Tensor read_hf_expert_tensor(const HfFolderReader& reader, const HfTensorPlan& plan, DType mxfp4_dtype);
 
 struct HfWriteOptions {
   DType dtype = DType::f32;

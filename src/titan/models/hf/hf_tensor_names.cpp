@@ -4,6 +4,8 @@
 #include <cstring>
 #include <map>
 
+#include "titan/core/copy.h"
+
 namespace titan::models {
 
 namespace {
@@ -21,7 +23,24 @@ struct LayerName {
 // whether q/k/v and gate/up are fused decide them.
 std::vector<LayerName> layer_names(const HfFamily& family) {
   std::vector<LayerName> names;
-  if (family.fused_projections) {
+  if (family.latent_attention) {
+    // DeepseekV3Attention: a direct (q_proj) or low-rank query, the latent
+    // with the shared rotary key (kv_a_proj_with_mqa) and their norms.
+    names.push_back({"attention.wq.weight", "self_attn.q_proj.weight"});
+    names.push_back({"attention.wq_a.weight", "self_attn.q_a_proj.weight"});
+    names.push_back({"attention.q_norm.weight", "self_attn.q_a_layernorm.weight"});
+    names.push_back({"attention.wq_b.weight", "self_attn.q_b_proj.weight"});
+    names.push_back({"attention.wkv_a.weight", "self_attn.kv_a_proj_with_mqa.weight"});
+    names.push_back({"attention.kv_norm.weight", "self_attn.kv_a_layernorm.weight"});
+    names.push_back({"attention.wkv_b.weight", "self_attn.kv_b_proj.weight"});
+    names.push_back({"moe.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"});
+    names.push_back({"moe.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"});
+    names.push_back({"moe.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"});
+    names.push_back({"feed_forward.w1.weight", "mlp.gate_proj.weight"});
+    names.push_back({"feed_forward.w3.weight", "mlp.up_proj.weight"});
+    // The aux-loss-free bias (a buffer): transformers' score correction bias, in the choice only.
+    names.push_back({"moe.expert_bias", "mlp.gate.e_score_correction_bias"});
+  } else if (family.fused_projections) {
     names.push_back({"attention.wq.weight", "self_attn.qkv_proj.weight", 0, 3});
     names.push_back({"attention.wk.weight", "self_attn.qkv_proj.weight", 1, 3});
     names.push_back({"attention.wv.weight", "self_attn.qkv_proj.weight", 2, 3});
@@ -63,8 +82,33 @@ std::vector<LayerName> layer_names(const HfFamily& family) {
       break;
   }
   if (family.mixture_of_experts) names.push_back({"moe.router.gate.weight", "mlp.gate.weight"});
+  if (family.stacked_experts) {
+    // GptOssAttention's o_proj bias and sinks, GptOssTopKRouter (its experts: kStackedExperts).
+    names.push_back({"attention.wq.bias", "self_attn.q_proj.bias"});
+    names.push_back({"attention.wk.bias", "self_attn.k_proj.bias"});
+    names.push_back({"attention.wv.bias", "self_attn.v_proj.bias"});
+    names.push_back({"attention.wo.bias", "self_attn.o_proj.bias"});
+    names.push_back({"attention.sinks", "self_attn.sinks"});
+    names.push_back({"moe.router.gate.weight", "mlp.router.weight"});
+    names.push_back({"moe.router.gate.bias", "mlp.router.bias"});
+  }
   return names;
 }
+
+// gpt-oss's experts (HfFamily::stacked_experts): one HF tensor per
+// projection and its bias, made of titan's stacked tensors.
+struct StackedExperts {
+  const char* hf;
+  HfTensorLayout layout;
+  const char* first;
+  const char* second;  // null for one part
+};
+constexpr StackedExperts kStackedExperts[] = {
+    {"mlp.experts.gate_up_proj", HfTensorLayout::experts_interleaved, "moe.experts.w1", "moe.experts.w3"},
+    {"mlp.experts.gate_up_proj_bias", HfTensorLayout::experts_interleaved, "moe.experts.b1", "moe.experts.b3"},
+    {"mlp.experts.down_proj", HfTensorLayout::experts_transposed, "moe.experts.w2", nullptr},
+    {"mlp.experts.down_proj_bias", HfTensorLayout::experts_transposed, "moe.experts.b2", nullptr},
+};
 
 // A MoE layer's experts: one titan tensor [E, ...] per projection, one HF tensor per expert.
 struct NamePair {
@@ -130,6 +174,8 @@ std::optional<PermutedHeads> permuted_heads(const std::string& titan_name, const
   if (layer < 0 || layer >= config.n_layers()) return std::nullopt;
   const auto& a = config.layers[static_cast<size_t>(layer)].attention;
   if (a.rope_style != ops::RopeStyle::interleaved || !a.rope) return std::nullopt;
+  // Latent attention: transformers' rope_interleave rotates the pairs as titan does, rows as they are.
+  if (config.layers[static_cast<size_t>(layer)].mla) return std::nullopt;
   if (titan_name.ends_with("attention.wq.weight") || titan_name.ends_with("attention.wq.bias")) {
     return PermutedHeads{a.n_heads, a.head_size()};
   }
@@ -224,11 +270,70 @@ Shape hf_part_shape(const HfTensorPart& part, const Shape& titan_shape) {
   return Shape(titan_shape.begin() + 1, titan_shape.end());
 }
 
+Shape hf_expert_tensor_shape(HfTensorLayout layout, size_t parts, const Shape& part_shape) {
+  TITAN_CHECK(part_shape.size() == 2 || part_shape.size() == 3,
+              "stacked expert tensors are [E, n] or [E, n, m], got {}", shape_str(part_shape));
+  Shape shape = part_shape;
+  if (layout == HfTensorLayout::experts_interleaved) shape[1] *= static_cast<int64_t>(parts);
+  if (shape.size() == 3) std::swap(shape[1], shape[2]);
+  return shape;
+}
+
+Tensor to_hf_expert_tensor(HfTensorLayout layout, const std::vector<Tensor>& parts) {
+  const Tensor& first = parts.front();
+  Tensor joined = first.to(Device::cpu()).contiguous();
+  if (layout == HfTensorLayout::experts_interleaved) {
+    // [E, n, ...] x parts -> [E, n, parts, ...] -> [E, n * parts, ...]: part p at rows p, p + parts, ...
+    Shape stacked = first.shape();
+    stacked.insert(stacked.begin() + 2, static_cast<int64_t>(parts.size()));
+    Tensor both = Tensor::empty(stacked, first.dtype());
+    for (size_t p = 0; p < parts.size(); ++p) {
+      titan::copy_(both.select(2, static_cast<int64_t>(p)), parts[p].to(Device::cpu()));
+    }
+    Shape merged = first.shape();
+    merged[1] *= static_cast<int64_t>(parts.size());
+    joined = both.view(merged);
+  }
+  return joined.dim() == 3 ? joined.transpose(1, 2).contiguous() : joined;
+}
+
+Tensor from_hf_expert_tensor(HfTensorLayout layout, const Tensor& hf_tensor, size_t part) {
+  Tensor titan = hf_tensor.dim() == 3 ? hf_tensor.transpose(1, 2).contiguous() : hf_tensor.contiguous();
+  if (layout != HfTensorLayout::experts_interleaved) return titan;
+  Shape split = titan.shape();
+  split[1] /= 2;
+  split.insert(split.begin() + 2, 2);
+  return titan.view(split).select(2, static_cast<int64_t>(part)).contiguous();
+}
+
 std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
                                          const std::vector<std::pair<std::string, Shape>>& titan_tensors) {
   std::vector<HfTensorPlan> plan;
   std::map<std::string, size_t> fused;  // HF name -> its entry in `plan`, for tensors of several parts
   for (const auto& [name, shape] : titan_tensors) {
+    if (family.stacked_experts) {
+      const auto split = split_layer_name(name, "layers.");
+      const StackedExperts* stack = nullptr;
+      size_t part = 0;
+      for (const StackedExperts& candidate : kStackedExperts) {
+        if (split && split->second == candidate.first) stack = &candidate;
+        if (split && candidate.second != nullptr && split->second == candidate.second) {
+          stack = &candidate;
+          part = 1;
+        }
+      }
+      if (stack != nullptr) {
+        const std::string hf_name = fmt::format("model.layers.{}.{}", split->first, stack->hf);
+        auto [at, inserted] = fused.try_emplace(hf_name, plan.size());
+        if (inserted) {
+          plan.push_back({hf_name, std::vector<HfTensorPart>(stack->second != nullptr ? 2 : 1), stack->layout});
+        }
+        HfTensorPart& slot = plan[at->second].parts[part];
+        TITAN_CHECK(slot.titan_name.empty(), "tensor '{}' is listed twice", name);
+        slot.titan_name = name;
+        continue;
+      }
+    }
     if (family.mixture_of_experts && !hf_expert_tensor_name(name, 0).empty()) {
       TITAN_CHECK(!shape.empty(), "tensor '{}' of experts has no expert dimension", name);
       for (int64_t e = 0; e < shape[0]; ++e) plan.push_back({hf_expert_tensor_name(name, e), {{name, e}}});
@@ -252,7 +357,7 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
   for (const auto& [hf_name, index] : fused) {
     for (size_t i = 0; i < plan[index].parts.size(); ++i) {
       // Name the missing part by what its siblings are called in titan.
-      const std::string present = plan[index].parts[i == 0 ? 1 : 0].titan_name;
+      const std::string present = plan[index].parts.size() > 1 ? plan[index].parts[i == 0 ? 1 : 0].titan_name : "";
       TITAN_CHECK(!plan[index].parts[i].titan_name.empty(),
                   "{}'s tensor '{}' is rows of several titan tensors, and part {} of them is missing (next to '{}')",
                   family.architecture, hf_name, i, present);

@@ -38,9 +38,17 @@ struct HfTensorPart {
   std::string titan_name;
   int64_t expert = -1;
 };
+// How an HF tensor's values relate to its parts'. `rows`: the parts' rows
+// stacked (the default). The other two are gpt-oss's stacked experts (parts
+// [E, n, ...] each): `experts_interleaved`, two parts whose dim 1 alternates
+// in the HF tensor (gate, up, gate, ...: gate_up_proj and its bias), and
+// `experts_transposed`, one part; either with its last two dims swapped when
+// it has three (HF keeps [E, in, out], titan [E, out, in]).
+enum class HfTensorLayout { rows, experts_interleaved, experts_transposed };
 struct HfTensorPlan {
   std::string hf_name;
   std::vector<HfTensorPart> parts;
+  HfTensorLayout layout = HfTensorLayout::rows;
 };
 // Every HF tensor of a model whose titan tensors (names and shapes, in the
 // model's order) are `titan_tensors`, in that order (a fused tensor where its
@@ -52,6 +60,11 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
 // The shape of a part (an expert's slice drops dim 0) and of the HF tensor
 // (parts' rows added up), from the titan shapes by name.
 Shape hf_part_shape(const HfTensorPart& part, const Shape& titan_shape);
+// An expert-layout HF tensor (host) from its parts' tensors, and back: part i of it.
+Tensor to_hf_expert_tensor(HfTensorLayout layout, const std::vector<Tensor>& parts);
+Tensor from_hf_expert_tensor(HfTensorLayout layout, const Tensor& hf_tensor, size_t part);
+// The HF shape of an expert-layout tensor whose parts have the titan shape `part_shape`.
+Shape hf_expert_tensor_shape(HfTensorLayout layout, size_t parts, const Shape& part_shape);
 
 // Tensors HF checkpoints may hold that carry no weights titan needs (e.g. a
 // stored rotary_emb.inv_freq, or lm_head.weight next to tied embeddings).

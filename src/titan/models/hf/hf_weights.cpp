@@ -10,7 +10,17 @@ namespace titan::models {
 
 HfTitanTensors::HfTitanTensors(const HfFolderReader& reader, const DecoderConfig& config)
     : reader_(reader), config_(config), weights_(plan_hf_weights(reader, config)) {
-  for (const HfTensorPlan& plan : weights_.tensors) {
+  for (size_t index = 0; index < weights_.tensors.size(); ++index) {
+    const HfTensorPlan& plan = weights_.tensors[index];
+    if (plan.layout != HfTensorLayout::rows) {
+      for (size_t p = 0; p < plan.parts.size(); ++p) {
+        Source& source = sources_[plan.parts[p].titan_name];
+        source.tensors = {{plan.hf_name, 0}};
+        source.expert_plan = static_cast<int64_t>(index);
+        source.part = p;
+      }
+      continue;
+    }
     int64_t row = 0;
     for (const HfTensorPart& part : plan.parts) {
       Source& source = sources_[part.titan_name];
@@ -30,13 +40,20 @@ const HfTitanTensors::Source& HfTitanTensors::source_of(const std::string& name)
 }
 
 DType HfTitanTensors::dtype(const std::string& name) const {
-  return reader_.entry(source_of(name).tensors.front().hf_name).dtype;
+  const Source& source = source_of(name);
+  // MXFP4 decodes exactly into bf16 (two significant bits times a power of two).
+  if (source.expert_plan >= 0 && hf_mxfp4_tensor(reader_, weights_.tensors[static_cast<size_t>(source.expert_plan)])) {
+    return DType::bf16;
+  }
+  return reader_.entry(source.tensors.front().hf_name).dtype;
 }
 
 Tensor HfTitanTensors::read(const std::string& name) const {
   const Shape& shape = weights_.titan_shapes.at(name);
   const Source& source = source_of(name);
-  if (source.stacked_experts || !hf_rows_permuted(name, config_)) return read_box(name, Shape(shape.size(), 0), shape);
+  if (source.expert_plan >= 0 || source.stacked_experts || !hf_rows_permuted(name, config_)) {
+    return read_box(name, Shape(shape.size(), 0), shape);
+  }
   // All rows of a tensor whose rows HF orders differently: one read, then the rows put in titan's order.
   Shape row_offsets(shape.size(), 0);
   row_offsets[0] = source.tensors.front().first_row;
@@ -45,6 +62,15 @@ Tensor HfTitanTensors::read(const std::string& name) const {
 
 Tensor HfTitanTensors::read_box(const std::string& name, const Shape& offsets, const Shape& shape) const {
   const Source& source = source_of(name);
+  if (source.expert_plan >= 0) {
+    // An expert-layout tensor is read whole (decoded, transposed, de-interleaved), then cut to the box.
+    const HfTensorPlan& plan = weights_.tensors[static_cast<size_t>(source.expert_plan)];
+    Tensor box = from_hf_expert_tensor(plan.layout, read_hf_expert_tensor(reader_, plan, DType::bf16), source.part);
+    TITAN_CHECK(box.shape() == weights_.titan_shapes.at(name), "{}: '{}' reads as {}, expected {}", reader_.folder(),
+                name, shape_str(box.shape()), shape_str(weights_.titan_shapes.at(name)));
+    for (size_t d = 0; d < shape.size(); ++d) box = box.narrow(static_cast<int64_t>(d), offsets[d], shape[d]);
+    return box.contiguous();
+  }
   const Shape inner_offsets(offsets.begin() + 1, offsets.end()), inner_shape(shape.begin() + 1, shape.end());
   std::vector<Tensor> pieces;  // consecutive rows of the box, each from one read
   if (source.stacked_experts) {
@@ -125,8 +151,16 @@ void load_hf_weights_into(models::Decoder& model, const std::string& folder) {
     const Tensor box = tensors.read_box(name, parameter->layout.offsets_in_whole(stored.shape()), stored.shape());
     titan::copy_(stored, box.to(stored.dtype()).to(stored.device()));
   }
-  // Buffers an HF folder does not hold (the expert bias) start as the model initialises them: zero.
-  for (auto& [name, buffer] : model.named_persistent_buffers()) titan::fill_(*buffer, 0.0);
+  // Buffers an HF folder does not hold (the expert bias, but for DeepSeek-V3's) start as the model initialises
+  // them: zero.
+  for (auto& [name, buffer] : model.named_persistent_buffers()) {
+    if (!tensors.holds(name)) {
+      titan::fill_(*buffer, 0.0);
+      continue;
+    }
+    const Tensor whole = tensors.read_box(name, Shape(buffer->shape().size(), 0), buffer->shape());
+    titan::copy_(*buffer, whole.to(buffer->dtype()).to(buffer->device()));
+  }
 }
 
 }  // namespace titan::models

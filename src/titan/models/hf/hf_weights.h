@@ -39,6 +39,9 @@ class HfTitanTensors {
   struct Source {
     bool stacked_experts = false;
     std::vector<Rows> tensors;
+    // gpt-oss's experts: part `part` of the expert-layout HF tensor plan().tensors[expert_plan] (-1: none).
+    int64_t expert_plan = -1;
+    size_t part = 0;
   };
 
  private:

@@ -25,7 +25,13 @@ DecoderConfig to_config(const Args& args) {
   block.norm_eps = args.norm_eps;
   config.set_layers(args.n_layers, block);
   config.rope_theta = args.rope_theta;
-  if (args.rope_scaling_factor > 0) config.rope_scaling = {args.rope_scaling_factor, 1.0, 4.0, 8192};
+  if (args.rope_scaling_factor > 0) {
+    config.rope_scaling = {.type = ops::RopeScalingType::llama3,
+                           .factor = args.rope_scaling_factor,
+                           .original_max_position = 8192,
+                           .low_freq_factor = 1.0,
+                           .high_freq_factor = 4.0};
+  }
   config.tie_embeddings = args.tie_embeddings;
   config.max_seq_len = args.max_seq_len;
   return config;

@@ -9,7 +9,6 @@ HfFamily hf_family() {
   family.model_type = "llama";
   family.rope_style = ops::RopeStyle::interleaved;
   family.qk_norm = false;
-  family.llama3_rope_scaling = true;
   // transformers' LlamaConfig defaults, for keys a config.json leaves out.
   HfConfig& d = family.defaults;
   d.hidden_size = 4096;

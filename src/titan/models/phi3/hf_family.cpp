@@ -10,6 +10,8 @@ HfFamily hf_family() {
   family.rope_style = ops::RopeStyle::half;
   family.fused_projections = true;
   family.sliding = HfSlidingLayers::all;
+  family.partial_rotary = true;                   // Phi-4-mini: partial_rotary_factor 0.75
+  family.top_level_original_max_position = true;  // Phi-3.5's longrope
   // transformers' Phi3Config defaults, for keys a config.json leaves out.
   HfConfig& d = family.defaults;
   d.hidden_size = 3072;

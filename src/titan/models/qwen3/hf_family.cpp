@@ -9,7 +9,6 @@ HfFamily hf_family() {
   family.model_type = "qwen3";
   family.rope_style = ops::RopeStyle::half;
   family.qk_norm = true;
-  family.llama3_rope_scaling = false;
   // transformers' Qwen3Config defaults, for keys a config.json leaves out.
   HfConfig& d = family.defaults;
   d.hidden_size = 4096;

@@ -9,7 +9,6 @@ HfFamily hf_family() {
   family.model_type = "qwen3_moe";
   family.rope_style = ops::RopeStyle::half;
   family.qk_norm = true;
-  family.llama3_rope_scaling = false;
   family.mixture_of_experts = true;
   // transformers' Qwen3MoeConfig defaults, for keys a config.json leaves out.
   HfConfig& d = family.defaults;

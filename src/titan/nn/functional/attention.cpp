@@ -29,11 +29,20 @@ Tensor flash_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
   ops::AttentionOutput out{kept[0], kept[1]};
   ops::AttentionMask saved_mask = mask;
   if (mask.document_ids.defined()) saved_mask.document_ids = mask.document_ids.detach();
+  if (mask.sinks.defined()) saved_mask.sinks = mask.sinks.detach();
   const Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.out.detach(), lse = out.lse;
-  record("FlashAttentionBackward", {&q, &k, &v}, {&out.out}, [=](const auto& g) {
+  const auto backward = [=](const auto& g) {
     ops::AttentionGrads grads = ops::flash_attention_backward(g[0], sq, sk, sv, so, lse, saved_mask, scale);
-    return std::vector<Tensor>{grads.grad_q, grads.grad_k, grads.grad_v};
-  });
+    std::vector<Tensor> result{grads.grad_q, grads.grad_k, grads.grad_v};
+    if (grads.grad_sinks.defined()) result.push_back(grads.grad_sinks);
+    return result;
+  };
+  // The sinks are a learned parameter: one more input when the mask has them.
+  if (mask.sinks.defined()) {
+    record("FlashAttentionBackward", {&q, &k, &v, &mask.sinks}, {&out.out}, backward);
+  } else {
+    record("FlashAttentionBackward", {&q, &k, &v}, {&out.out}, backward);
+  }
   return out.out;
 }
 
@@ -51,7 +60,7 @@ Tensor heads_first(const Tensor& x, int64_t heads) {
 
 // Everything in f32 whatever the input dtype: this is the reference path.
 Tensor naive_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask, float scale) {
-  const int64_t batch = q.size(0), q_len = q.size(1), heads = q.size(2), dim = q.size(3), k_len = k.size(1);
+  const int64_t batch = q.size(0), q_len = q.size(1), heads = q.size(2), k_len = k.size(1), value_dim = v.size(3);
   TITAN_CHECK(mask.logit_softcap >= 0.0f && std::isfinite(mask.logit_softcap),
               "scaled_dot_product_attention: logit_softcap must be finite and >= 0 (0 = no cap), got {}",
               mask.logit_softcap);
@@ -65,9 +74,21 @@ Tensor naive_path(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
                           .unsqueeze(1)
                           .expand({batch, heads, q_len, k_len})
                           .reshape({batch * heads, q_len, k_len});
-  const Tensor probabilities = F::softmax(F::add(scores, bias));
+  Tensor probabilities;
+  if (mask.sinks.defined()) {
+    // gpt-oss's sinks: one more softmax column per row holding its head's
+    // logit, dropped after the softmax (it has no value).
+    TITAN_CHECK(mask.sinks.dim() == 1 && mask.sinks.size(0) == heads,
+                "scaled_dot_product_attention: sinks {} must be [Hq] = [{}]", shape_str(mask.sinks.shape()), heads);
+    const Tensor sink_column =
+        F::reshape(F::expand(F::reshape(F::cast(mask.sinks, DType::f32), {1, heads, 1, 1}), {batch, heads, q_len, 1}),
+                   {batch * heads, q_len, 1});
+    probabilities = F::narrow(F::softmax(F::concat(F::add(scores, bias), sink_column, 2)), 2, 0, k_len);
+  } else {
+    probabilities = F::softmax(F::add(scores, bias));
+  }
   const Tensor out = F::matmul(probabilities, v3);
-  return F::cast(F::contiguous(F::permute(F::view(out, {batch, heads, q_len, dim}), {0, 2, 1, 3})), q.dtype());
+  return F::cast(F::contiguous(F::permute(F::view(out, {batch, heads, q_len, value_dim}), {0, 2, 1, 3})), q.dtype());
 }
 
 }  // namespace

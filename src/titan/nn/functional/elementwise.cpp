@@ -68,6 +68,16 @@ Tensor geglu(const Tensor& gate, const Tensor& up) {
   return y;
 }
 
+Tensor clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  Tensor y = ops::clamped_swiglu(gate, up, alpha, limit);
+  const Tensor saved_gate = gate.detach(), saved_up = up.detach();
+  record("ClampedSwigluBackward", {&gate, &up}, {&y}, [=](const auto& g) {
+    auto [grad_gate, grad_up] = ops::clamped_swiglu_backward(g[0], saved_gate, saved_up, alpha, limit);
+    return std::vector<Tensor>{grad_gate, grad_up};
+  });
+  return y;
+}
+
 // cap * tanh(x / cap), differentiable; its backward needs only the output.
 Tensor soft_cap(const Tensor& x, float cap) {
   Tensor y = ops::soft_cap(x, cap);

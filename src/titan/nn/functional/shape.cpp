@@ -68,6 +68,26 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   return y;
 }
 
+Tensor concat(const Tensor& a, const Tensor& b, int64_t dim) {
+  const int64_t d = a.wrap_dim(dim);
+  TITAN_CHECK(a.dim() == b.dim() && a.dtype() == b.dtype(), "concat: {} {} and {} {} differ in rank or dtype",
+              shape_str(a.shape()), dtype_name(a.dtype()), shape_str(b.shape()), dtype_name(b.dtype()));
+  Shape shape = a.shape();
+  for (int64_t i = 0; i < a.dim(); ++i) {
+    TITAN_CHECK(i == d || a.size(i) == b.size(i), "concat: {} and {} differ outside dim {}", shape_str(a.shape()),
+                shape_str(b.shape()), d);
+  }
+  const int64_t first = a.size(d), second = b.size(d);
+  shape[static_cast<size_t>(d)] = first + second;
+  Tensor y = Tensor::empty(shape, a.dtype(), a.device());
+  titan::copy_(y.narrow(d, 0, first), a);
+  titan::copy_(y.narrow(d, first, second), b);
+  record("ConcatBackward", {&a, &b}, {&y}, [d, first, second](const auto& g) {
+    return std::vector<Tensor>{g[0].narrow(d, 0, first).contiguous(), g[0].narrow(d, first, second).contiguous()};
+  });
+  return y;
+}
+
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor y = titan::cast(x, dtype);

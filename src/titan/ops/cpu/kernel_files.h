@@ -19,9 +19,11 @@
   X(attention)                    \
   X(attention_mask)               \
   X(attention_merge)              \
+  X(attention_sinks)              \
   X(cross_entropy)                \
   X(adamw)                        \
-  X(moe_routing)
+  X(moe_routing)                  \
+  X(delta_rule)
 
 // ops/cpu/onednn/<name>.cpp: kernels that are oneDNN calls. oneDNN picks its
 // own ISA at run time (capped by TITAN_CPU_ISA, see register.cpp), so a copy

@@ -123,6 +123,32 @@ __global__ void glu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_up,
   }
 }
 
+// gpt-oss's clamped SwiGLU and its backward, as the CPU kernels compute them.
+template <typename T>
+__global__ void clamped_swiglu(T* __restrict__ out, const T* __restrict__ gate, const T* __restrict__ up, float alpha,
+                               float limit, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = fminf(load_f32(gate, i), limit);
+    const float w = fminf(fmaxf(load_f32(up, i), -limit), limit);
+    store_f32(out, i, v * sigmoid(alpha * v) * (w + 1.0f));
+  }
+}
+
+template <typename T>
+__global__ void clamped_swiglu_backward(T* __restrict__ grad_gate, T* __restrict__ grad_up,
+                                        const T* __restrict__ grad_out, const T* __restrict__ gate,
+                                        const T* __restrict__ up, float alpha, float limit, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float raw_gate = load_f32(gate, i), raw_up = load_f32(up, i);
+    const float v = fminf(raw_gate, limit);
+    const float w = fminf(fmaxf(raw_up, -limit), limit);
+    const float s = sigmoid(alpha * v);
+    const float d = load_f32(grad_out, i);
+    store_f32(grad_up, i, raw_up >= -limit && raw_up <= limit ? d * v * s : 0.0f);
+    store_f32(grad_gate, i, raw_gate <= limit ? d * (w + 1.0f) * (s + alpha * v * s * (1.0f - s)) : 0.0f);
+  }
+}
+
 // cap * tanh(x / cap) with the accurate tanhf; the CPU's exp-based tanh
 // agrees with it to about cap * 1e-7.
 template <typename T>
@@ -333,6 +359,30 @@ void geglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const
   glu_backward_kernel<GeluTanhGate>("geglu_backward", grad_gate, grad_up, grad_out, gate, up);
 }
 
+void clamped_swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  require_float("clamped_swiglu", out);
+  const int64_t n = out.numel();
+  TITAN_CUDA_CHECK(with_float_type(out.dtype(), n, [&](auto tag) {
+    using T = decltype(tag);
+    clamped_swiglu<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<T*>(out.data_ptr()), static_cast<const T*>(gate.data_ptr()), static_cast<const T*>(up.data_ptr()),
+        alpha, limit, n);
+  }));
+}
+
+void clamped_swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                                    const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  require_float("clamped_swiglu_backward", grad_gate);
+  const int64_t n = grad_gate.numel();
+  TITAN_CUDA_CHECK(with_float_type(grad_gate.dtype(), n, [&](auto tag) {
+    using T = decltype(tag);
+    clamped_swiglu_backward<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
+        static_cast<T*>(grad_gate.data_ptr()), static_cast<T*>(grad_up.data_ptr()),
+        static_cast<const T*>(grad_out.data_ptr()), static_cast<const T*>(gate.data_ptr()),
+        static_cast<const T*>(up.data_ptr()), alpha, limit, n);
+  }));
+}
+
 void soft_cap_kernel(const Tensor& out, const Tensor& x, float cap) {
   require_float("soft_cap", out);
   TITAN_CUDA_CHECK(launch_soft_cap(out.dtype(), out.data_ptr(), x.data_ptr(), cap, out.numel(), current_stream()));
@@ -357,6 +407,8 @@ void register_elementwise() {
   swiglu_backward_kernels.set_kernel(DeviceType::cuda, swiglu_backward_kernel);
   geglu_kernels.set_kernel(DeviceType::cuda, geglu_kernel);
   geglu_backward_kernels.set_kernel(DeviceType::cuda, geglu_backward_kernel);
+  clamped_swiglu_kernels.set_kernel(DeviceType::cuda, clamped_swiglu_kernel);
+  clamped_swiglu_backward_kernels.set_kernel(DeviceType::cuda, clamped_swiglu_backward_kernel);
   soft_cap_kernels.set_kernel(DeviceType::cuda, soft_cap_kernel);
   soft_cap_backward_kernels.set_kernel(DeviceType::cuda, soft_cap_backward_kernel);
 }

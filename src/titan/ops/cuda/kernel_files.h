@@ -23,6 +23,8 @@
   X(fused_cross_entropy)           \
   X(attention)                     \
   X(attention_merge)               \
+  X(delta_rule)                    \
+  X(attention_sinks)               \
   X(synchronize)                   \
   X(host_swap)                     \
   X(step_recorder)                 \

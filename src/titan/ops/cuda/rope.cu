@@ -1,11 +1,10 @@
 // CUDA rotary embedding: x and out [B, S, H, D] contiguous (f32 or bf16),
-// cos and sin [max_positions, D/2] f32. Kernel, launcher, Tensor plumbing and
+// cos and sin [max_positions, R/2] f32 (R <= D: the rotary width). Kernel, launcher, Tensor plumbing and
 // registration; the checks the entry point leaves to the backend are here.
 //
-// One thread per rotated pair, so consecutive threads read consecutive cos/sin
-// entries and (for either pairing) neighbouring x. Positions outside the table
-// are not checked on the host, which would need a device-to-host sync per
-// call: the kernel writes NaN for them instead, so the mistake cannot pass
+// One thread per rotated pair (or copied feature past a partial rotary width), so consecutive threads read consecutive
+// cos/sin entries and (for either pairing) neighbouring x. Positions outside the table are not checked on the host,
+// which would need a device-to-host sync per call: the kernel writes NaN for them instead, so the mistake cannot pass
 // silently.
 #include <cstdint>
 
@@ -22,6 +21,7 @@ namespace {
 
 struct RopeShape {
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  int64_t rotary_dim = 0;  // the first rotary_dim features of a head rotate; the rest are copied
   int64_t max_positions = 0;
 };
 
@@ -29,12 +29,19 @@ template <typename T>
 __global__ void rope(T* __restrict__ out, const T* __restrict__ x, const float* __restrict__ cos,
                      const float* __restrict__ sin, const void* __restrict__ positions, int position_bytes,
                      RopeShape shape, bool interleaved, float sign) {
-  const int64_t half = shape.head_dim / 2;
-  const int64_t pairs = shape.batch * shape.seq * shape.heads * half;
-  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < pairs;
+  // Per row (token, head): rotary_dim / 2 rotated pairs, then head_dim - rotary_dim copied features.
+  const int64_t half = shape.rotary_dim / 2;
+  const int64_t per_row = half + shape.head_dim - shape.rotary_dim;
+  const int64_t items = shape.batch * shape.seq * shape.heads * per_row;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < items;
        p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = p % half;
-    const int64_t row = p / half;  // token * heads + head
+    const int64_t i = p % per_row;
+    const int64_t row = p / per_row;  // token * heads + head
+    if (i >= half) {
+      const int64_t feature = row * shape.head_dim + shape.rotary_dim + (i - half);
+      out[feature] = x[feature];
+      continue;
+    }
     const int64_t token = row / shape.heads;
     int64_t position = token % shape.seq;
     if (position_bytes == 8) {
@@ -60,20 +67,21 @@ __global__ void rope(T* __restrict__ out, const T* __restrict__ x, const float* 
 // positions: [B, S] of `position_bytes` (4: i32, 8: i64) per entry, or null
 // for 0..S-1 in every sequence. A position outside the table cannot be
 // reported from the device without a sync, so its token's output is NaN.
-// interleaved pairs (2i, 2i+1); otherwise halves (i, i + D/2). inverse rotates by -angle.
+// interleaved pairs (2i, 2i+1); otherwise halves (i, i + R/2) of the first R =
+// rotary_dim features, the rest copied. inverse rotates by -angle.
 cudaError_t launch_rope(DType dtype, void* out, const void* x, const float* cos, const float* sin,
                         const void* positions, int position_bytes, const RopeShape& shape, bool interleaved,
                         bool inverse, cudaStream_t stream) {
-  const int64_t pairs = shape.batch * shape.seq * shape.heads * (shape.head_dim / 2);
-  if (pairs == 0) return cudaSuccess;
+  const int64_t items = shape.batch * shape.seq * shape.heads * (shape.head_dim - shape.rotary_dim / 2);
+  if (items == 0) return cudaSuccess;
   const float sign = inverse ? -1.0f : 1.0f;
   if (positions == nullptr) position_bytes = 0;
   if (dtype == DType::bf16) {
-    rope<<<grid_for(pairs, kThreads), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out),
+    rope<<<grid_for(items, kThreads), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out),
                                                              static_cast<const __nv_bfloat16*>(x), cos, sin, positions,
                                                              position_bytes, shape, interleaved, sign);
   } else {
-    rope<<<grid_for(pairs, kThreads), kThreads, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(x),
+    rope<<<grid_for(items, kThreads), kThreads, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(x),
                                                              cos, sin, positions, position_bytes, shape, interleaved,
                                                              sign);
   }
@@ -84,11 +92,11 @@ void rope_kernel(const Tensor& out, const Tensor& x, const Tensor& cos, const Te
                  RopeStyle style, bool inverse) {
   if (x.dtype() != DType::f32 && x.dtype() != DType::bf16) unsupported_dtype("rope", x.device(), x.dtype());
   for (const Tensor* table : {&cos, &sin}) {
-    TITAN_CHECK(table->dtype() == DType::f32 && table->is_contiguous() && table->device() == x.device() &&
-                    table->dim() == 2 && table->size(1) * 2 == x.size(3) && table->size(0) == cos.size(0),
-                "rope: the cos/sin table must be contiguous f32 [max_positions, {}] on {}, got {} {} on {}",
-                x.size(3) / 2, x.device().str(), dtype_name(table->dtype()), shape_str(table->shape()),
-                table->device().str());
+    TITAN_CHECK(
+        table->dtype() == DType::f32 && table->is_contiguous() && table->device() == x.device() && table->dim() == 2 &&
+            table->size(1) == cos.size(1) && table->size(1) * 2 <= x.size(3) && table->size(0) == cos.size(0),
+        "rope: the cos/sin table must be contiguous f32 [max_positions, <= {}] on {}, got {} {} on {}", x.size(3) / 2,
+        x.device().str(), dtype_name(table->dtype()), shape_str(table->shape()), table->device().str());
   }
   if (positions.defined()) {
     TITAN_CHECK(positions.device() == x.device() && positions.is_contiguous(),
@@ -100,6 +108,7 @@ void rope_kernel(const Tensor& out, const Tensor& x, const Tensor& cos, const Te
   shape.seq = x.size(1);
   shape.heads = x.size(2);
   shape.head_dim = x.size(3);
+  shape.rotary_dim = cos.size(1) * 2;
   shape.max_positions = cos.size(0);
   const void* position_data = positions.defined() ? positions.data_ptr() : nullptr;
   const int position_bytes = positions.defined() ? static_cast<int>(positions.element_size()) : 0;

@@ -31,6 +31,10 @@
 // and adds dQ atomically instead; that is neither deterministic nor cheap on
 // CPUs.
 //
+// Values may be narrower or wider than queries and keys (Dv != D, DeepSeek's
+// MLA): the score GEMMs run over D, the products with V and dO over Dv, and
+// each tile is as wide as the tensor it holds.
+//
 // Tiles: 128 x 128. Measured single-threaded on AVX-512 (f32, D = 64,
 // S = 2048, causal), forward and backward were fastest at 128 x 128 (64 x 64
 // tiles ran 20% slower, 256 x 128 and 128 x 256 no faster): dnnl_sgemm reaches
@@ -91,12 +95,13 @@ constexpr int64_t kBlockK = 128;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Geometry {
-  int64_t batch, q_len, k_len, heads, kv_heads, group, dim;
+  int64_t batch, q_len, k_len, heads, kv_heads, group, dim, value_dim;  // dim: q/k's head dim; value_dim: v's
   int64_t q_offset;  // position of query 0 relative to key 0 (k_len - q_len unless the mask places it)
   int64_t q_blocks, k_blocks;
-  int64_t q_row, kv_row;  // elements between consecutive positions of one head
+  // Elements between consecutive positions of one head: in q (and grad_q), k, v and out (and grad_out).
+  int64_t q_row, kv_row, v_row, out_row;
 
-  Geometry(const Tensor& q, const Tensor& k, const AttentionMask& mask)
+  Geometry(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask)
       : batch(q.size(0)),
         q_len(q.size(1)),
         k_len(k.size(1)),
@@ -104,11 +109,14 @@ struct Geometry {
         kv_heads(k.size(2)),
         group(q.size(2) / k.size(2)),
         dim(q.size(3)),
+        value_dim(v.size(3)),
         q_offset(mask.query_offset(q.size(1), k.size(1))),
         q_blocks((q.size(1) + kBlockQ - 1) / kBlockQ),
         k_blocks((k.size(1) + kBlockK - 1) / kBlockK),
         q_row(q.size(2) * q.size(3)),
-        kv_row(k.size(2) * k.size(3)) {}
+        kv_row(k.size(2) * k.size(3)),
+        v_row(v.size(2) * v.size(3)),
+        out_row(q.size(2) * v.size(3)) {}
 
   int64_t q_rows(int64_t qb) const { return std::min(kBlockQ, q_len - qb * kBlockQ); }
   int64_t k_rows(int64_t kb) const { return std::min(kBlockK, k_len - kb * kBlockK); }
@@ -437,7 +445,7 @@ void online_softmax(float* scores, int64_t rows, int64_t cols, float* row_max, f
 template <typename T>
 void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, const Tensor& v,
              const AttentionMask& mask, float scale) {
-  const Geometry g(q, k, mask);
+  const Geometry g(q, k, v, mask);
   const BlockMask blocks(mask, g);
   const float cap = mask.logit_softcap;
   const T* q_data = q.data<T>();
@@ -446,11 +454,11 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
   T* out_data = result.out.data<T>();
   float* lse_data = result.lse.data<float>();
 
-  const int64_t D = g.dim, heads_total = g.batch * g.heads;
+  const int64_t D = g.dim, DV = g.value_dim, heads_total = g.batch * g.heads;
   const int64_t tasks = heads_total * g.q_blocks;
   const int threads = worker_threads(tasks);
-  // Q, O [kBlockQ, D]; K, V [kBlockK, D]; S/P [kBlockQ, kBlockK]; m, l [kBlockQ].
-  const Scratch scratch(threads, 2 * kBlockQ * D + 2 * kBlockK * D + kBlockQ * kBlockK + 2 * kBlockQ);
+  // Q [kBlockQ, D], O [kBlockQ, Dv]; K [kBlockK, D], V [kBlockK, Dv]; S/P [kBlockQ, kBlockK]; m, l [kBlockQ].
+  const Scratch scratch(threads, kBlockQ * (D + DV) + kBlockK * (D + DV) + kBlockQ * kBlockK + 2 * kBlockQ);
   Gemm gemm;
 
   for_each_task(tasks, threads, [&](int64_t task, int thread) {
@@ -461,14 +469,14 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
     const int64_t q0 = qb * kBlockQ, q_rows = g.q_rows(qb);
     float* q_tile = scratch.thread(thread);
     float* o_tile = q_tile + kBlockQ * D;
-    float* k_tile = o_tile + kBlockQ * D;
+    float* k_tile = o_tile + kBlockQ * DV;
     float* v_tile = k_tile + kBlockK * D;
-    float* scores = v_tile + kBlockK * D;
+    float* scores = v_tile + kBlockK * DV;
     float* row_max = scores + kBlockQ * kBlockK;
     float* row_sum = row_max + kBlockQ;
 
     load_tile(q_data + (b * g.q_len + q0) * g.q_row + h * D, q_rows, g.q_row, D, q_tile);
-    std::fill(o_tile, o_tile + q_rows * D, 0.0f);
+    std::fill(o_tile, o_tile + q_rows * DV, 0.0f);
     std::fill(row_max, row_max + q_rows, kNegInf);
     std::fill(row_sum, row_sum + q_rows, 0.0f);
 
@@ -477,17 +485,16 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
       const Visibility visibility = blocks.classify(b, qb, kb);
       if (visibility == Visibility::none) continue;
       const int64_t k0 = kb * kBlockK, k_rows = g.k_rows(kb);
-      const int64_t kv_offset = (b * g.k_len + k0) * g.kv_row + kvh * D;
-      load_tile(k_data + kv_offset, k_rows, g.kv_row, D, k_tile);
-      load_tile(v_data + kv_offset, k_rows, g.kv_row, D, v_tile);
+      load_tile(k_data + (b * g.k_len + k0) * g.kv_row + kvh * D, k_rows, g.kv_row, D, k_tile);
+      load_tile(v_data + (b * g.k_len + k0) * g.v_row + kvh * DV, k_rows, g.v_row, DV, v_tile);
       gemm('N', 'T', q_rows, k_rows, D, scale, q_tile, D, k_tile, D, 0.0f, scores, kBlockK);
       if (cap > 0.0f) soft_cap_tile(scores, q_rows, k_rows, cap);
       if (visibility == Visibility::partial) blocks.hide(b, qb, kb, scores);
-      online_softmax(scores, q_rows, k_rows, row_max, row_sum, o_tile, D);
-      if (visibility == Visibility::partial && !all_finite(v_tile, k_rows, D, D)) {
-        masked_product(false, q_rows, D, k_rows, 1.0f, scores, kBlockK, v_tile, D, o_tile, D);
+      online_softmax(scores, q_rows, k_rows, row_max, row_sum, o_tile, DV);
+      if (visibility == Visibility::partial && !all_finite(v_tile, k_rows, DV, DV)) {
+        masked_product(false, q_rows, DV, k_rows, 1.0f, scores, kBlockK, v_tile, DV, o_tile, DV);
       } else {
-        gemm('N', 'N', q_rows, D, k_rows, 1.0f, scores, kBlockK, v_tile, D, 1.0f, o_tile, D);
+        gemm('N', 'N', q_rows, DV, k_rows, 1.0f, scores, kBlockK, v_tile, DV, 1.0f, o_tile, DV);
       }
     }
 
@@ -496,11 +503,11 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
       // l >= 1 once any key is visible (the max term contributes exp(0)); a NaN l stays NaN in both.
       const float inverse = row_sum[r] == 0.0f ? 0.0f : 1.0f / row_sum[r];
       lse_row[r] = row_sum[r] == 0.0f ? kNegInf : row_max[r] + std::log(row_sum[r]);
-      float* o = o_tile + r * D;
+      float* o = o_tile + r * DV;
 #pragma omp simd
-      for (int64_t d = 0; d < D; ++d) o[d] *= inverse;
+      for (int64_t d = 0; d < DV; ++d) o[d] *= inverse;
     }
-    store_tile(o_tile, q_rows, D, out_data + (b * g.q_len + q0) * g.q_row + h * D, g.q_row);
+    store_tile(o_tile, q_rows, DV, out_data + (b * g.q_len + q0) * g.out_row + h * DV, g.out_row);
   });
   gemm.check("flash_attention");
 }
@@ -513,13 +520,14 @@ void forward(const AttentionOutput& result, const Tensor& q, const Tensor& k, co
 // With a soft cap, S is the capped score z and dS also takes the factor
 // dz/ds = 1 - (z / cap)^2.
 void probability_tile(Gemm& gemm, const BlockMask& blocks, Visibility visibility, int64_t b, int64_t qb, int64_t kb,
-                      int64_t q_rows, int64_t k_rows, int64_t dim, float scale, float cap, const float* q_tile,
-                      const float* grad_out_tile, const float* k_tile, const float* v_tile, const float* lse,
-                      const float* delta, float* probs, float* grad_scores) {
+                      int64_t q_rows, int64_t k_rows, int64_t dim, int64_t value_dim, float scale, float cap,
+                      const float* q_tile, const float* grad_out_tile, const float* k_tile, const float* v_tile,
+                      const float* lse, const float* delta, float* probs, float* grad_scores) {
   gemm('N', 'T', q_rows, k_rows, dim, scale, q_tile, dim, k_tile, dim, 0.0f, probs, kBlockK);
   if (cap > 0.0f) soft_cap_tile(probs, q_rows, k_rows, cap);
   if (visibility == Visibility::partial) blocks.hide(b, qb, kb, probs);
-  gemm('N', 'T', q_rows, k_rows, dim, 1.0f, grad_out_tile, dim, v_tile, dim, 0.0f, grad_scores, kBlockK);
+  gemm('N', 'T', q_rows, k_rows, value_dim, 1.0f, grad_out_tile, value_dim, v_tile, value_dim, 0.0f, grad_scores,
+       kBlockK);
   for (int64_t r = 0; r < q_rows; ++r) {
     float* p = probs + r * kBlockK;
     float* ds = grad_scores + r * kBlockK;
@@ -579,19 +587,20 @@ struct BackwardProblem {
   Gemm& gemm;
 };
 
-// One thread's tiles: Q, dO [kBlockQ, D]; K, V [kBlockK, D]; P, dS
-// [kBlockQ, kBlockK]; two accumulators (dK and dV, or dQ).
+// One thread's tiles: Q [kBlockQ, D], dO [kBlockQ, Dv]; K [kBlockK, D],
+// V [kBlockK, Dv]; P, dS [kBlockQ, kBlockK]; two accumulators (acc0: dK or
+// dQ, D wide; acc1: dV, Dv wide).
 struct BackwardTiles {
   static constexpr int64_t kAccRows = std::max(kBlockQ, kBlockK);
-  static int64_t floats(int64_t dim) {
-    return 2 * kBlockQ * dim + 2 * kBlockK * dim + 2 * kBlockQ * kBlockK + 2 * kAccRows * dim;
+  static int64_t floats(int64_t dim, int64_t value_dim) {
+    return (kBlockQ + kBlockK + kAccRows) * (dim + value_dim) + 2 * kBlockQ * kBlockK;
   }
-  BackwardTiles(float* base, int64_t dim)
+  BackwardTiles(float* base, int64_t dim, int64_t value_dim)
       : q(base),
         grad_out(q + kBlockQ * dim),
-        k(grad_out + kBlockQ * dim),
+        k(grad_out + kBlockQ * value_dim),
         v(k + kBlockK * dim),
-        probs(v + kBlockK * dim),
+        probs(v + kBlockK * value_dim),
         grad_scores(probs + kBlockQ * kBlockK),
         acc0(grad_scores + kBlockQ * kBlockK),
         acc1(acc0 + kAccRows * dim) {}
@@ -606,14 +615,15 @@ template <typename T>
 void key_block_gradients(const BackwardProblem<T>& p, const BackwardTiles& t, int64_t b, int64_t kvh, int64_t kb,
                          float* grad_q_acc, int64_t head_stride) {
   const Geometry& g = p.g;
-  const int64_t D = g.dim, k0 = kb * kBlockK, k_rows = g.k_rows(kb);
+  const int64_t D = g.dim, DV = g.value_dim, k0 = kb * kBlockK, k_rows = g.k_rows(kb);
   float* grad_k_tile = t.acc0;
   float* grad_v_tile = t.acc1;
-  const int64_t kv_offset = (b * g.k_len + k0) * g.kv_row + kvh * D;
-  load_tile(p.k + kv_offset, k_rows, g.kv_row, D, t.k);
-  load_tile(p.v + kv_offset, k_rows, g.kv_row, D, t.v);
+  const int64_t k_offset = (b * g.k_len + k0) * g.kv_row + kvh * D;
+  const int64_t v_offset = (b * g.k_len + k0) * g.v_row + kvh * DV;
+  load_tile(p.k + k_offset, k_rows, g.kv_row, D, t.k);
+  load_tile(p.v + v_offset, k_rows, g.v_row, DV, t.v);
   std::fill(grad_k_tile, grad_k_tile + k_rows * D, 0.0f);
-  std::fill(grad_v_tile, grad_v_tile + k_rows * D, 0.0f);
+  std::fill(grad_v_tile, grad_v_tile + k_rows * DV, 0.0f);
   const auto [qb_first, qb_end] = p.blocks.query_blocks(kb);
   for (int64_t member = 0; member < g.group; ++member) {
     const int64_t h = kvh * g.group + member;
@@ -624,11 +634,11 @@ void key_block_gradients(const BackwardProblem<T>& p, const BackwardTiles& t, in
       const int64_t q_offset = (b * g.q_len + q0) * g.q_row + h * D;
       const int64_t row_offset = (b * g.heads + h) * g.q_len + q0;
       load_tile(p.q + q_offset, q_rows, g.q_row, D, t.q);
-      load_tile(p.grad_out + q_offset, q_rows, g.q_row, D, t.grad_out);
-      probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, p.cap, t.q, t.grad_out, t.k,
-                       t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
+      load_tile(p.grad_out + (b * g.q_len + q0) * g.out_row + h * DV, q_rows, g.out_row, DV, t.grad_out);
+      probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, DV, p.scale, p.cap, t.q, t.grad_out,
+                       t.k, t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
       const bool partial = visibility == Visibility::partial;
-      tile_product(p.gemm, partial, true, k_rows, D, q_rows, 1.0f, t.probs, t.grad_out, grad_v_tile);
+      tile_product(p.gemm, partial, true, k_rows, DV, q_rows, 1.0f, t.probs, t.grad_out, grad_v_tile);
       tile_product(p.gemm, partial, true, k_rows, D, q_rows, p.scale, t.grad_scores, t.q, grad_k_tile);
       if (grad_q_acc != nullptr) {
         tile_product(p.gemm, partial, false, q_rows, D, k_rows, p.scale, t.grad_scores, t.k,
@@ -636,31 +646,30 @@ void key_block_gradients(const BackwardProblem<T>& p, const BackwardTiles& t, in
       }
     }
   }
-  store_tile(grad_k_tile, k_rows, D, p.grad_k + kv_offset, g.kv_row);
-  store_tile(grad_v_tile, k_rows, D, p.grad_v + kv_offset, g.kv_row);
+  store_tile(grad_k_tile, k_rows, D, p.grad_k + k_offset, g.kv_row);
+  store_tile(grad_v_tile, k_rows, DV, p.grad_v + v_offset, g.v_row);
 }
 
 // dQ of query block qb of head h, summed over the key blocks it sees in order.
 template <typename T>
 void query_block_gradient(const BackwardProblem<T>& p, const BackwardTiles& t, int64_t b, int64_t h, int64_t qb) {
   const Geometry& g = p.g;
-  const int64_t D = g.dim, kvh = h / g.group, q0 = qb * kBlockQ, q_rows = g.q_rows(qb);
+  const int64_t D = g.dim, DV = g.value_dim, kvh = h / g.group, q0 = qb * kBlockQ, q_rows = g.q_rows(qb);
   float* grad_q_tile = t.acc0;
   const int64_t q_offset = (b * g.q_len + q0) * g.q_row + h * D;
   const int64_t row_offset = (b * g.heads + h) * g.q_len + q0;
   load_tile(p.q + q_offset, q_rows, g.q_row, D, t.q);
-  load_tile(p.grad_out + q_offset, q_rows, g.q_row, D, t.grad_out);
+  load_tile(p.grad_out + (b * g.q_len + q0) * g.out_row + h * DV, q_rows, g.out_row, DV, t.grad_out);
   std::fill(grad_q_tile, grad_q_tile + q_rows * D, 0.0f);
   const auto [kb_first, kb_end] = p.blocks.key_blocks(qb);
   for (int64_t kb = kb_first; kb < kb_end; ++kb) {
     const Visibility visibility = p.blocks.classify(b, qb, kb);
     if (visibility == Visibility::none) continue;
     const int64_t k0 = kb * kBlockK, k_rows = g.k_rows(kb);
-    const int64_t kv_offset = (b * g.k_len + k0) * g.kv_row + kvh * D;
-    load_tile(p.k + kv_offset, k_rows, g.kv_row, D, t.k);
-    load_tile(p.v + kv_offset, k_rows, g.kv_row, D, t.v);
-    probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, p.scale, p.cap, t.q, t.grad_out, t.k,
-                     t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
+    load_tile(p.k + (b * g.k_len + k0) * g.kv_row + kvh * D, k_rows, g.kv_row, D, t.k);
+    load_tile(p.v + (b * g.k_len + k0) * g.v_row + kvh * DV, k_rows, g.v_row, DV, t.v);
+    probability_tile(p.gemm, p.blocks, visibility, b, qb, kb, q_rows, k_rows, D, DV, p.scale, p.cap, t.q, t.grad_out,
+                     t.k, t.v, p.lse + row_offset, p.delta + row_offset, t.probs, t.grad_scores);
     tile_product(p.gemm, visibility == Visibility::partial, false, q_rows, D, k_rows, p.scale, t.grad_scores, t.k,
                  grad_q_tile);
   }
@@ -678,9 +687,9 @@ bool fused_backward_pays(int64_t fused_tasks) {
 template <typename T>
 void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
               const Tensor& out, const Tensor& lse, const AttentionMask& mask, float scale) {
-  const Geometry g(q, k, mask);
+  const Geometry g(q, k, v, mask);
   const BlockMask blocks(mask, g);
-  const int64_t D = g.dim;
+  const int64_t D = g.dim, DV = g.value_dim;
   Gemm gemm;
 
   // D_i = dO_i . O_i, laid out like lse [B, Hq, Sq].
@@ -692,11 +701,11 @@ void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor&
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / g.q_len, i = row % g.q_len;
       for (int64_t h = 0; h < g.heads; ++h) {
-        const T* o = out_data + row * g.q_row + h * D;
-        const T* dout = grad_out_data + row * g.q_row + h * D;
+        const T* o = out_data + row * g.out_row + h * DV;
+        const T* dout = grad_out_data + row * g.out_row + h * DV;
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < D; ++d) dot += to_f32(o[d]) * to_f32(dout[d]);
+        for (int64_t d = 0; d < DV; ++d) dot += to_f32(o[d]) * to_f32(dout[d]);
         delta_data[(b * g.heads + h) * g.q_len + i] = dot;
       }
     }
@@ -716,7 +725,7 @@ void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor&
                              grads.grad_k.data<T>(),
                              grads.grad_v.data<T>(),
                              gemm};
-  const int64_t tile_floats = (BackwardTiles::floats(D) + 15) / 16 * 16;
+  const int64_t tile_floats = (BackwardTiles::floats(D, DV) + 15) / 16 * 16;
   const int64_t kv_heads_total = g.batch * g.kv_heads;
 
   if (fused_backward_pays(kv_heads_total)) {
@@ -728,7 +737,7 @@ void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor&
     const Scratch scratch(threads, tile_floats + g.group * head_stride);
     for_each_task(kv_heads_total, threads, [&](int64_t task, int thread) {
       const int64_t b = task / g.kv_heads, kvh = task % g.kv_heads;
-      const BackwardTiles tiles(scratch.thread(thread), D);
+      const BackwardTiles tiles(scratch.thread(thread), D, DV);
       float* grad_q_acc = scratch.thread(thread) + tile_floats;
       for (int64_t member = 0; member < g.group; ++member) {
         std::fill(grad_q_acc + member * head_stride, grad_q_acc + member * head_stride + g.q_len * D, 0.0f);
@@ -749,12 +758,12 @@ void backward(const AttentionGrads& grads, const Tensor& grad_out, const Tensor&
     // heaviest of a causal mask (early keys, late queries) first.
     for_each_task(kv_heads_total * g.k_blocks, threads, [&](int64_t task, int thread) {
       const int64_t head = task / g.k_blocks, kb = task % g.k_blocks;
-      key_block_gradients(p, BackwardTiles(scratch.thread(thread), D), head / g.kv_heads, head % g.kv_heads, kb,
+      key_block_gradients(p, BackwardTiles(scratch.thread(thread), D, DV), head / g.kv_heads, head % g.kv_heads, kb,
                           nullptr, 0);
     });
     for_each_task(heads_total * g.q_blocks, threads, [&](int64_t task, int thread) {
       const int64_t head = task / g.q_blocks, qb = g.q_blocks - 1 - task % g.q_blocks;
-      query_block_gradient(p, BackwardTiles(scratch.thread(thread), D), head / g.heads, head % g.heads, qb);
+      query_block_gradient(p, BackwardTiles(scratch.thread(thread), D, DV), head / g.heads, head % g.heads, qb);
     });
   }
   gemm.check("flash_attention_backward");

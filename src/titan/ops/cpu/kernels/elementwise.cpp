@@ -191,6 +191,49 @@ void swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, cons
   glu_backward_kernel<SiluGate>("swiglu_backward", grad_gate, grad_up, grad_out, gate, up);
 }
 
+// gpt-oss's clamped SwiGLU: g = min(gate, L), u = clamp(up, -L, L),
+// y = g s (u + 1) with s = sigmoid(alpha g); the backward recomputes s:
+//   d/dgate = dy (u + 1) (s + alpha g s (1 - s)) where gate <= L, else 0
+//   d/dup   = dy g s                             where |up| <= L, else 0.
+void clamped_swiglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  dispatch_float("clamped_swiglu", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const T* g = gate.data<T>();
+    const T* u = up.data<T>();
+    parallel_for(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = std::min(to_f32(g[i]), limit);
+        const float w = std::clamp(to_f32(u[i]), -limit, limit);
+        o[i] = from_f32<T>(v * sigmoid(alpha * v) * (w + 1.0f));
+      }
+    });
+  });
+}
+
+void clamped_swiglu_backward_kernel(const Tensor& grad_gate, const Tensor& grad_up, const Tensor& grad_out,
+                                    const Tensor& gate, const Tensor& up, float alpha, float limit) {
+  dispatch_float("clamped_swiglu_backward", grad_gate.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* gg = grad_gate.data<T>();
+    T* gu = grad_up.data<T>();
+    const T* dy = grad_out.data<T>();
+    const T* g = gate.data<T>();
+    const T* u = up.data<T>();
+    parallel_for(grad_gate.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float raw_gate = to_f32(g[i]), raw_up = to_f32(u[i]);
+        const float v = std::min(raw_gate, limit);
+        const float w = std::clamp(raw_up, -limit, limit);
+        const float s = sigmoid(alpha * v);
+        const float d = to_f32(dy[i]);
+        gu[i] = from_f32<T>(raw_up >= -limit && raw_up <= limit ? d * v * s : 0.0f);
+        gg[i] = from_f32<T>(raw_gate <= limit ? d * (w + 1.0f) * (s + alpha * v * s * (1.0f - s)) : 0.0f);
+      }
+    });
+  });
+}
+
 void geglu_kernel(const Tensor& out, const Tensor& gate, const Tensor& up) {
   glu_kernel<GeluTanhGate>("geglu", out, gate, up);
 }
@@ -250,6 +293,8 @@ void register_elementwise() {
   swiglu_backward_kernels.set_kernel(DeviceType::cpu, swiglu_backward_kernel);
   geglu_kernels.set_kernel(DeviceType::cpu, geglu_kernel);
   geglu_backward_kernels.set_kernel(DeviceType::cpu, geglu_backward_kernel);
+  clamped_swiglu_kernels.set_kernel(DeviceType::cpu, clamped_swiglu_kernel);
+  clamped_swiglu_backward_kernels.set_kernel(DeviceType::cpu, clamped_swiglu_backward_kernel);
   soft_cap_kernels.set_kernel(DeviceType::cpu, soft_cap_kernel);
   soft_cap_backward_kernels.set_kernel(DeviceType::cpu, soft_cap_backward_kernel);
 }

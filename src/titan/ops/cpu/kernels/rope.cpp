@@ -1,6 +1,7 @@
 // CPU rotary embedding: each (batch, position) row of H heads is rotated by
 // that token's angles; rows in parallel. The backward is the same rotation
-// with the sine negated (a rotation's inverse is its transpose).
+// with the sine negated (a rotation's inverse is its transpose). Features
+// past the table's rotary width are copied.
 #include <vector>
 
 #include "titan/ops/rope.h"
@@ -13,7 +14,8 @@ namespace {
 
 void rope_kernel(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& positions,
                  RopeStyle style, bool inverse) {
-  const int64_t batch = x.size(0), seq = x.size(1), heads = x.size(2), dim = x.size(3), half = dim / 2;
+  // half: the rotated pairs per head (a table narrower than the head rotates its first 2 * half features).
+  const int64_t batch = x.size(0), seq = x.size(1), heads = x.size(2), dim = x.size(3), half = cos.size(1);
   const int64_t max_positions = cos.size(0);
   std::vector<int64_t> position(static_cast<size_t>(batch * seq));
   for (int64_t i = 0; i < batch * seq; ++i) {
@@ -45,6 +47,7 @@ void rope_kernel(const Tensor& out, const Tensor& x, const Tensor& cos, const Te
             orow[i * step] = from_f32<T>(x0 * c[i] - x1 * si);
             orow[i * step + gap] = from_f32<T>(x0 * si + x1 * c[i]);
           }
+          for (int64_t i = 2 * half; i < dim; ++i) orow[i] = xr[i];  // partial rotary: the rest passes through
         }
       }
     });

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "support/decoding.h"
+#include "support/model_checks.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
@@ -103,22 +103,7 @@ TEST_P(DeepseekV3Parity, LogitsLossAndGradients) {
   testing::ReferenceCase ref("deepseek_v3_" + c.model);
   const auto model = reference_model(c.model, c.attention, ref);
   const models::DecoderInputs inputs{ref.get("input_ids"), {}, {}};
-  // Three blocks of f32 arithmetic against float64: the op-level f32
-  // tolerance of the logits' scale, as for the other families.
-  const Tensor expected_logits = ref.get("logits");
-  const auto tol = testing::tolerance_for(DType::f32, expected_logits);
-  EXPECT_TRUE(
-      testing::all_close(model->logits(inputs).view(expected_logits.shape()), expected_logits, tol.atol, tol.rtol));
-  const Tensor loss = model->loss(inputs, ref.get("labels"));
-  EXPECT_NEAR(loss.item(), ref.get("loss").item(), 1e-5 * ref.get("loss").item());
-  autograd::backward({loss});
-  for (auto& [pname, parameter] : model->named_parameters()) {
-    SCOPED_TRACE(pname);
-    const Tensor expected = ref.get("grad." + pname);
-    const auto grad_tol = testing::tolerance_for(DType::f32, expected);
-    // Through every layer's backward: 5x the op-level tolerance, as model_parity_test.
-    EXPECT_TRUE(testing::all_close(parameter->data.grad(), expected, 5 * grad_tol.atol, 5 * grad_tol.rtol));
-  }
+  testing::expect_f32_parity_with_reference(*model, ref, inputs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DeepseekV3Parity,

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "support/decoding.h"
+#include "support/model_checks.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"

@@ -13,7 +13,7 @@
 
 #include <algorithm>
 
-#include "support/decoding.h"
+#include "support/model_checks.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"

@@ -1,14 +1,31 @@
-#include "support/decoding.h"
+#include "support/model_checks.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
 #include "titan/models/generate.h"
 #include "titan/nn/functional.h"
 
 namespace titan::testing {
+
+void expect_f32_parity_with_reference(models::Decoder& model, const ReferenceCase& ref,
+                                      const models::DecoderInputs& inputs) {
+  const Tensor expected_logits = ref.get("logits");
+  const Tolerance tol = tolerance_for(DType::f32, expected_logits);
+  EXPECT_TRUE(all_close(model.logits(inputs).view(expected_logits.shape()), expected_logits, tol.atol, tol.rtol));
+  const Tensor loss = model.loss(inputs, ref.get("labels"));
+  EXPECT_NEAR(loss.item(), ref.get("loss").item(), 1e-5 * ref.get("loss").item());
+  autograd::backward({loss});
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    SCOPED_TRACE(name);
+    const Tensor expected = ref.get("grad." + name);
+    const Tolerance grad_tol = tolerance_for(DType::f32, expected);
+    EXPECT_TRUE(all_close(parameter->data.grad(), expected, 5 * grad_tol.atol, 5 * grad_tol.rtol));
+  }
+}
 
 Tensor cached_logits(const models::Decoder& model, const Tensor& ids, int64_t prefill) {
   autograd::NoGradGuard no_grad;

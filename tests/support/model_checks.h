@@ -1,0 +1,32 @@
+// Checks the families' tests share: a model against its float64 reference
+// case (logits, loss, every gradient), the logits of a sequence fed through
+// the model's cache (a prefill, then one token at a time) against the full
+// forward, and greedy generation against the full forward's argmax.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "support/reference.h"
+#include "titan/models/decoder.h"
+
+namespace titan::testing {
+
+// The model's f32 logits, loss and every parameter's gradient on `inputs`
+// against the case's float64 "logits", "loss" and "grad.<name>": the op-level
+// f32 tolerance of each tensor's scale for the logits (a few blocks of f32
+// arithmetic), 1e-5 relative for the loss, and 5x the op-level tolerance for
+// the gradients (every layer's backward), as model_parity_test.
+void expect_f32_parity_with_reference(models::Decoder& model, const ReferenceCase& ref,
+                                      const models::DecoderInputs& inputs);
+
+// The logits [1, S, vocab] of ids [1, S] decoded through a fresh f32 cache:
+// the first `prefill` tokens in one call, then one token per call.
+Tensor cached_logits(const models::Decoder& model, const Tensor& ids, int64_t prefill);
+
+// Generates `new_tokens` greedily after `prompt` and expects each to be the
+// argmax of the full forward's logits at its position.
+void expect_greedy_is_full_forward_argmax(const models::Decoder& model, const std::vector<int64_t>& prompt,
+                                          int64_t new_tokens);
+
+}  // namespace titan::testing

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -63,14 +64,131 @@ std::string peer_architecture(const std::string& model, const models::DecoderCon
       c.embedding_norm_eps, b.post_norm_eps, final_norm_offset, c.output_multiplier);
 }
 
+// The families whose layers the peer's one decoder cannot express (latent
+// attention, experts in every layer, Gated DeltaNet): for these the peer trains
+// tests/reference's plain-PyTorch model of the family (the float64 reference of
+// the parity tests, shipped as share/titan/bench/reference/, run in f32),
+// configured by this JSON of titan's config.
+bool peer_uses_reference_model(const std::string& model) {
+  return model == "deepseek_v3" || model == "gpt_oss" || model == "qwen3_5";
+}
+
+nlohmann::json reference_architecture(const std::string& model, const models::DecoderConfig& c) {
+  const nn::TransformerBlockConfig& first = c.layers.front();
+  const nn::AttentionConfig& a = first.attention;
+  nlohmann::json j{{"dim", a.dim}, {"n_layers", c.n_layers()}, {"n_heads", a.n_heads}, {"vocab_size", c.vocab_size}};
+  if (model == "deepseek_v3") {
+    int64_t dense = 0;
+    while (dense < c.n_layers() && !c.layers[static_cast<size_t>(dense)].moe) ++dense;
+    TITAN_CHECK(dense < c.n_layers() && first.mla, "families bench: deepseek_v3 needs latent attention and experts");
+    for (int64_t i = dense; i < c.n_layers(); ++i) {
+      TITAN_CHECK(c.layers[static_cast<size_t>(i)].moe,
+                  "families bench: deepseek_v3 layer {} is dense after an MoE layer (the reference's dense "
+                  "layers come first)",
+                  i);
+    }
+    const nn::MlaConfig& mla = *first.mla;
+    const nn::MoEConfig& moe = *c.layers[static_cast<size_t>(dense)].moe;
+    j.update({{"n_dense_layers", dense},
+              {"q_lora_rank", mla.q_lora_rank},
+              {"kv_lora_rank", mla.kv_lora_rank},
+              {"qk_nope_head_dim", mla.qk_nope_head_dim},
+              {"qk_rope_head_dim", mla.qk_rope_head_dim},
+              {"v_head_dim", mla.v_head_dim},
+              {"dense_hidden_dim", dense > 0 ? first.feed_forward.hidden_dim : moe.hidden_dim},
+              {"moe_hidden_dim", moe.hidden_dim},
+              {"num_experts", moe.num_experts},
+              {"num_shared_experts", moe.num_shared_experts},
+              {"top_k", moe.top_k},
+              {"score", moe.score == nn::RouterScore::sigmoid ? "sigmoid" : "softmax"},
+              {"num_expert_groups", moe.num_expert_groups},
+              {"num_limited_groups", moe.num_limited_groups},
+              {"route_scale", moe.route_scale},
+              {"route_norm", moe.normalize_top_k},
+              {"norm_eps", first.norm_eps},
+              {"rope_theta", c.rope_theta},
+              {"max_seq_len", c.max_seq_len}});
+    const ops::RopeScaling& r = c.rope_scaling;
+    if (r.factor > 1.0) {
+      j["yarn"] = {{"type", "yarn"},
+                   {"factor", r.factor},
+                   {"original", r.original_max_position},
+                   {"beta_fast", r.beta_fast},
+                   {"beta_slow", r.beta_slow},
+                   {"mscale", r.mscale},
+                   {"mscale_all_dim", r.mscale_all_dim}};
+    }
+  } else if (model == "gpt_oss") {
+    TITAN_CHECK(first.moe, "families bench: gpt_oss needs experts");
+    const nn::MoEConfig& moe = *first.moe;
+    const ops::RopeScaling& r = c.rope_scaling;
+    int64_t window = 0;
+    for (const nn::TransformerBlockConfig& layer : c.layers) window = std::max(window, layer.attention.sliding_window);
+    // The reference's layout: every layer with experts, sinks and biases, the even ones sliding.
+    for (int64_t i = 0; i < c.n_layers(); ++i) {
+      const nn::TransformerBlockConfig& layer = c.layers[static_cast<size_t>(i)];
+      TITAN_CHECK(layer.moe && layer.attention.sinks && layer.attention.qkv_bias && layer.attention.output_bias &&
+                      layer.moe->router_bias && layer.moe->expert_biases &&
+                      layer.attention.sliding_window == (i % 2 == 0 ? window : 0),
+                  "families bench: gpt_oss layer {} differs from the reference model's layout", i);
+    }
+    j.update({{"n_kv_heads", a.kv_heads()},
+              {"head_dim", a.head_size()},
+              {"hidden_dim", moe.hidden_dim},
+              {"num_experts", moe.num_experts},
+              {"top_k", moe.top_k},
+              {"sliding_window", window},
+              {"norm_eps", first.norm_eps},
+              {"rope_theta", c.rope_theta},
+              {"rope_factor", r.factor},
+              {"beta_fast", r.beta_fast},
+              {"beta_slow", r.beta_slow},
+              {"original_max_seq_len", r.original_max_position},
+              {"max_seq_len", c.max_seq_len},
+              {"swiglu_alpha", moe.swiglu_alpha},
+              {"swiglu_limit", moe.swiglu_limit}});
+  } else {
+    // qwen3_5: the reference's Gated DeltaNet layers are the three of every four before a full one.
+    const nn::TransformerBlockConfig* full = nullptr;
+    const nn::TransformerBlockConfig* linear = nullptr;
+    for (const nn::TransformerBlockConfig& layer : c.layers) (layer.delta_net ? linear : full) = &layer;
+    TITAN_CHECK(full && linear && !first.moe, "families bench: qwen3_5's peer model is the dense hybrid");
+    // The reference fixes the layout (full attention at every 4th layer), RoPE base 1e7 and norm eps 1e-6.
+    for (int64_t i = 0; i < c.n_layers(); ++i) {
+      TITAN_CHECK(!c.layers[static_cast<size_t>(i)].delta_net == ((i + 1) % 4 == 0),
+                  "families bench: qwen3_5 layer {} differs from the reference model's 3 : 1 layout", i);
+    }
+    TITAN_CHECK(c.rope_theta == 1e7 && first.norm_eps == 1e-6,
+                "families bench: qwen3_5's reference model has RoPE base 1e7 and norm eps 1e-6, not {} and {}",
+                c.rope_theta, first.norm_eps);
+    const nn::GatedDeltaNetConfig& d = *linear->delta_net;
+    j.update({{"n_kv_heads", full->attention.kv_heads()},
+              {"head_dim", full->attention.head_size()},
+              {"rotary_dim", full->attention.rotary_size()},
+              {"hidden_dim", first.feed_forward.hidden_dim},
+              {"n_key_heads", d.n_key_heads},
+              {"n_value_heads", d.n_value_heads},
+              {"key_head_dim", d.key_head_dim},
+              {"value_head_dim", d.value_head_dim},
+              {"moe", nullptr}});
+    j["n_heads"] = full->attention.n_heads;
+  }
+  return j;
+}
+
 // Runs the PyTorch peer; its report (median_step_seconds, parameters), or nullopt if it could not run.
 std::optional<nlohmann::json> run_families_peer(const std::string& model, const models::DecoderConfig& config,
                                                 const FamiliesBenchOptions& o, const std::string& dtype) {
   const std::string environment = peer_isa_environment();
-  const std::string command = fmt::format(
-      "{}/usr/bin/python3 {}{} {} --seq {} --batch {} --steps {} --warmup {} --dtype {} --threads {}", environment,
-      shared_file("bench/families_peer.py"), environment.empty() ? "" : " --no-mkldnn",
-      peer_architecture(model, config), o.seq_len, o.batch, o.steps, o.warmup, dtype, omp_get_max_threads());
+  // The JSON holds no single quotes, so it passes through the shell quoted.
+  const std::string architecture = peer_uses_reference_model(model)
+                                       ? fmt::format("--reference-family {} --reference-config '{}'", model,
+                                                     reference_architecture(model, config).dump())
+                                       : peer_architecture(model, config);
+  const std::string command =
+      fmt::format("{}/usr/bin/python3 {}{} {} --seq {} --batch {} --steps {} --warmup {} --dtype {} --threads {}",
+                  environment, shared_file("bench/families_peer.py"), environment.empty() ? "" : " --no-mkldnn",
+                  architecture, o.seq_len, o.batch, o.steps, o.warmup, dtype, omp_get_max_threads());
   std::optional<nlohmann::json> result = run_peer(command, "families bench");
   if (result && !result->contains("median_step_seconds")) return std::nullopt;
   return result;
@@ -83,7 +201,10 @@ std::vector<std::string> default_family_bench_models() {
   for (const std::string& name : models::model_names()) {
     if (models::model_spec(name).from_hf_config) models.push_back(name);
   }
-  models.push_back("muse_glimmer");  // the peer has its switches too
+  // The peer has Muse Glimmer's switches too, and trains Qwen3.5 as its reference model.
+  for (const char* extra : {"muse_glimmer", "qwen3_5"}) {
+    if (std::find(models.begin(), models.end(), extra) == models.end()) models.push_back(extra);
+  }
   return models;
 }
 
@@ -97,7 +218,7 @@ int run_families_bench(const FamiliesBenchOptions& o) {
   const std::string environment = peer_isa_environment();
   if (!environment.empty())
     std::printf("the PyTorch peer is held to the same ISA: %s--no-mkldnn\n", environment.c_str());
-  std::printf("\n%-8s %-6s %10s %14s %14s %8s %12s\n", "model", "dtype", "params", "titan tok/s", "torch tok/s",
+  std::printf("\n%-12s %-6s %10s %14s %14s %8s %12s\n", "model", "dtype", "params", "titan tok/s", "torch tok/s",
               "ratio", "titan TF/s");
   std::fflush(stdout);
   nlohmann::json results = nlohmann::json::array();
@@ -124,7 +245,7 @@ int run_families_bench(const FamiliesBenchOptions& o) {
                      static_cast<long long>(peer_parameters), static_cast<long long>(parameters));
       const double titan_tps = tokens / titan_step, peer_tps = peer_step > 0 ? tokens / peer_step : 0.0;
       const double ratio = peer_tps > 0 ? titan_tps / peer_tps : 0.0;
-      std::printf("%-8s %-6s %9.2fM %14.0f %14.0f %7.2fx %12.3f\n", model.c_str(), dtype.c_str(),
+      std::printf("%-12s %-6s %9.2fM %14.0f %14.0f %7.2fx %12.3f\n", model.c_str(), dtype.c_str(),
                   static_cast<double>(parameters) / 1e6, titan_tps, peer_tps, ratio, flops / titan_step / 1e12);
       std::fflush(stdout);
       results.push_back({{"model", model},

@@ -19,6 +19,15 @@ flavor, so both sides train the same architecture:
                      norms, queries x 43.78 / sqrt(head_dim), a sigmoid gate before o_proj,
                      NoPE layers, logits 20 tanh(m z / 20), final norm scaling by w
 
+DeepSeek-V3, gpt-oss and Qwen3.5, whose layers this decoder cannot express
+(latent attention and experts with sigmoid or biased routing, sinks and clamped
+SwiGLU experts, Gated DeltaNet), train tests/reference's plain-PyTorch model of
+the family instead (shipped beside this script as reference/, written from
+Hugging Face's and TorchTitan's definitions for the parity tests; run here in
+f32): nn.Parameter matmuls, matmul attention, a loop over experts, and the
+delta rule as its token-by-token recurrence. titan passes that model's config
+as JSON (--reference-family, --reference-config).
+
 Usage: families_peer.py --dim 256 --layers 6 --heads 8 --kv-heads 4 --head-dim 32 --hidden 768
          --vocab 2048 --seq 256 --batch 4 --steps 6 --warmup 2 --threads 2 --dtype f32|bf16
          [--windows 128,0,...] [--local-rope 1,0,...] [family switches: see --help]
@@ -26,6 +35,8 @@ Usage: families_peer.py --dim 256 --layers 6 --heads 8 --kv-heads 4 --head-dim 3
 import argparse
 import json
 import math
+import os
+import sys
 import time
 
 import torch
@@ -203,15 +214,129 @@ def additive_mask(seq, window):
     return torch.zeros(seq, seq).masked_fill(~visible, float("-inf"))
 
 
+def chunked_gated_delta_rule(q, k, v, g, beta, chunk=64):
+    """The gated delta rule in chunks (the WY / UT form), as PyTorch code:
+    q, k [B, T, H, Dk] (normalised, q scaled), v [B, T, H, Dv], g (log decay)
+    and beta [B, T, H] -> out [B, T, H, Dv]. Within a chunk with cumulative
+    decays G_i = exp(sum_{s<=i} g_s) and entry state S0, the corrections
+    d_i = beta_i (v_i - G_i S0^T k_i - sum_{j<i} (G_i / G_j)(k_i . k_j) d_j)
+    solve one unit lower-triangular system, d = u - w S0; then
+    o_i = G_i S0^T q_i + sum_{j<=i} (G_i / G_j)(q_i . k_j) d_j and the state
+    carries G_C S0 + sum_j (G_C / G_j) k_j d_j^T to the next chunk."""
+    b, t, h, dk = k.shape
+    dv = v.shape[-1]
+    pad = (-t) % chunk
+    q, k, v = (F.pad(x.transpose(1, 2), (0, 0, 0, pad)) for x in (q, k, v))  # [B, H, T', D]
+    g, beta = (F.pad(x.transpose(1, 2), (0, pad)) for x in (g, beta))  # [B, H, T']
+    n = (t + pad) // chunk
+    q, k, v = (x.reshape(b, h, n, chunk, -1) for x in (q, k, v))
+    g, beta = g.reshape(b, h, n, chunk).cumsum(-1), beta.reshape(b, h, n, chunk)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool).tril()
+    decay = (g[..., :, None] - g[..., None, :]).masked_fill(~causal, float("-inf")).exp()  # G_i / G_j, j <= i
+    k_beta = k * beta[..., None]
+    eye = torch.eye(chunk, dtype=q.dtype)
+    lower = (k_beta @ k.transpose(-1, -2) * decay).masked_fill(causal.logical_not().logical_or(eye.bool()), 0.0)
+    solve = lambda rhs: torch.linalg.solve_triangular(eye + lower, rhs, upper=False, unitriangular=True)  # noqa: E731
+    u, w = solve(v * beta[..., None]), solve(k_beta * g.exp()[..., None])
+    state, outs = torch.zeros(b, h, dk, dv, dtype=q.dtype), []
+    for c in range(n):
+        gc = g[:, :, c]
+        d = u[:, :, c] - w[:, :, c] @ state
+        scores = q[:, :, c] @ k[:, :, c].transpose(-1, -2) * decay[:, :, c]
+        outs.append((q[:, :, c] * gc.exp()[..., None]) @ state + scores @ d)
+        carried = (k[:, :, c] * (gc[..., -1:] - gc).exp()[..., None]).transpose(-1, -2) @ d
+        state = state * gc[..., -1].exp()[..., None, None] + carried
+    return torch.cat(outs, dim=2)[:, :, :t].transpose(1, 2)
+
+
+def qwen3_5_chunked_mixer(qwen3_5):
+    """qwen3_5.GatedDeltaNet.forward with the delta rule in chunks: the same
+    projections, short convs, gates and norm, as a PyTorch user would run the
+    layer (the reference's token loop is the definition, not a way to train)."""
+
+    def forward(self, x):
+        c = self.c
+        b, t, _ = x.shape
+        hk, hv, dk, dv = c["n_key_heads"], c["n_value_heads"], c["key_head_dim"], c["value_head_dim"]
+        q = qwen3_5.causal_conv_silu(self.in_proj_q(x), self.conv_q).view(b, t, hk, dk)
+        k = qwen3_5.causal_conv_silu(self.in_proj_k(x), self.conv_k).view(b, t, hk, dk)
+        v = qwen3_5.causal_conv_silu(self.in_proj_v(x), self.conv_v).view(b, t, hv, dv)
+        g = -torch.exp(self.A_log) * F.softplus(self.in_proj_a(x) + self.dt_bias)
+        beta = torch.sigmoid(self.in_proj_b(x))
+        q, k = q.repeat_interleave(hv // hk, dim=2), k.repeat_interleave(hv // hk, dim=2)
+        q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6) / math.sqrt(dk)
+        k = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+        o = qwen3_5.rms(chunked_gated_delta_rule(q, k, v, g, beta)) * self.norm
+        z = self.in_proj_z(x).view(b, t, hv, dv)
+        return self.out_proj((o * z * torch.sigmoid(z)).reshape(b, t, hv * dv))
+
+    return forward
+
+
+def reference_model(family, config):
+    """tests/reference's model of `family` built from `config`, in f32, and its
+    loss(ids, labels). The references build their RoPE tables in float64 (for
+    the parity tests); here the tables are rounded to f32 so every op runs in
+    f32."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Installed: share/titan/bench/reference; in the source tree: tests/reference.
+    sys.path[:0] = [os.path.join(here, "reference"), os.path.join(here, "..", "tests", "reference")]
+    if family == "deepseek_v3":
+        import deepseek_v3
+        model = deepseek_v3.Decoder(config)
+    elif family == "gpt_oss":
+        import gpt_oss
+
+        class Decoder(gpt_oss.Decoder):
+            def tables(self, length):
+                cos, sin = super().tables(length)
+                return cos.float(), sin.float()
+
+        model = Decoder(config)
+    elif family == "qwen3_5":
+        import qwen3_5
+
+        def rotate(self, x, rotary):  # qwen3_5.Attention.rotate with f32 tables
+            half = rotary // 2
+            inv = 1.0 / qwen3_5.ROPE_THETA ** (torch.arange(half, dtype=torch.float64) * 2 / rotary)
+            angles = torch.arange(x.shape[1], dtype=torch.float64)[:, None] * inv[None, :]
+            cos, sin = torch.cos(angles).float()[None, :, None, :], torch.sin(angles).float()[None, :, None, :]
+            x1, x2, rest = x[..., :half], x[..., half:rotary], x[..., rotary:]
+            return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+
+        qwen3_5.Attention.rotate = rotate
+        qwen3_5.GatedDeltaNet.forward = qwen3_5_chunked_mixer(qwen3_5)
+        model = qwen3_5.Decoder(config, config["vocab_size"])
+    else:
+        raise SystemExit(f"families_peer.py: no reference model of {family}")
+    model = model.float()
+    # The references leave weights to their tests; draw them as a fresh model would be.
+    offset_norms = family == "qwen3_5"  # its norms scale by (1 + w)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and p.dim() == 1:
+                p.fill_(0.0 if offset_norms else 1.0)
+            elif name.endswith("A_log"):
+                p.uniform_(math.log(1.0), math.log(16.0))
+            elif p.dim() == 1:
+                p.zero_()
+            else:
+                p.normal_(0.0, 0.02)
+    return model, model.loss
+
+
 def int_list(text):
     return [int(v) for v in text.split(",")] if text else []
 
 
 def main():
     p = argparse.ArgumentParser()
-    for name in ["dim", "layers", "heads", "kv-heads", "head-dim", "hidden", "vocab", "seq", "batch", "steps",
-                 "warmup", "threads"]:
+    for name in ["seq", "batch", "steps", "warmup", "threads"]:
         p.add_argument("--" + name, type=int, required=True)
+    for name in ["dim", "layers", "heads", "kv-heads", "head-dim", "hidden", "vocab"]:
+        p.add_argument("--" + name, type=int, default=0, help="required without --reference-family")
+    p.add_argument("--reference-family", default="", help="deepseek_v3, gpt_oss or qwen3_5: train tests/reference's model")
+    p.add_argument("--reference-config", default="{}", help="its config (JSON), from titan's")
     p.add_argument("--dtype", choices=["f32", "bf16"], required=True)
     p.add_argument("--eps", type=float, default=1e-5, help="the blocks' and final norm's epsilon")
     p.add_argument("--norm-offset", type=float, default=0.0, help="norms scale by (offset + w): Gemma's 1")
@@ -243,30 +368,22 @@ def main():
     p.add_argument("--no-mkldnn", action="store_true",
                    help="run as on a CPU without AVX-512, where PyTorch does not use oneDNN for bf16 matmuls")
     a = p.parse_args()
-    a.windows = int_list(a.windows) or [0] * a.layers
-    a.local_rope = int_list(a.local_rope) or [0] * a.layers
-    a.rope_layers = int_list(a.rope_layers) or [1] * a.layers
-    assert len(a.windows) == a.layers and len(a.local_rope) == a.layers and len(a.rope_layers) == a.layers, \
-        "one window, local-rope and rope flag per layer"
-    assert a.heads % a.kv_heads == 0
-    if a.scale_dim <= 0:
-        a.scale_dim = a.head_dim
     torch.set_num_threads(a.threads)
     torch.backends.mkldnn.enabled = not a.no_mkldnn
     torch.manual_seed(0)
-    model = Model(a)
+    if a.reference_family:
+        config = json.loads(a.reference_config)
+        model, loss_of = reference_model(a.reference_family, config)
+        a.vocab = config["vocab_size"]
+    else:
+        model, loss_of = decoder_model(a)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-    tables = {0: rope_table(a.rope_theta, a.head_dim, a.seq)}
-    if any(a.local_rope):
-        tables[1] = rope_table(a.local_rope_theta, a.head_dim, a.seq)
-    masks = {w: additive_mask(a.seq, w) for w in set(a.windows)}
     times = []
     for step in range(a.warmup + a.steps):
         ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1))
         start = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
-            logits = model(ids[:, :-1], tables, masks)
-            loss = F.cross_entropy(logits.float().reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
+            loss = loss_of(ids[:, :-1], ids[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -278,6 +395,31 @@ def main():
     print(json.dumps({"median_step_seconds": median, "tokens_per_second": a.batch * a.seq / median,
                       "loss": float(loss), "parameters": sum(t.numel() for t in model.parameters()),
                       "torch": torch.__version__, "threads": torch.get_num_threads()}))
+
+
+def decoder_model(a):
+    """The switchable decoder of the families above, and its loss(ids, labels)."""
+    assert min(a.dim, a.layers, a.heads, a.kv_heads, a.head_dim, a.hidden, a.vocab) > 0, \
+        "--dim, --layers, --heads, --kv-heads, --head-dim, --hidden and --vocab are required"
+    a.windows = int_list(a.windows) or [0] * a.layers
+    a.local_rope = int_list(a.local_rope) or [0] * a.layers
+    a.rope_layers = int_list(a.rope_layers) or [1] * a.layers
+    assert len(a.windows) == a.layers and len(a.local_rope) == a.layers and len(a.rope_layers) == a.layers, \
+        "one window, local-rope and rope flag per layer"
+    assert a.heads % a.kv_heads == 0
+    if a.scale_dim <= 0:
+        a.scale_dim = a.head_dim
+    model = Model(a)
+    tables = {0: rope_table(a.rope_theta, a.head_dim, a.seq)}
+    if any(a.local_rope):
+        tables[1] = rope_table(a.local_rope_theta, a.head_dim, a.seq)
+    masks = {w: additive_mask(a.seq, w) for w in set(a.windows)}
+
+    def loss_of(ids, labels):
+        logits = model(ids, tables, masks)
+        return F.cross_entropy(logits.float().reshape(-1, a.vocab), labels.reshape(-1))
+
+    return model, loss_of
 
 
 if __name__ == "__main__":

@@ -39,6 +39,11 @@ endif()
 foreach(peer train_peer.py families_peer.py moe_peer.py gpu_train_peer.py tokenizer_peer.cjs)
   titan_share_file(${PROJECT_SOURCE_DIR}/bench/${peer} bench/${peer})
 endforeach()
+# tests/reference's plain-PyTorch models the families peer trains for the
+# families its own decoder cannot express (bench/families_bench.cpp).
+foreach(module deepseek_v3.py gpt_oss.py qwen3_5.py model.py functional.py rope_scaling.py)
+  titan_share_file(${PROJECT_SOURCE_DIR}/tests/reference/${module} bench/reference/${module})
+endforeach()
 # The example configs (module "titan") and the registry's modules in subfolders (configs/llama3/...).
 file(GLOB_RECURSE titan_configs CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/configs
   ${PROJECT_SOURCE_DIR}/configs/*.toml)

@@ -1,8 +1,8 @@
 // `titan generate` under mpirun: each rank holds its tensor-parallel heads
 // (and, with --dp-shard, FSDP shards gathered a block at a time) of a model
 // export and they decode together. Tiny llama3, qwen3 (per-head q/k norms,
-// tied embeddings) and olmo2 (whole-projection q/k norms) models trained a
-// few steps here: the tokens from TP 2 and TP 2 x FSDP 2 must be one
+// tied embeddings), olmo2 (whole-projection q/k norms) and qwen3_5 (linear
+// attention) models trained a few steps here: the tokens from TP 2 and TP 2 x FSDP 2 must be one
 // process's, greedy and sampled (a sampled token depends on the whole
 // distribution, not only its top). Bad degrees are refused naming the flags.
 #include <gtest/gtest.h>
@@ -78,7 +78,9 @@ TEST_P(GenerationOnAMesh, TokensAreOneProcesssUnderTensorAndFsdpSharding) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GenerationOnAMesh, ::testing::Values("llama3", "qwen3", "olmo2"));
+// qwen3_5: its Gated DeltaNet layers split by heads, each rank caching its
+// heads' conv inputs and recurrent states.
+INSTANTIATE_TEST_SUITE_P(Families, GenerationOnAMesh, ::testing::Values("llama3", "qwen3", "olmo2", "qwen3_5"));
 
 // gpt-oss (testing::write_tiny_gpt_oss_config), trained 30 steps so that its
 // zero-drawn biases have moved: under TP the attention output's bias is added

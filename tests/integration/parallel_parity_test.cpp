@@ -120,6 +120,30 @@ TEST(ParallelParity, DeepseekV3MeshesMatchFirstStep) {
   }
 }
 
+// DeepSeek-V3's multi-token prediction (model.num_mtp_layers 1: one depth of
+// the last layer's MoE form after the debug model's six layers) under FSDP 2
+// x EP 2: the depth is an FSDP unit of its own after the layers and its
+// experts split over ep like any layer's. One step must give the
+// single-process loss (main + 0.3 x MTP) and gradient norm; tensor
+// parallelism is refused, naming the key.
+TEST(ParallelParity, DeepseekV3MtpUnderFsdpAndEpMatchesFirstStep) {
+  const std::string mtp = "--model.name deepseek_v3 --model.num_mtp_layers 1 --training.steps 1";
+  const JobRun single = jobs().single("deepseek_mtp_single", mtp);
+  const JobRun mesh =
+      distributed("deepseek_mtp_fsdp_ep", 2, 2,
+                  mtp + " --parallelism.data_parallel_shard_degree 2 --parallelism.expert_parallel_degree 2");
+  ASSERT_EQ(single.losses.size(), 1u);
+  ASSERT_EQ(mesh.losses.size(), 1u);
+  EXPECT_NEAR(mesh.losses[0], single.losses[0], 1e-5 * single.losses[0]);
+  EXPECT_NEAR(mesh.grad_norms[0], single.grad_norms[0], 1e-5 * single.grad_norms[0]);
+  const testing::CommandResult refused = testing::run_to_completion(
+      testing::mpirun(2, TITAN_CLI_PATH + jobs().arguments("deepseek_mtp_tp", 4,
+                                                           mtp + " --parallelism.tensor_parallel_degree 2 "
+                                                                 "--parallelism.data_parallel_shard_degree 1")),
+      jobs().dir() / "deepseek_mtp_tp.log");
+  testing::expect_user_error(refused, {"model.num_mtp_layers", "tensor parallelism"});
+}
+
 // gpt-oss (testing::write_tiny_gpt_oss_config: sinks, a sliding and a full
 // layer, biases everywhere). Under TP the row-parallel output projection's
 // bias stays whole and is added once, after the reduce-scatter (each rank's
@@ -239,32 +263,53 @@ TEST(ParallelParity, WrongMeshIsAConfigurationError) {
   EXPECT_NE(output.find("but the job has 2"), std::string::npos) << output;
 }
 
-// Qwen3.5's debug model (Gated DeltaNet linear layers 3 of 4) under FSDP 2:
-// its conv weights, A_log, dt_bias and gated norms shard like any parameter.
-// Three steps must give the single process's losses and gradient norms.
-// (TP and CP refuse the linear layers: no plan yet.)
-TEST(ParallelParity, Qwen35FsdpMatchesThreeSteps) {
+// Qwen3.5's debug model (Gated DeltaNet linear layers 3 of 4) under FSDP 2,
+// TP 2 and FSDP 2 x TP 2: its conv weights, A_log, dt_bias and gated norms
+// shard like any parameter under FSDP; under TP the linear layers split by
+// heads (projections, convs, A_log, dt_bias; out_proj row-wise). Three steps
+// must give the single process's losses and gradient norms.
+TEST(ParallelParity, Qwen35MeshesMatchThreeSteps) {
   const std::string qwen = "--model.name qwen3_5 --training.steps 3";
   const JobRun single = jobs().single("qwen3_5_single", qwen);
-  const JobRun fsdp = distributed("qwen3_5_fsdp2", 2, 2, qwen + " --parallelism.data_parallel_shard_degree 2");
   ASSERT_EQ(single.losses.size(), 3u);
-  ASSERT_EQ(fsdp.losses.size(), 3u);
-  for (size_t step = 0; step < 3; ++step) {
-    EXPECT_NEAR(fsdp.losses[step], single.losses[step], 1e-5 * single.losses[step]) << "step " << step + 1;
-    EXPECT_NEAR(fsdp.grad_norms[step], single.grad_norms[step], 1e-5 * single.grad_norms[step]) << "step " << step + 1;
+  for (const auto& [name, ranks, dp, mesh_options] : std::vector<std::tuple<std::string, int, int, std::string>>{
+           {"qwen3_5_fsdp2", 2, 2, " --parallelism.data_parallel_shard_degree 2"},
+           {"qwen3_5_tp2", 2, 1, " --parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 1"},
+           {"qwen3_5_fsdp2_tp2", 4, 2,
+            " --parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 2"}}) {
+    SCOPED_TRACE(name);
+    const JobRun mesh = distributed(name, ranks, dp, qwen + mesh_options);
+    expect_matches(single, mesh, name, true);
+    EXPECT_LT(static_cast<double>(mesh.state_bytes), 0.6 * static_cast<double>(single.state_bytes));
   }
 }
 
-// Context and tensor parallelism have no plan for the Gated DeltaNet layers
-// yet: both are refused, naming the layer, before any step.
-TEST(ParallelParity, Qwen35LinearLayersRefuseContextAndTensorParallelism) {
+// Qwen3.5's MoE debug model: its routed experts split over EP 2 x FSDP 2,
+// the shared expert and its sigmoid gate sharded like any dense weight, the
+// Gated DeltaNet layers under FSDP only. Three steps against one process.
+TEST(ParallelParity, Qwen35MoeExpertParallelMatchesThreeSteps) {
+  const std::string qwen = "--model.name qwen3_5 --model.flavor debugmodel_moe --training.steps 3";
+  const JobRun single = jobs().single("qwen3_5_moe_single", qwen);
+  ASSERT_EQ(single.losses.size(), 3u);
+  expect_matches(
+      single,
+      distributed("qwen3_5_moe_ep2", 2, 2,
+                  qwen + " --parallelism.expert_parallel_degree 2 --parallelism.data_parallel_shard_degree 2"),
+      "EP 2 x FSDP 2", true);
+}
+
+// Context parallelism has no plan for the Gated DeltaNet layers' recurrence
+// yet: it is refused, naming the layer, before any step; so is a TP degree
+// that does not divide the linear layers' key heads.
+TEST(ParallelParity, Qwen35LinearLayersRefuseContextParallelismAndUnevenHeads) {
   std::string output =
       jobs().failure("qwen3_5_cp", 2, 1, "--model.name qwen3_5 --parallelism.context_parallel_degree 2");
   EXPECT_NE(output.find("context parallelism: layers.0.attention is a Gated DeltaNet linear-attention layer"),
             std::string::npos)
       << output;
-  output = jobs().failure("qwen3_5_tp", 2, 1, "--model.name qwen3_5 --parallelism.tensor_parallel_degree 2");
-  EXPECT_NE(output.find("tensor parallelism: layers.0.attention is a Gated DeltaNet linear-attention layer"),
+  output = jobs().failure("qwen3_5_tp4", 4, 1, "--model.name qwen3_5 --parallelism.tensor_parallel_degree 4");
+  EXPECT_NE(output.find("tensor parallelism: layers.0.attention has 2 key heads (4 value heads), which do not split "
+                        "over 4 ranks"),
             std::string::npos)
       << output;
 }

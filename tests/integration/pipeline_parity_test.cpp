@@ -239,6 +239,16 @@ TEST(PipelineParity, GptOssSplitIntoStagesMatchesOneProcess) {
   }
 }
 
+// Qwen3.5's debug model in two stages: Gated DeltaNet layers (their conv and
+// recurrent state live within a micro-batch) and the gated full-attention
+// layer split over the stages, four micro-batches. Three steps.
+TEST(PipelineParity, Qwen35SplitIntoStagesMatchesOneProcess) {
+  const std::string flags = "--model.name qwen3_5 --training.steps 3";
+  const JobRun single = jobs().single("single_qwen3_5", flags);
+  ASSERT_EQ(single.losses.size(), 3u);
+  expect_matches(single, jobs().distributed("pp2_qwen3_5", 2, 1, pipeline(2, "1F1B", flags)), "PP 2", true);
+}
+
 TEST(PipelineParity, RefusedConfigurationsNameTheKey) {
   const auto fails_with = [](const std::string& name, int ranks, const std::string& extra, const std::string& message) {
     const std::string output = jobs().failure(name, ranks, 4, extra);

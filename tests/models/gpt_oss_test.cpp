@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -475,6 +476,18 @@ TEST(GptOssHf, LoadsMxfp4Experts) {
     EXPECT_NE(std::string(error.what()).find("model.layers.1.mlp.experts.down_proj"), std::string::npos)
         << error.what();
   }
+}
+
+// 20 f32 AdamW steps of the tiny model (sinks, windows, biases, clamped
+// SwiGLU experts) against tests/reference/training_run.py's float64 run of
+// the same steps: losses, gradient norms and final weights within issue 31's
+// 1e-4 (measured: 1e-7, 1.1e-7, 9.7e-7).
+TEST(GptOss, TwentyTrainingStepsTrackTheFloat64Reference) {
+  const testing::ReferenceCase ref("train_gpt_oss_tiny");
+  const auto model = models::gpt_oss::to_config(tiny()).build();
+  const testing::TrainingDrift drift = testing::expect_training_tracks_reference(*model, ref, 1e-4, 1e-4, 1e-4);
+  std::printf("drift from float64: loss %.2e, gradient norm %.2e, final weights %.2e\n", drift.loss, drift.grad_norm,
+              drift.weight);
 }
 
 }  // namespace

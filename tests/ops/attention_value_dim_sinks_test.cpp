@@ -90,11 +90,15 @@ TEST_P(AttentionValueDimSinksTest, FlashMatchesReference) {
       << "the sinks change nothing here";
 }
 
+// The f32-only checks run once per case (a case name as the parameter).
+class AttentionValueDimSinksF32Test : public ::testing::TestWithParam<std::string> {};
+constexpr DType kF32 = DType::f32;
+
 // The naive path (materialised scores, the sink as one more softmax column)
-// through autograd, in f32 whatever the input dtype.
-TEST_P(AttentionValueDimSinksTest, NaiveMatchesReference) {
-  const auto& [name, dtype] = GetParam();
-  if (dtype != DType::f32) GTEST_SKIP() << "the naive path computes in f32 whatever the dtype";
+// through autograd; it computes in f32 whatever the input dtype.
+TEST_P(AttentionValueDimSinksF32Test, NaiveMatchesReference) {
+  const std::string& name = GetParam();
+  const DType dtype = kF32;
   const ReferenceCase ref("attention_" + name);
   Problem p = load(ref, dtype);
   for (Tensor* t : {&p.q, &p.k, &p.v}) t->set_requires_grad(true);
@@ -108,13 +112,16 @@ TEST_P(AttentionValueDimSinksTest, NaiveMatchesReference) {
   if (p.mask.sinks.defined()) expect_close(p.mask.sinks.grad(), ref.get("grad_sinks"), dtype, "grad_sinks");
 }
 
-// The flash path's autograd function hands the sinks their gradient too.
-TEST_P(AttentionValueDimSinksTest, FlashAutogradMatchesReference) {
-  const auto& [name, dtype] = GetParam();
-  if (dtype != DType::f32) GTEST_SKIP() << "the op test covers bf16";
+// The flash path's autograd function hands the sinks their gradient too (the
+// cases with sinks; the op test above covers bf16).
+class AttentionSinksAutogradTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionSinksAutogradTest, FlashAutogradMatchesReference) {
+  const std::string& name = GetParam();
+  const DType dtype = kF32;
   const ReferenceCase ref("attention_" + name);
   Problem p = load(ref, dtype);
-  if (!p.mask.sinks.defined()) GTEST_SKIP() << "no sinks in this case";
+  ASSERT_TRUE(p.mask.sinks.defined()) << name << " has no sinks";
   for (Tensor* t : {&p.q, &p.k, &p.v, &p.mask.sinks}) t->set_requires_grad(true);
   const Tensor out = F::scaled_dot_product_attention(p.q, p.k, p.v, p.mask, p.scale, F::AttentionImpl::flash);
   autograd::backward({F::sum(F::mul(out, p.grad_y))});
@@ -122,6 +129,10 @@ TEST_P(AttentionValueDimSinksTest, FlashAutogradMatchesReference) {
   expect_close(p.mask.sinks.grad(), ref.get("grad_sinks"), dtype, "grad_sinks");
 }
 
+const auto kValueDimCases =
+    ::testing::Values("vdim_narrow", "vdim_wide_window_documents", "vdim_tiled_documents", "vdim_full");
+const auto kSinkCases = ::testing::Values("sinks_causal", "sinks_full", "sinks_tiled_window",
+                                          "sinks_vdim_documents_window", "sinks_decode");
 const auto kCases = ::testing::Combine(
     ::testing::Values("vdim_narrow", "vdim_wide_window_documents", "vdim_tiled_documents", "vdim_full", "sinks_causal",
                       "sinks_full", "sinks_tiled_window", "sinks_vdim_documents_window", "sinks_decode"),
@@ -132,6 +143,9 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<std::string, DTy
 }
 
 INSTANTIATE_TEST_SUITE_P(attention, AttentionValueDimSinksTest, kCases, case_name);
+INSTANTIATE_TEST_SUITE_P(value_dims, AttentionValueDimSinksF32Test, kValueDimCases);
+INSTANTIATE_TEST_SUITE_P(sinks, AttentionValueDimSinksF32Test, kSinkCases);
+INSTANTIATE_TEST_SUITE_P(attention, AttentionSinksAutogradTest, kSinkCases);
 
 // sum(out * grad_y) in f64, the function whose gradient flash_attention_backward gives.
 double loss_of(const Problem& p, const Tensor& sinks) {

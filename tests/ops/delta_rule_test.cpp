@@ -34,6 +34,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/cuda.h"
@@ -406,14 +407,15 @@ TEST(DeltaRule, BadInputsNameTheTensor) {
 namespace titan::testing {
 namespace {
 
-// The CUDA kernel runs the recurrence (for either algorithm); the CPU's
-// recurrent kernel is the comparison, with the f32 bound of the CPU tests
-// (different summation orders, same math) and one bf16 step for bf16 outputs.
-class CudaDeltaRule : public ::testing::TestWithParam<DType> {};
+// Each CUDA algorithm (the recurrence, and the chunked kernels of
+// delta_rule_chunked.cu) against the CPU's same algorithm, with the f32
+// bound of the CPU tests (different summation orders, same math) and one
+// bf16 step for bf16 outputs.
+class CudaDeltaRule : public ::testing::TestWithParam<std::tuple<DType, ops::DeltaRuleAlgorithm>> {};
 
 TEST_P(CudaDeltaRule, ForwardAndBackwardMatchCpu) {
   TITAN_REQUIRE_CUDA();
-  const DType dtype = GetParam();
+  const DType dtype = std::get<0>(GetParam());
   // 2 value heads per key head, Dv over one 32-column tile, T over three segments of 16.
   const int64_t b = 2, t = 37, hk = 1, hv = 2, dk = 16, dv = 40;
   const Tensor q = random_cpu({b, t, hk, dk}, dtype, 1), k = random_cpu({b, t, hk, dk}, dtype, 2);
@@ -423,9 +425,9 @@ TEST_P(CudaDeltaRule, ForwardAndBackwardMatchCpu) {
   const Tensor state = random_cpu({b, hv, dk, dv}, DType::f32, 7),
                grad_state = random_cpu({b, hv, dk, dv}, DType::f32, 8);
   ops::DeltaRuleOptions options;
-  options.algorithm = ops::DeltaRuleAlgorithm::recurrent;
-  options.chunk_size = 16;
-  // Packed documents: restarts at tokens 5 and 16 of both rows.
+  options.algorithm = std::get<1>(GetParam());
+  options.chunk_size = 16;  // chunked: three chunks, the last one partial
+  // Packed documents: restarts at tokens 5 and 16 (a chunk boundary) of both rows.
   std::vector<int64_t> ids(static_cast<size_t>(b * t), 0);
   for (int64_t row = 0; row < b; ++row)
     for (int64_t token = 0; token < t; ++token) ids[row * t + token] = (token >= 5) + (token >= 16);
@@ -452,8 +454,15 @@ TEST_P(CudaDeltaRule, ForwardAndBackwardMatchCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DTypes, CudaDeltaRule, ::testing::Values(DType::f32, DType::bf16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaDeltaRule,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16),
+                                            ::testing::Values(ops::DeltaRuleAlgorithm::recurrent,
+                                                              ops::DeltaRuleAlgorithm::chunked)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) == ops::DeltaRuleAlgorithm::chunked ? "_chunked"
+                                                                                               : "_recurrent");
+                         });
 
 }  // namespace
 }  // namespace titan::testing

@@ -17,9 +17,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/cuda.h"
@@ -77,6 +79,56 @@ TEST(MoeRouting, TopKMatchesAStableSortWithLowerIndexFirstOnTies) {
     }
   }
   testing::expect_error([] { ops::topk(Tensor::zeros({2, 3}), 4); }, {"topk", "k = 4", "[1, 3]"});
+}
+
+// Group-limited routing against the rule written plainly: each group's two
+// largest summed in double, groups stable-sorted by that score, the entries of
+// every group past the kept ones zeroed. Rounded scores make tied groups (the
+// lower group wins); one row holds a NaN, which ranks its group first.
+TEST(MoeRouting, LimitToGroupsKeepsTheBestGroupsAsASortWould) {
+  const int64_t rows = 41, groups = 8, per_group = 4, experts = groups * per_group, kept = 3;
+  std::vector<float> scores = random_floats(static_cast<size_t>(rows * experts), 11);
+  for (float& v : scores) v = std::round(v * 2.0f) / 2.0f;
+  scores[5 * experts + 30] = NAN;  // row 5, group 7
+  const std::vector<float> got =
+      ops::limit_to_groups(Tensor::from_floats(scores, {rows, experts}), groups, kept).to_floats();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = scores.data() + r * experts;
+    std::vector<double> group_score(static_cast<size_t>(groups));
+    for (int64_t g = 0; g < groups; ++g) {
+      std::vector<float> members(row + g * per_group, row + (g + 1) * per_group);
+      const bool has_nan = std::any_of(members.begin(), members.end(), [](float v) { return std::isnan(v); });
+      std::sort(members.begin(), members.end(), std::greater<float>());
+      group_score[static_cast<size_t>(g)] =
+          has_nan ? INFINITY : static_cast<double>(members[0]) + static_cast<double>(members[1]);
+    }
+    std::vector<int64_t> order(static_cast<size_t>(groups));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return group_score[static_cast<size_t>(a)] > group_score[static_cast<size_t>(b)];
+    });
+    std::vector<bool> keep(static_cast<size_t>(groups), false);
+    for (int64_t i = 0; i < kept; ++i) keep[static_cast<size_t>(order[static_cast<size_t>(i)])] = true;
+    for (int64_t e = 0; e < experts; ++e) {
+      const float want = keep[static_cast<size_t>(e / per_group)] ? row[e] : 0.0f;
+      const float have = got[static_cast<size_t>(r * experts + e)];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(have)) << r << "," << e;
+      } else {
+        EXPECT_EQ(have, want) << r << "," << e;
+      }
+    }
+  }
+  testing::expect_error(
+      [] {
+        ops::limit_to_groups(Tensor::zeros({2, 12}), 8, 2);
+      },
+      {"limit_to_groups", "12 experts do not fall into 8 groups of at least 2"});
+  testing::expect_error(
+      [] {
+        ops::limit_to_groups(Tensor::zeros({2, 16}), 4, 5);
+      },
+      {"limit_to_groups", "kept groups 5 must be in [1, 4]"});
 }
 
 TEST(MoeRouting, ExpertOrderIsAStableCountingSortAndItsInverse) {
@@ -231,6 +283,23 @@ TEST(CudaMoeRouting, TopKMatchesCpuBitwiseIncludingTies) {
     const ops::TopK actual = ops::topk(on_cuda(cpu_scores), c.k);
     EXPECT_TRUE(same_bits(actual.indices, expected.indices));
     EXPECT_TRUE(same_bits(actual.values, expected.values));
+  }
+}
+
+// DeepSeek-V3's shape (256 experts in 8 groups, 4 kept) and a small one with
+// tied groups: the same selection, bitwise (the same f32 sums and compares).
+TEST(CudaMoeRouting, LimitToGroupsMatchesCpuBitwise) {
+  TITAN_REQUIRE_CUDA();
+  for (const auto& [rows, experts, groups, kept, step] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, double>>{{300, 256, 8, 4, 0.0},
+                                                                           {37, 32, 8, 3, 0.5}}) {
+    std::vector<float> scores = random_cpu({rows, experts}, DType::f32, 21, -2.0, 2.0).to_floats();
+    if (step > 0) {
+      for (float& v : scores) v = static_cast<float>(std::round(v / step) * step);
+    }
+    const Tensor cpu_scores = from_floats(scores, {rows, experts});
+    EXPECT_TRUE(same_bits(ops::limit_to_groups(on_cuda(cpu_scores), groups, kept),
+                          ops::limit_to_groups(cpu_scores, groups, kept)));
   }
 }
 

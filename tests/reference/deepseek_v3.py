@@ -9,6 +9,14 @@ softmax) scores, the score correction bias in the choice only, group-limited
 top-k (groups scored by their two best biased scores, the experts of the
 other groups masked to 0), weights from the unbiased scores, normalised
 when norm_topk_prob, times routed_scaling_factor, plus the shared experts.
+With num_mtp_layers, DeepSeek-V3's multi-token prediction as TorchTitan
+trains it (torchtitan/models/deepseek_v3/mtp.py): depth k fuses the previous
+depth's hidden state (the last layer's output for k = 1), zeroed where token
+t + k does not exist, with that token's embedding, eh_proj(cat(enorm(emb),
+hnorm(h))), runs a block of the last layer's form and mtp_norm, and predicts
+token t + k + 1 through the shared output head; the loss adds mtp_scale times
+the mean over depths of each depth's summed cross-entropy over the number of
+main targets. Logits never include the depths.
 Parameter names are titan's FQNs, so weights move through safetensors."""
 import torch
 
@@ -130,12 +138,30 @@ class Block(torch.nn.Module):
         return h + ffn(self.ffn_norm(h))
 
 
+class MtpBlock(Block):
+    """One multi-token prediction depth: the fusion, a block, the norm before the shared head."""
+
+    def __init__(self, c, dense):
+        super().__init__(c, dense)
+        self.enorm = RMSNorm(c["dim"], c["norm_eps"])
+        self.hnorm = RMSNorm(c["dim"], c["norm_eps"])
+        self.eh_proj = Linear(2 * c["dim"], c["dim"])
+        self.mtp_norm = RMSNorm(c["dim"], c["norm_eps"])
+
+    def forward(self, embedding, previous, positions, freqs):
+        fused = self.eh_proj(torch.cat([self.enorm(embedding), self.hnorm(previous)], dim=-1))
+        return self.mtp_norm(super().forward(fused, positions, freqs))
+
+
 class Decoder(torch.nn.Module):
     def __init__(self, c):
         super().__init__()
         self.c = c
         self.tok_embeddings = torch.nn.Embedding(c["vocab_size"], c["dim"], dtype=torch.float64)
         self.layers = torch.nn.ModuleList(Block(c, i < c["n_dense_layers"]) for i in range(c["n_layers"]))
+        # Each depth has the last layer's form (dense only if every layer is).
+        last_dense = c["n_layers"] - 1 < c["n_dense_layers"]
+        self.mtp_layers = torch.nn.ModuleList(MtpBlock(c, last_dense) for _ in range(c.get("num_mtp_layers", 0)))
         self.norm = RMSNorm(c["dim"], c["norm_eps"])
         self.output = Linear(c["dim"], c["vocab_size"])
         if c.get("yarn"):
@@ -146,17 +172,42 @@ class Decoder(torch.nn.Module):
         else:
             self.freqs = ref.rope_frequencies(c["qk_rope_head_dim"], c["rope_theta"])
 
-    def forward(self, ids):
+    def trunk(self, ids):
         positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
         h = self.tok_embeddings(ids)
         for layer in self.layers:
             h = layer(h, positions, self.freqs)
-        return self.output(self.norm(h))
+        return h, positions
+
+    def forward(self, ids):
+        return self.output(self.norm(self.trunk(ids)[0]))
 
     def loss(self, ids, labels):
-        logits = self(ids)
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+        h, positions = self.trunk(ids)
+        logits = self.output(self.norm(h))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                  ignore_index=-100)
+        if len(self.mtp_layers) == 0:
+            return loss
+        seq = ids.shape[1]
+        main_targets = (labels != -100).sum()
+        depth_sums = []
+        previous = h
+        for depth, layer in enumerate(self.mtp_layers, 1):
+            # Token t + depth where it exists; elsewhere token 0 and a zeroed previous state.
+            tokens = torch.zeros_like(ids)
+            tokens[:, :seq - depth] = ids[:, depth:]
+            exists = torch.zeros(ids.shape[0], seq, 1, dtype=torch.float64)
+            exists[:, :seq - depth] = 1.0
+            previous = layer(self.tok_embeddings(tokens), previous * exists, positions, self.freqs)
+            targets = torch.full_like(labels, -100)
+            targets[:, :seq - depth] = labels[:, depth:]
+            depth_logits = self.output(previous)
+            depth_sums.append(torch.nn.functional.cross_entropy(depth_logits.reshape(-1, depth_logits.shape[-1]),
+                                                                targets.reshape(-1), ignore_index=-100,
+                                                                reduction="sum"))
+        mtp = torch.stack(depth_sums).mean() / main_targets
+        return loss + self.c.get("mtp_scale", 0.3) * mtp
 
 
 # The tiny models of the C++ tests (tests/models/deepseek_v3_test.cpp builds
@@ -178,6 +229,8 @@ TINY = {
                    num_limited_groups=0, route_scale=1.0, route_norm=False, vocab_size=256, norm_eps=1e-5,
                    rope_theta=10000.0),
 }
+# "latent" with two multi-token prediction depths (of the last layer's MoE form).
+TINY["mtp"] = dict(TINY["latent"], num_mtp_layers=2, mtp_scale=0.3)
 #The latent model with TorchTitan - style YaRN(a pure rotation, mscale squared in the softmax scale).
 TINY["yarn"] = dict(TINY["latent"], max_seq_len=64,
                     yarn=dict(type="yarn", factor=4.0, original=16, beta_fast=32.0, beta_slow=1.0, mscale=0.7,

@@ -1,6 +1,7 @@
 """Writes the gpt-oss reference case (tests/reference/gpt_oss.py): random
 weights (sinks and every bias included), a batch, the logits, the loss and
-every parameter gradient in float64.
+every parameter gradient in float64; and 20 float64 training steps of the
+same model (training_run.py).
 
 Usage: make_gpt_oss_cases.py OUTDIR
 """
@@ -10,9 +11,19 @@ import sys
 import torch
 
 import gpt_oss
+import training_run
 from safetensors_io import save
 
 BATCH, SEQ = 2, 32
+
+
+def training_case(outdir):
+    """20 float64 AdamW steps of the tiny model (windows, sinks, biases, clamps)."""
+    generator = torch.Generator().manual_seed(13)
+    decoder = gpt_oss.Decoder(gpt_oss.TINY)
+    training_run.random_init(decoder, generator)
+    tensors, meta = training_run.train(decoder, generator, gpt_oss.TINY["vocab_size"])
+    save(os.path.join(outdir, "train_gpt_oss_tiny.safetensors"), tensors, meta)
 
 
 def main():
@@ -51,6 +62,7 @@ def main():
     tensors["hf.down_proj"] = down.detach()
     tensors["hf.down_proj_bias"] = down_bias.detach()
     save(os.path.join(outdir, "gpt_oss_tiny.safetensors"), tensors)
+    training_case(outdir)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 debugmodel and debugmodel_moe with random weights over 96-token sequences
 (past the delta rule's 64-token chunks), their logits, loss and every
 parameter gradient in float64, and the logits with each distinctive feature
-switched off.
+switched off; and 20 float64 training steps of a tiny hybrid
+(TRAIN_TINY, training_run.py).
 
 Usage: make_qwen3_5_cases.py OUTDIR
 """
@@ -13,6 +14,8 @@ import sys
 import torch
 
 import qwen3_5
+import qwen3_5_hf
+import training_run
 from make_model_cases import CHAIN, VOCAB
 from safetensors_io import save
 
@@ -74,6 +77,32 @@ def parity_case(outdir, name, config, features):
     save(os.path.join(outdir, f"model_{name}.safetensors"), tensors, {"vocab": VOCAB})
 
 
+# The tiny dense model of the 20-step training case (tests/models/qwen3_5_test.cpp
+# builds the same through qwen3_5::to_config): three Gated DeltaNet layers and
+# one full-attention layer, trained on 72-token sequences (past a 64-token chunk).
+TRAIN_TINY = dict(dim=64, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=16, rotary_dim=8, hidden_dim=96,
+                  n_key_heads=2, n_value_heads=4, key_head_dim=16, value_head_dim=16, moe=None)
+TRAIN_VOCAB, TRAIN_SEQ = 256, 72
+
+
+def training_case(outdir):
+    """20 float64 AdamW steps of TRAIN_TINY (the delta rule a token loop)."""
+    generator = torch.Generator().manual_seed(13)
+    decoder = qwen3_5.Decoder(TRAIN_TINY, TRAIN_VOCAB)
+    init_weights(decoder, generator)
+    tensors, meta = training_run.train(decoder, generator, TRAIN_VOCAB, seq=TRAIN_SEQ)
+    save(os.path.join(outdir, "train_qwen3_5_tiny.safetensors"), tensors, meta)
+
+
+def hf_cases(outdir):
+    """Hugging Face folders of the tiny model in transformers' layouts
+    (tests/reference/qwen3_5_hf.py): dense text-only (untied), and MoE
+    multimodal (tied, with a vision and an MTP tensor titan skips)."""
+    for name, moe, multimodal, tie, seed in (("dense", False, False, False, 21), ("moe", True, True, True, 22)):
+        tensors, meta = qwen3_5_hf.hf_case(moe, multimodal, tie, seed)
+        save(os.path.join(outdir, f"model_qwen3_5_hf_{name}.safetensors"), tensors, meta)
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -81,6 +110,8 @@ def main():
     parity_case(outdir, "qwen3_5_debug", qwen3_5.DEBUGMODEL,
                 ["output_gate", "partial_rotary", "offset_norms", "short_conv", "gdn_gate"])
     parity_case(outdir, "qwen3_5_moe_debug", qwen3_5.DEBUGMODEL_MOE, ["shared_expert_gate"])
+    training_case(outdir)
+    hf_cases(outdir)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
 #include "titan/models/generate.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/adamw.h"
+#include "titan/optim/adamw.h"
+#include "titan/optim/lr_schedule.h"
 
 namespace titan::testing {
 
@@ -55,6 +60,58 @@ void expect_greedy_is_full_forward_argmax(const models::Decoder& model, const st
         logits.select(1, static_cast<int64_t>(prompt.size() + i) - 1).contiguous().to_floats();
     EXPECT_EQ(generated[i], std::max_element(row.begin(), row.end()) - row.begin()) << "generated token " << i;
   }
+}
+
+TrainingDrift expect_training_tracks_reference(models::Decoder& model, const ReferenceCase& ref, double loss_rtol,
+                                               double norm_rtol, double weight_rtol) {
+  std::map<std::string, Tensor> state = model.state_dict();
+  for (auto& [name, tensor] : state) {
+    if (ref.has("init." + name)) tensor = ref.get("init." + name);
+  }
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    EXPECT_TRUE(ref.has("init." + name)) << "the case has no initial value of " << name;
+  }
+  model.load_state_dict(state);
+
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (const auto& [name, parameter] : model.named_parameters()) named.emplace_back(name, parameter->data);
+  optim::AdamW adamw(named, {.beta1 = 0.9,
+                             .beta2 = 0.95,
+                             .eps = 1e-8,
+                             .weight_decay = ref.meta_double("weight_decay"),
+                             .no_weight_decay = {"norm", "tok_embeddings"}});
+  const int64_t steps = ref.meta_int("steps");
+  const optim::LrSchedule schedule{.warmup_steps = ref.meta_int("warmup"), .total_steps = steps};
+  const std::vector<float> losses = ref.get("losses").to_floats(), norms = ref.get("grad_norms").to_floats();
+  TrainingDrift drift;
+  for (int64_t step = 1; step <= steps; ++step) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    model.zero_grad();
+    const Tensor loss =
+        model.loss({ref.get(fmt::format("input_ids.{}", step)), {}, {}}, ref.get(fmt::format("labels.{}", step)));
+    autograd::backward({loss});
+    std::vector<Tensor> grads;
+    for (const auto& [name, parameter] : named) {
+      if (parameter.grad().defined()) grads.push_back(parameter.grad());
+    }
+    const double norm = ops::clip_grad_norm_(grads, ref.meta_double("max_norm"));
+    adamw.step(ref.meta_double("lr") * schedule.factor(step));
+    const double want_loss = losses[static_cast<size_t>(step - 1)], want_norm = norms[static_cast<size_t>(step - 1)];
+    const double loss_error = std::abs(loss.item() - want_loss) / want_loss;
+    const double norm_error = std::abs(norm - want_norm) / want_norm;
+    EXPECT_LT(loss_error, loss_rtol);
+    EXPECT_LT(norm_error, norm_rtol);
+    drift.loss = std::max(drift.loss, loss_error);
+    drift.grad_norm = std::max(drift.grad_norm, norm_error);
+  }
+  for (const auto& [name, parameter] : named) {
+    const double error = relative_l2_error(parameter, ref.get("final." + name));
+    EXPECT_LT(error, weight_rtol) << name;
+    drift.weight = std::max(drift.weight, error);
+  }
+  // The run must have learned: the last loss well below the first.
+  EXPECT_LT(losses.back(), 0.9 * losses.front());
+  return drift;
 }
 
 }  // namespace titan::testing

@@ -29,4 +29,18 @@ Tensor cached_logits(const models::Decoder& model, const Tensor& ids, int64_t pr
 void expect_greedy_is_full_forward_argmax(const models::Decoder& model, const std::vector<int64_t>& prompt,
                                           int64_t new_tokens);
 
+// Trains `model` for the steps of a tests/reference/training_run.py case from
+// its initial weights (and correction biases), on its batches, as the
+// reference does (AdamW 0.9 / 0.95 / 1e-8 with the case's weight decay except
+// for norms and embeddings, warmup then linear decay, clipping), and expects
+// each step's loss within `loss_rtol` and gradient norm within `norm_rtol` of
+// the float64 run, and each final weight within `weight_rtol` (relative L2).
+// Returns the worst relative errors seen (loss, gradient norm, final weight),
+// for the tests' comments.
+struct TrainingDrift {
+  double loss = 0.0, grad_norm = 0.0, weight = 0.0;
+};
+TrainingDrift expect_training_tracks_reference(models::Decoder& model, const ReferenceCase& ref, double loss_rtol,
+                                               double norm_rtol, double weight_rtol);
+
 }  // namespace titan::testing

@@ -5,12 +5,10 @@
 
 namespace titan::testing {
 
-namespace {
 std::string reference_dir() {
   const char* dir = std::getenv("TITAN_REFERENCE_DIR");
   return dir != nullptr ? dir : TITAN_DEFAULT_REFERENCE_DIR;
 }
-}  // namespace
 
 ReferenceCase::ReferenceCase(const std::string& name)
     : reader_(std::make_unique<checkpoint::SafetensorsReader>(reference_dir() + "/" + name + ".safetensors")) {}

@@ -13,6 +13,10 @@
 
 namespace titan::testing {
 
+// The folder the reference cases are in (TITAN_REFERENCE_DIR, else the build's);
+// some cases are folders of their own there (a Hugging Face model folder).
+std::string reference_dir();
+
 class ReferenceCase {
  public:
   explicit ReferenceCase(const std::string& name);

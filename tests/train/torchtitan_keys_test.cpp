@@ -451,11 +451,14 @@ TEST(TorchTitanKeys, CurrentKeysMapNoteOrRefuse) {
   EXPECT_TRUE(has_notice(noted, "parallelism.spmd_backend = \"partial_dtensor\""));
   EXPECT_TRUE(has_notice(noted, "loss.num_chunks = \"4\""));
   EXPECT_TRUE(has_notice(noted, "optimizer.implementation = \"foreach\" has no effect here"));
-  // Inert: read only by what titan refuses or lacks (multimodal tokenizers, the ptrr balancer, DeepSeek-V3's MTP).
+  // Inert: read only by what titan refuses or lacks (multimodal tokenizers, the ptrr balancer).
   EXPECT_TRUE(from_toml("[tokenizer]\nimage_token = \"<|image_pad|>\"\n[parallelism]\n"
-                        "context_parallel_ptrr_mask_key = \"causal\"\n[loss]\nmtp_scale = 0.5\n[loss.loss_fn]\n"
-                        "mtp_scale = 0.5\n")
+                        "context_parallel_ptrr_mask_key = \"causal\"\n")
                   .notices.empty());
+  // DeepSeek-V3's MTP loss weight, in either of TorchTitan's places, is titan's model.mtp_scale.
+  EXPECT_EQ(from_toml("[loss]\nmtp_scale = 0.5\n").model.mtp_scale, 0.5);
+  EXPECT_EQ(from_toml("[loss.loss_fn]\nmtp_scale = 0.25\n").model.mtp_scale, 0.25);
+  expect_error([] { from_toml("[loss]\nmtp_scale = -1\n"); }, {"loss.mtp_scale", "-1"});
   // Mapped.
   EXPECT_EQ(from_toml("[optimizer]\nimplementation = \"fused_opt_states_bf16\"\n").optimizer.state_dtype, "bf16");
   const train::JobConfig whole = from_toml("[validator]\nenable = true\nsteps = -1\n");

@@ -6,6 +6,7 @@
 #include "bench/delta_rule_bench.h"
 #include "bench/families_bench.h"
 #include "bench/gpu_bench.h"
+#include "bench/kv_cache_bench.h"
 #include "bench/lora_bench.h"
 #include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
@@ -44,14 +45,15 @@ Subcommand make_bench_subcommand() {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu, families, delta-rule)");
+        "lora, gpu, families, delta-rule, kv-cache)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu, families, delta-rule")
+           "gpu, families, delta-rule, kv-cache")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
-                               "context-parallel", "profiler", "lora", "gpu", "families", "startup", "delta-rule"}));
+        ->check(
+            CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "context-parallel",
+                           "profiler", "lora", "gpu", "families", "startup", "delta-rule", "kv-cache"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -75,7 +77,7 @@ Subcommand make_bench_subcommand() {
     app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
     app->add_option("--seq", gpu->seq_len,
-                    "gpu, families and delta-rule suites: sequence length (default 4096; families 256)")
+                    "gpu, families, delta-rule and kv-cache suites: sequence length (default 4096; families 256)")
         ->check(at_least(1));
     app->add_option("--batch", gpu->batch, "gpu and families suites: local batch (default 2; families 4)")
         ->check(at_least(1));
@@ -105,12 +107,18 @@ Subcommand make_bench_subcommand() {
     app->add_option("--large-tp", startup->large_tp, "startup suite: the large job's TP degree (default 8)")
         ->check(at_least(1));
     app->add_option("--models", families->models,
-                    "families suite: models whose debugmodel to train (default llama3, the Hugging Face families and "
-                    "muse_glimmer)");
+                    "families suite: models whose debugmodel to train (default llama3, the Hugging Face families, "
+                    "muse_glimmer and qwen3_5)");
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
                     families, startup, bench_app, suite] {
+    if (*suite == "kv-cache") {
+      bench::KvCacheBenchOptions kv_cache;
+      kv_cache.json_path = options->json_path;
+      if ((**bench_app).count("--seq") > 0) kv_cache.positions = gpu->seq_len;
+      return bench::run_kv_cache_bench(kv_cache);
+    }
     if (*suite == "delta-rule") {
       bench::DeltaRuleBenchOptions delta_rule;
       delta_rule.json_path = options->json_path;

@@ -6,6 +6,9 @@
 #include "titan/core/copy.h"
 #include "titan/nn/functional.h"
 #include "titan/nn/initialize.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/moe_routing.h"
+#include "titan/ops/reduction.h"
 
 namespace titan::models {
 
@@ -48,6 +51,23 @@ Decoder::Decoder(const DecoderConfig& config, Device device) : config(config) {
     }
     layers->insert(std::to_string(i), block);
   }
+  if (!config.mtp_layers.empty()) {
+    mtp_layers = register_module("mtp_layers", std::make_shared<nn::ModuleDict<nn::MtpBlock>>());
+    for (size_t k = 0; k < config.mtp_layers.size(); ++k) {
+      TITAN_CHECK(config.mtp_layers[k].attention.dim == config.dim(), "Decoder: MTP depth {} has dim {}, the model {}",
+                  k + 1, config.mtp_layers[k].attention.dim, config.dim());
+      auto block = std::make_shared<nn::MtpBlock>(config.mtp_layers[k], device);
+      // An MTP layer's experts join the auxiliary loss like any MoE layer's (same count and coefficient).
+      if (block->moe) {
+        const int64_t first = first_moe_layer(config);
+        TITAN_CHECK(
+            first >= 0 && block->moe->config.num_experts == config.layers[static_cast<size_t>(first)].moe->num_experts,
+            "Decoder: MTP depth {} has a mixture of experts unlike the model's MoE layers", k + 1);
+        block->moe->aux_slot = moe_layers_++;
+      }
+      mtp_layers->insert(std::to_string(k), block);
+    }
+  }
   const nn::TransformerBlockConfig& first = config.layers.front();
   nn::RMSNormConfig final_norm =
       config.final_norm.value_or(nn::RMSNormConfig{0, first.norm_eps, first.norm_weight_offset});
@@ -85,8 +105,6 @@ void Decoder::materialize(Device device) {
   for (auto& [name, buffer] : named_buffers()) titan::fill_(*buffer, 0.0);
   build_rope_tables(device);
 }
-
-Tensor Decoder::hidden_states(const DecoderInputs& inputs) const { return hidden_states(inputs, nullptr); }
 
 std::shared_ptr<nn::MoEAuxLoss> Decoder::new_aux_loss() const {
   for (const auto& layer : *layers) {
@@ -140,11 +158,13 @@ Tensor Decoder::project_logits(const Tensor& hidden) const {
   return config.loss.softcap > 0 ? F::soft_cap(logits, config.loss.softcap) : logits;
 }
 
-Tensor Decoder::hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
+Tensor Decoder::hidden_states(const DecoderInputs& inputs) const { return finish(trunk(inputs, nullptr)); }
+
+Tensor Decoder::trunk(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
   const nn::BlockInputs block = block_inputs(inputs, aux);
   Tensor h = embed(inputs.input_ids);
   for (const auto& layer : *layers) h = layer->forward(h, block);
-  return finish(h);
+  return h;
 }
 
 void Decoder::retain_modules(const std::vector<std::string>& module_fqns) {
@@ -201,11 +221,13 @@ KVCache Decoder::make_cache(int64_t batch, int64_t capacity, DType dtype, int64_
     if (layer.delta_net) {
       // Gated DeltaNet: every position's pre-conv q | k | v (the short conv
       // reads the last K - 1) and the recurrent state, f32 as the op keeps it.
+      // Under tensor parallelism each rank holds its heads' channels and states.
       const nn::GatedDeltaNetConfig& d = *layer.delta_net;
-      TITAN_CHECK(head_split == 1, "KV cache: Gated DeltaNet layers have no tensor-parallel split");
-      cache.keys.push_back(Tensor::zeros({batch, capacity, d.conv_channels()}, dtype, rope.cos.device()));
-      cache.values.push_back(
-          Tensor::zeros({batch, d.n_value_heads, d.key_head_dim, d.value_head_dim}, DType::f32, rope.cos.device()));
+      TITAN_CHECK(head_split >= 1 && d.n_key_heads % head_split == 0,
+                  "KV cache: {} Gated DeltaNet key heads do not split over {}", d.n_key_heads, head_split);
+      cache.keys.push_back(Tensor::zeros({batch, capacity, d.conv_channels() / head_split}, dtype, rope.cos.device()));
+      cache.values.push_back(Tensor::zeros({batch, d.n_value_heads / head_split, d.key_head_dim, d.value_head_dim},
+                                           DType::f32, rope.cos.device()));
       continue;
     }
     if (layer.mla) {
@@ -271,18 +293,89 @@ Tensor Decoder::loss(const DecoderInputs& inputs, const Tensor& labels, LossPart
   // every block's, so backward reaches it right after the loss (autograd runs
   // the latest-recorded ready node first) and FSDP frees the output's
   // gathered weight and reduces its gradient then, not at the end of backward.
-  const Tensor hidden = hidden_states(inputs, aux);
-  Tensor lm = loss_function(hidden, output_weight(), labels);
+  const Tensor last = trunk(inputs, aux);
+  const Tensor lm = loss_function(finish(last), output_weight(), labels);
+  const Tensor mtp = mtp_layers ? mtp_loss(last, inputs, labels, aux) : Tensor();
+  Tensor total = mtp.defined() ? F::add(lm, mtp) : lm;
   if (aux) {
     // The loss's own gradient (1, or 1 / micro-batches) reaches the observer before
     // any layer's backward runs, so the auxiliary gradient is scaled the same way.
-    lm = F::observe_gradient(lm, [aux](const Tensor& gradient) { aux->set_upstream_gradient(gradient); });
+    total = F::observe_gradient(total, [aux](const Tensor& gradient) { aux->set_upstream_gradient(gradient); });
   }
   if (parts != nullptr) {
     parts->lm = lm.detach();
+    parts->mtp = mtp.defined() ? mtp.detach() : Tensor();
     parts->aux = aux ? aux->value() : Tensor();
   }
-  return lm;
+  return total;
+}
+
+namespace decoder_mtp {
+
+// `values` [B, S] moved `shift` places left along the sequence, the last `shift` filled with `fill`.
+Tensor shifted_left(const Tensor& values, int64_t shift, double fill) {
+  Tensor out = Tensor::full(values.shape(), fill, values.dtype(), values.device());
+  const int64_t kept = values.size(1) - shift;
+  if (kept > 0) titan::copy_(out.narrow(1, 0, kept), values.narrow(1, shift, kept));
+  return out;
+}
+
+// 1 / (the number of labels that are not -100), a 0-d f32 on the labels'
+// device, without reading them on the host (the step may run under
+// NoHostReadsScope or as a captured graph): labels are -100 or a token id, so
+// sigmoid(label + 50) is 1 or (to f32's 2^-72) 0; the reciprocal comes from
+// normalize_rows of [1, count - 1] (0 when nothing is counted).
+Tensor inverse_target_count(const Tensor& labels) {
+  const Tensor as_float = labels.to(DType::f32);
+  const Tensor count =
+      ops::sum(ops::sigmoid(ops::add(as_float, Tensor::full(as_float.shape(), 50.0, DType::f32, as_float.device()))));
+  Tensor row = Tensor::full({1, 2}, 1.0, DType::f32, labels.device());
+  titan::copy_(row.narrow(1, 1, 1),
+               ops::sub(count, Tensor::full({}, 1.0, DType::f32, labels.device())).reshape({1, 1}));
+  return ops::normalize_rows(row).narrow(1, 0, 1).reshape({});
+}
+
+}  // namespace decoder_mtp
+
+Tensor Decoder::mtp_loss(const Tensor& last, const DecoderInputs& inputs, const Tensor& labels,
+                         const std::shared_ptr<nn::MoEAuxLoss>& aux) const {
+  TITAN_CHECK(!inputs.document_ids.defined(),
+              "multi-token prediction (model.num_mtp_layers) with packed-document masking (model.document_masking) "
+              "is not built: the shifted tokens would cross document boundaries");
+  const nn::BlockInputs block = block_inputs(inputs, aux);
+  const int64_t batch = labels.size(0), seq = labels.size(1);
+  ops::CrossEntropyOptions options{
+      .ignore_index = -100, .softcap = config.loss.softcap, .z_loss = config.loss.z_loss, .mean = false};
+  const Tensor weight = output_weight();
+  Tensor previous = last, sum;
+  for (size_t k = 0; k < mtp_layers->size(); ++k) {
+    const int64_t depth = static_cast<int64_t>(k) + 1;
+    // Position i reads token i + depth; where that is past the sequence end
+    // the token is 0 and the previous hidden state is zeroed (TorchTitan's roll_mtp_sequence).
+    std::vector<float> valid(static_cast<size_t>(batch * seq));
+    for (int64_t i = 0; i < batch * seq; ++i) valid[static_cast<size_t>(i)] = i % seq + depth < seq ? 1.0f : 0.0f;
+    const Tensor mask = Tensor::from_vector(valid, {batch, seq, 1}).to(last.dtype()).to(last.device());
+    const Tensor embedding = embed(decoder_mtp::shifted_left(inputs.input_ids, depth, 0.0));
+    previous = (*mtp_layers)[k]->forward(embedding, previous, mask, block);
+    const Tensor targets = decoder_mtp::shifted_left(labels, depth, -100.0).reshape({-1});
+    const Tensor flat = F::reshape(previous, {-1, previous.size(-1)});
+    Tensor depth_sum;
+    if (config.loss.fused) {
+      ops::FusedCrossEntropyOptions fused;
+      fused.loss = options;
+      fused.token_chunk = config.loss.token_chunk;
+      fused.vocab_chunk = config.loss.vocab_chunk;
+      depth_sum = F::fused_linear_cross_entropy(flat, weight, targets, fused);
+    } else {
+      depth_sum = F::cross_entropy(F::linear(flat, weight), targets, options);
+    }
+    sum = sum.defined() ? F::add(sum, depth_sum) : depth_sum;
+  }
+  // TorchTitan's weighting: each depth's sum over the main loss's target
+  // count, averaged over depths, times mtp_scale.
+  const Tensor factor = ops::scale(decoder_mtp::inverse_target_count(labels),
+                                   static_cast<float>(config.loss.mtp_scale / static_cast<double>(mtp_layers->size())));
+  return F::mul(sum, factor);
 }
 
 void Decoder::set_init_rules() {
@@ -294,6 +387,10 @@ void Decoder::set_init_rules() {
     (*layers)[i]->set_init(0.02 / std::sqrt(2.0 * static_cast<double>(i + 1)));
   }
   if (output) output->set_init(output_std, -3.0 * output_std, 3.0 * output_std);
+  // TorchTitan builds each MTP depth from the last layer's config, its initialisation included.
+  for (size_t k = 0; mtp_layers && k < mtp_layers->size(); ++k) {
+    (*mtp_layers)[k]->set_init(0.02 / std::sqrt(2.0 * static_cast<double>(layers->size())));
+  }
 }
 
 void Decoder::init_weights(const Generator& generator) { nn::initialize(*this, generator.seed()); }

@@ -15,6 +15,7 @@
 #include "titan/nn/embedding.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/module_dict.h"
+#include "titan/nn/mtp_block.h"
 #include "titan/nn/rms_norm.h"
 #include "titan/nn/transformer_block.h"
 #include "titan/ops/cross_entropy.h"
@@ -30,6 +31,10 @@ struct LossConfig {
   int64_t vocab_chunk = 0;
   float z_loss = 0.0f;
   float softcap = 0.0f;  // > 0: logits become softcap * tanh(logits / softcap) (Gemma 2's final soft-cap)
+  // Multi-token prediction's weight (TorchTitan's MTPLoss mtp_scale): the loss
+  // is the main cross-entropy plus mtp_scale times the mean over depths of
+  // each depth's summed cross-entropy over the main loss's target count.
+  double mtp_scale = 0.3;
 };
 
 struct DecoderConfig {
@@ -54,6 +59,11 @@ struct DecoderConfig {
   double output_multiplier = 1.0;
   int64_t max_seq_len = 2048;  // rows of the RoPE table
   bool tie_embeddings = false;
+  // DeepSeek-V3's multi-token prediction (TorchTitan's mtp_layers, Hugging
+  // Face's num_nextn_predict_layers): depth k (FQNs "mtp_layers.k-1.") is an
+  // nn::MtpBlock of this block config predicting the token k + 1 places ahead
+  // in training; generation and logits() never run them. Empty: off.
+  std::vector<nn::TransformerBlockConfig> mtp_layers;
   LossConfig loss;
 
   int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
@@ -62,10 +72,11 @@ struct DecoderConfig {
   void set_layers(int64_t count, const nn::TransformerBlockConfig& block) {
     layers.assign(static_cast<size_t>(count), block);
   }
-  // Applies `edit` to every layer's block config.
+  // Applies `edit` to every layer's block config, the multi-token prediction depths' included.
   template <typename Edit>
   void edit_layers(Edit&& edit) {
     for (nn::TransformerBlockConfig& layer : layers) edit(layer);
+    for (nn::TransformerBlockConfig& layer : mtp_layers) edit(layer);
   }
   std::shared_ptr<Decoder> build(Device device = Device::cpu()) const;
 };
@@ -97,6 +108,7 @@ LossFunction cross_entropy_loss(const LossConfig& config);
 // The parts of a training loss, for metrics.
 struct LossParts {
   Tensor lm;   // 0-d f32: the mean next-token cross-entropy
+  Tensor mtp;  // 0-d f32: the multi-token prediction term, mtp_scale included (undefined without MTP)
   Tensor aux;  // 0-d f32: the MoE auxiliary loss before its coefficient (undefined without one)
 };
 
@@ -111,7 +123,8 @@ class Decoder : public nn::Module {
   // Mean cross-entropy of next-token labels [B, S] (ignore_index -100). With
   // MoE layers that have an auxiliary-loss coefficient, backward also gives
   // their routers coef * d(aux) (nn::MoEAuxLoss); the returned value is the
-  // cross-entropy alone, and `parts` (optional) receives both.
+  // cross-entropy alone (plus the multi-token prediction term when the model
+  // has MTP layers), and `parts` (optional) receives each.
   Tensor loss(const DecoderInputs& inputs, const Tensor& labels, LossParts* parts = nullptr) const;
   // A cache for `batch` sequences of up to `capacity` positions, in the dtype
   // forward computes in; with tensor parallelism each rank caches its own
@@ -144,13 +157,20 @@ class Decoder : public nn::Module {
   std::shared_ptr<nn::Embedding> tok_embeddings;
   std::shared_ptr<nn::ModuleDict<nn::TransformerBlock>> layers;  // keyed by layer id
   std::shared_ptr<nn::RMSNorm> norm;
-  std::shared_ptr<nn::Linear> output;  // null when tied
+  std::shared_ptr<nn::Linear> output;                        // null when tied
+  std::shared_ptr<nn::ModuleDict<nn::MtpBlock>> mtp_layers;  // keyed by depth - 1; null without MTP
   ops::RopeTable rope;
   ops::RopeTable local_rope;  // undefined tensors unless config.local_rope_theta > 0
   LossFunction loss_function;
 
  private:
-  Tensor hidden_states(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
+  // The last layer's output, before the final norm.
+  Tensor trunk(const DecoderInputs& inputs, const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
+  // mtp_scale times the mean over depths of each depth's summed cross-entropy
+  // (targets `depth` places past `labels`, the tail ignored) over the count of
+  // `labels`' targets, from the last layer's output `trunk` (TorchTitan's MTPLoss).
+  Tensor mtp_loss(const Tensor& trunk, const DecoderInputs& inputs, const Tensor& labels,
+                  const std::shared_ptr<nn::MoEAuxLoss>& aux) const;
   // Embeddings N(0, 1) (N(0, dim^-1/2) when tied); per layer l the output
   // projections N(0, 0.02 / sqrt(2 (l + 1))); output N(0, dim^-1/2) cut at 3 std.
   void set_init_rules();

@@ -51,11 +51,17 @@ int64_t ffn_parameters(const nn::TransformerBlockConfig& block, bool active_only
 
 int64_t count(const DecoderConfig& config, bool active_only) {
   int64_t layers = 0;
-  for (const nn::TransformerBlockConfig& block : config.layers) {
+  const auto add_block = [&](const nn::TransformerBlockConfig& block) {
     const int64_t mixer = block.delta_net ? linear_attention_parameters(*block.delta_net)
                           : block.mla     ? latent_attention_parameters(block)
                                           : attention_parameters(block.attention);
     layers += mixer + ffn_parameters(block, active_only) + block_norm_parameters(block);
+  };
+  for (const nn::TransformerBlockConfig& block : config.layers) add_block(block);
+  // Multi-token prediction depths: a block, eh_proj [dim, 2 dim] and three norms each.
+  for (const nn::TransformerBlockConfig& block : config.mtp_layers) {
+    add_block(block);
+    layers += 2 * config.dim() * config.dim() + 3 * config.dim();
   }
   const int64_t embeddings = config.vocab_size * config.dim();
   return embeddings * (config.tie_embeddings ? 1 : 2) + layers + config.dim();

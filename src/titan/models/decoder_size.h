@@ -6,7 +6,9 @@
 
 namespace titan::models {
 
-// Every parameter, embeddings and all experts included.
+// Every parameter, embeddings, all experts and multi-token prediction depths
+// included (the FLOPs below count the depths' weights, not their attention
+// scores or their passes through the output head).
 int64_t parameter_count(const DecoderConfig& config);
 // The parameters one token goes through: a mixture-of-experts layer counts its
 // router, its shared experts and top_k of its experts.

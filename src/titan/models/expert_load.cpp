@@ -33,6 +33,12 @@ std::optional<ExpertLoad> balance_expert_load(Decoder& model, const comm::Device
     moe->update_expert_bias(total);
     titan::fill_(*moe->tokens_per_expert, 0.0);
   }
+  // Multi-token prediction depths keep their expert bias: TorchTitan's
+  // balancing hook walks `layers` only. Their counts are cleared all the same.
+  for (size_t k = 0; model.mtp_layers && k < model.mtp_layers->size(); ++k) {
+    nn::MoE* moe = (*model.mtp_layers)[k]->moe.get();
+    if (moe != nullptr) titan::fill_(*moe->tokens_per_expert, 0.0);
+  }
   if (mesh.size(MeshDim::pp) > 1) {
     const std::vector<float> mine(ratios.begin(), ratios.end());
     Tensor all = Tensor::from_floats(mine, {static_cast<int64_t>(mine.size())});

@@ -21,8 +21,10 @@
   X(olmo2)                      \
   X(phi3)                       \
   X(deepseek_v3)                \
-  X(gpt_oss)
+  X(gpt_oss)                    \
+  X(muse_glimmer)               \
+  X(qwen3_5)
 
 // Families with no Hugging Face adapter (their folder defines spec() only):
 // in the model registry, not in the Hugging Face family list.
-#define TITAN_NATIVE_MODEL_FAMILIES(X) X(muse_glimmer) X(qwen3_5)
+#define TITAN_NATIVE_MODEL_FAMILIES(X)

@@ -120,7 +120,11 @@ const HfFamily kUnfusedFamily{};
 
 bool peft_adapter_supported(const std::string& model_name) {
   for (const HfFamily& family : hf_families()) {
-    if (family.model == model_name) return !family.fused_projections;
+    // PEFT names are read as a plain causal LM's (model.layers....): a nested text tower is not.
+    // Qwen3.5's q_proj holds the output gate's rows too: an adapter of wq alone has no PEFT form.
+    if (family.model == model_name) {
+      return !family.fused_projections && !family.gated_delta_net && family.weights_prefix == "model.";
+    }
   }
   return true;
 }

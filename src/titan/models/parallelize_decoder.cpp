@@ -125,6 +125,30 @@ void tensor_parallel_latent_attention(const std::string& where, nn::MlaAttention
   add_bias_after_reduction(attention, *attention.wo);
 }
 
+// Gated DeltaNet splits by heads (TorchTitan's qwen3_5 plan): the
+// projections to q, k, v, z and the per-head gate inputs a, b column-wise,
+// each head's conv channels, A_log and dt_bias with them, out_proj row-wise.
+// A rank's value heads read its own key heads: with both counts split evenly,
+// value head h still reads key head h / (Hv / Hk). The norm's weight (one per
+// value feature, shared by the heads) stays replicated.
+void tensor_parallel_delta_net(const std::string& where, nn::GatedDeltaNet& net,
+                               const std::shared_ptr<ProcessGroup>& tp, Redistribution around) {
+  TITAN_CHECK(net.config.n_key_heads % tp->size() == 0,
+              "tensor parallelism: {} has {} key heads ({} value heads), which do not split over {} ranks", where,
+              net.config.n_key_heads, net.config.n_value_heads, tp->size());
+  for (nn::Linear* linear : {net.in_proj_q.get(), net.in_proj_k.get(), net.in_proj_v.get(), net.in_proj_z.get(),
+                             net.in_proj_a.get(), net.in_proj_b.get()}) {
+    if (linear) column_parallel(where, *linear, *tp);
+  }
+  for (nn::Parameter* per_head : {net.conv_q, net.conv_k, net.conv_v, net.a_log, net.dt_bias}) {
+    if (per_head) parallel::shard_parameter(where + " (per head)", *per_head, 0, *tp);
+  }
+  row_parallel(where, *net.out_proj, *tp);
+  net.split_heads(tp->size());
+  around(net, tp);
+  add_bias_after_reduction(net, *net.out_proj);
+}
+
 void tensor_parallel_feed_forward(const std::string& where, nn::FeedForward& ffn,
                                   const std::shared_ptr<ProcessGroup>& tp, Redistribution around) {
   TITAN_CHECK(ffn.config.hidden_dim % tp->size() == 0,
@@ -156,9 +180,21 @@ void tensor_parallel_output(Decoder& model, const std::shared_ptr<ProcessGroup>&
   };
 }
 
+// Every block in the order training runs them, by FQN: the layers, then the
+// multi-token prediction depths (ordinary blocks with their fusion around them, nn::MtpBlock).
+std::vector<std::pair<std::string, nn::TransformerBlock*>> training_blocks(const Decoder& model) {
+  std::vector<std::pair<std::string, nn::TransformerBlock*>> blocks;
+  for (size_t i = 0; i < model.layers->size(); ++i)
+    blocks.emplace_back("layers." + model.layers->key(i), (*model.layers)[i].get());
+  for (size_t k = 0; model.mtp_layers && k < model.mtp_layers->size(); ++k) {
+    blocks.emplace_back("mtp_layers." + model.mtp_layers->key(k), (*model.mtp_layers)[k].get());
+  }
+  return blocks;
+}
+
 std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
   std::vector<nn::TransformerBlock*> blocks;
-  for (const auto& block : *model.layers) blocks.push_back(block.get());
+  for (const auto& [where, block] : training_blocks(model)) blocks.push_back(block);
   return blocks;
 }
 
@@ -168,9 +204,11 @@ std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
 // activation checkpointing, so the gather wraps the checkpointed block.
 // Experts split by expert parallelism get units of their own, sharded over
 // the ranks that hold the same experts (dp_shard_mod_ep x cp), gathered and
-// freed with their block's.
+// freed with their block's. Multi-token prediction depths are blocks after
+// the last layer; generation (`with_mtp` false) never runs them and leaves
+// them whole and unwrapped.
 std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMesh& mesh,
-                                           const ParallelizeOptions& options) {
+                                           const ParallelizeOptions& options, bool with_mtp = true) {
   // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
   auto fsdp = std::make_shared<parallel::Fsdp>(
       mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
@@ -187,16 +225,20 @@ std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMes
   std::vector<nn::Parameter*> norm_and_output;
   for (auto& [name, parameter] : model.named_parameters()) {
     const bool own_unit = name.starts_with("tok_embeddings.") && !model.config.tie_embeddings;
-    if (!name.starts_with("layers.") && !own_unit) norm_and_output.push_back(parameter);
+    if (!name.starts_with("layers.") && !name.starts_with("mtp_layers.") && !own_unit) {
+      norm_and_output.push_back(parameter);
+    }
   }
   // A middle pipeline stage has no norm or output.
   if (!norm_and_output.empty()) fsdp->add_unit("norm, output", norm_and_output);
-  const size_t layers = model.layers->size();
+  std::vector<std::pair<std::string, nn::TransformerBlock*>> blocks = training_blocks(model);
+  if (!with_mtp) blocks.resize(model.layers->size());
+  const size_t layers = blocks.size();
   // An expert's gradient sums the tokens every ep rank sent it: 1 / ep makes it the data-parallel mean.
   const float expert_scale = 1.0f / static_cast<float>(mesh.size(comm::MeshDim::ep));
   for (size_t i = 0; i < layers; ++i) {
-    nn::TransformerBlock& block = *(*model.layers)[i];
-    const std::string where = "layers." + model.layers->key(i);
+    nn::TransformerBlock& block = *blocks[i].second;
+    const std::string& where = blocks[i].first;
     std::vector<nn::Parameter*> parameters, experts;
     for (auto& [name, parameter] : block.named_parameters()) {
       (parameter->expert_parallel ? experts : parameters).push_back(parameter);
@@ -222,9 +264,8 @@ void apply_expert_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
   const auto& configs = model.config.layers;
   TITAN_CHECK(std::any_of(configs.begin(), configs.end(), [](const auto& layer) { return layer.moe.has_value(); }),
               "parallelism.expert_parallel_degree {}: this model has no mixture-of-experts layers", ep->size());
-  for (size_t i = 0; i < model.layers->size(); ++i) {
-    nn::TransformerBlock& block = *(*model.layers)[i];
-    if (block.moe) parallel::apply_expert_parallel("layers." + model.layers->key(i) + ".moe", *block.moe, ep);
+  for (const auto& [where, block] : training_blocks(model)) {
+    if (block->moe) parallel::apply_expert_parallel(where + ".moe", *block->moe, ep);
   }
 }
 
@@ -264,11 +305,9 @@ void split_blocks(Decoder& model, const std::shared_ptr<ProcessGroup>& tp, Redis
   for (size_t i = 0; i < model.layers->size(); ++i) {
     nn::TransformerBlock& block = *(*model.layers)[i];
     const std::string where = "layers." + model.layers->key(i);
-    TITAN_CHECK(!block.linear_attention,
-                "tensor parallelism: {}.attention is a Gated DeltaNet linear-attention layer (qwen3_5), which has "
-                "no tensor-parallel plan yet (set tensor_parallel_degree = 1)",
-                where);
-    if (block.latent_attention) {
+    if (block.linear_attention) {
+      tensor_parallel_delta_net(where + ".attention", *block.linear_attention, tp, around);
+    } else if (block.latent_attention) {
       tensor_parallel_latent_attention(where + ".attention", *block.latent_attention, tp, around);
     } else {
       tensor_parallel_attention(where + ".attention", *block.attention, tp, around);
@@ -298,6 +337,18 @@ void apply_tensor_parallel(Decoder& model, const comm::DeviceMesh& mesh) {
 parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,
                                                 const ParallelizeOptions& options_in) {
   ParallelizeOptions options = options_in;
+  if (model.mtp_layers) {
+    // TorchTitan refuses the same two (MTP.md): the shifted tokens and labels
+    // would need the neighbouring ranks' positions, the depths the last stage.
+    const char* refused = options.pipelined                  ? "pipeline parallelism"
+                          : mesh.size(comm::MeshDim::cp) > 1 ? "context parallelism"
+                          : mesh.size(comm::MeshDim::tp) > 1 ? "tensor parallelism"
+                                                             : nullptr;
+    TITAN_CHECK(refused == nullptr,
+                "multi-token prediction (model.num_mtp_layers = {}) with {} is not built; set model.num_mtp_layers "
+                "= 0 or train with FSDP / expert parallelism only",
+                model.mtp_layers->size(), refused);
+  }
   if (options.pipelined && options.reshard_after_forward == parallel::ReshardPolicy::default_policy) {
     options.reshard_after_forward = parallel::ReshardPolicy::never;
   }
@@ -334,7 +385,7 @@ parallel::ParallelizedModel parallelize_decoder_for_generation(Decoder& model, c
     ParallelizeOptions options;
     options.param_dtype = DType::f32;  // what one process generates with
     options.reshard_after_forward = parallel::ReshardPolicy::always;
-    parallelized.fsdp = apply_fsdp(model, mesh, options);
+    parallelized.fsdp = apply_fsdp(model, mesh, options, /*with_mtp=*/false);
   }
   return parallelized;
 }

@@ -62,9 +62,9 @@ Tensor GatedDeltaNet::forward(const Tensor& input, const AttentionInputs& inputs
     const Tensor y = weight ? F::causal_conv1d_silu(projected, weight->materialize(), documents) : projected;
     return F::view(y, {batch, tokens, heads, head_dim});
   };
-  const Tensor q = conv(in_proj_q, conv_q, config.n_key_heads, config.key_head_dim);
-  const Tensor k = conv(in_proj_k, conv_k, config.n_key_heads, config.key_head_dim);
-  const Tensor v = conv(in_proj_v, conv_v, config.n_value_heads, config.value_head_dim);
+  const Tensor q = conv(in_proj_q, conv_q, local_key_heads(), config.key_head_dim);
+  const Tensor k = conv(in_proj_k, conv_k, local_key_heads(), config.key_head_dim);
+  const Tensor v = conv(in_proj_v, conv_v, local_value_heads(), config.value_head_dim);
   const auto [g, beta] =
       F::gdn_gates(in_proj_a->forward(x), in_proj_b->forward(x), F::cast(a_log->materialize(), DType::f32),
                    F::cast(dt_bias->materialize(), DType::f32));
@@ -79,21 +79,21 @@ Tensor GatedDeltaNet::output(const Tensor& x, const Tensor& o) const {
   const int64_t batch = x.size(0), tokens = x.size(1);
   Tensor gated = F::rms_norm(o, F::cast(norm->materialize(), o.dtype()), static_cast<float>(config.norm_eps));
   if (in_proj_z) {
-    const Tensor z = F::view(in_proj_z->forward(x), {batch, tokens, config.n_value_heads, config.value_head_dim});
+    const Tensor z = F::view(in_proj_z->forward(x), {batch, tokens, local_value_heads(), config.value_head_dim});
     gated = F::mul(gated, F::silu(z));
   }
-  return out_proj->forward(F::view(gated, {batch, tokens, config.value_dim()}));
+  return out_proj->forward(F::view(gated, {batch, tokens, local_value_heads() * config.value_head_dim}));
 }
 
 Tensor GatedDeltaNet::forward_cached(const Tensor& input, const Tensor& conv_cache, const Tensor& state,
                                      int64_t start) const {
   const ForwardScope scope(*this);
   const Tensor x = pre_forward(input);
-  const int64_t batch = x.size(0), tokens = x.size(1), key_dim = config.key_dim();
-  TITAN_CHECK(
-      conv_cache.dim() == 3 && conv_cache.size(2) == config.conv_channels() && start + tokens <= conv_cache.size(1),
-      "GatedDeltaNet: conv cache {} does not hold {} channels at positions [{}, {})", shape_str(conv_cache.shape()),
-      config.conv_channels(), start, start + tokens);
+  const int64_t batch = x.size(0), tokens = x.size(1), key_dim = config.key_dim() / head_split_;
+  const int64_t value_dim = config.value_dim() / head_split_, channels = 2 * key_dim + value_dim;
+  TITAN_CHECK(conv_cache.dim() == 3 && conv_cache.size(2) == channels && start + tokens <= conv_cache.size(1),
+              "GatedDeltaNet: conv cache {} does not hold {} channels at positions [{}, {})",
+              shape_str(conv_cache.shape()), channels, start, start + tokens);
   const Tensor fresh = F::concat(F::concat(in_proj_q->forward(x), in_proj_k->forward(x), 2), in_proj_v->forward(x), 2);
   titan::copy_(conv_cache.narrow(1, start, tokens), fresh);
   // The conv's receptive field: the K - 1 cached positions before start (fewer at the sequence start, where the
@@ -105,15 +105,22 @@ Tensor GatedDeltaNet::forward_cached(const Tensor& input, const Tensor& conv_cac
     const Tensor y = weight ? F::causal_conv1d_silu(in, weight->materialize()) : in;
     return F::view(y.narrow(1, span - tokens, tokens).contiguous(), {batch, tokens, heads, head_dim});
   };
-  const Tensor q = conv(conv_q, 0, key_dim, config.n_key_heads, config.key_head_dim);
-  const Tensor k = conv(conv_k, key_dim, key_dim, config.n_key_heads, config.key_head_dim);
-  const Tensor v = conv(conv_v, 2 * key_dim, config.value_dim(), config.n_value_heads, config.value_head_dim);
+  const Tensor q = conv(conv_q, 0, key_dim, local_key_heads(), config.key_head_dim);
+  const Tensor k = conv(conv_k, key_dim, key_dim, local_key_heads(), config.key_head_dim);
+  const Tensor v = conv(conv_v, 2 * key_dim, value_dim, local_value_heads(), config.value_head_dim);
   const auto [g, beta] =
       F::gdn_gates(in_proj_a->forward(x), in_proj_b->forward(x), F::cast(a_log->materialize(), DType::f32),
                    F::cast(dt_bias->materialize(), DType::f32));
   const F::GatedDeltaRuleResult step = F::gated_delta_rule_step(q, k, v, g, beta, state);
   titan::copy_(state, step.final_state);
   return post_forward(output(x, step.out));
+}
+
+void GatedDeltaNet::split_heads(int64_t ways) {
+  TITAN_CHECK(ways >= 1 && config.n_key_heads % ways == 0,
+              "GatedDeltaNet: {} key heads ({} value heads) do not split over {} ranks", config.n_key_heads,
+              config.n_value_heads, ways);
+  head_split_ = ways;
 }
 
 void GatedDeltaNet::set_init(double output_std) {

@@ -62,6 +62,12 @@ class GatedDeltaNet : public Module {
   // [log 0.01, log 16] (TorchTitan draws A uniform in [0.01, 16] and takes the
   // log: the same range, a different spread).
   void set_init(double output_std);
+  // Tensor parallelism: this rank now holds 1 / ways of the key and value
+  // heads (its projections, convs, A_log and dt_bias split by the plan in
+  // models/parallelize_decoder.cpp); forward computes with the local counts.
+  void split_heads(int64_t ways);
+  int64_t local_key_heads() const { return config.n_key_heads / head_split_; }
+  int64_t local_value_heads() const { return config.n_value_heads / head_split_; }
 
   const GatedDeltaNetConfig config;
   std::shared_ptr<Linear> in_proj_q, in_proj_k, in_proj_v, in_proj_a, in_proj_b, out_proj;
@@ -75,6 +81,7 @@ class GatedDeltaNet : public Module {
   Parameter* const norm;     // "norm" [value_head_dim], the gated RMSNorm's weight
 
  private:
+  int64_t head_split_ = 1;
   // norm(o) * silu(z(x)) through out_proj: o [B, T, Hv, Dv] -> [B, T, dim].
   Tensor output(const Tensor& x, const Tensor& o) const;
 };

@@ -135,46 +135,6 @@ Router::Router(const MoEConfig& config, Device device) : config(config) {
   gate = register_module("gate", LinearConfig{config.dim, config.num_experts, config.router_bias}.build(device));
 }
 
-namespace moe_group_routing {
-
-// Group-limited choice (MoEConfig::num_expert_groups): choice [T, E] f32 with
-// every expert outside its token's best `kept` groups set to 0, as Hugging
-// Face's DeepSeek-V3 router masks them. The choice carries no gradient, so
-// it is computed on the host (a device round trip per MoE layer).
-Tensor limit_to_groups(const Tensor& choice, int64_t groups, int64_t kept) {
-  const int64_t tokens = choice.size(0), experts = choice.size(1), per_group = experts / groups;
-  std::vector<float> scores = choice.to_floats();
-  std::vector<float> group_score(static_cast<size_t>(groups));
-  std::vector<int64_t> order(static_cast<size_t>(groups));
-  for (int64_t t = 0; t < tokens; ++t) {
-    float* row = scores.data() + t * experts;
-    for (int64_t g = 0; g < groups; ++g) {
-      float best = -INFINITY, second = -INFINITY;
-      for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
-        if (row[e] > best) {
-          second = best;
-          best = row[e];
-        } else if (row[e] > second) {
-          second = row[e];
-        }
-      }
-      group_score[static_cast<size_t>(g)] = best + second;
-      order[static_cast<size_t>(g)] = g;
-    }
-    // Best groups first; equal scores keep the lower group first (as ops::topk).
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return group_score[static_cast<size_t>(a)] > group_score[static_cast<size_t>(b)];
-    });
-    for (int64_t i = kept; i < groups; ++i) {
-      const int64_t g = order[static_cast<size_t>(i)];
-      std::fill(row + g * per_group, row + (g + 1) * per_group, 0.0f);
-    }
-  }
-  return Tensor::from_vector(scores, {tokens, experts}).to(choice.device());
-}
-
-}  // namespace moe_group_routing
-
 Router::Routing Router::route(const Tensor& x, const Tensor& bias) const {
   // Scores in f32 whatever the compute dtype, as Hugging Face's router does.
   const Tensor logits = F::cast(gate->forward(x), DType::f32);
@@ -185,7 +145,8 @@ Router::Routing Router::route(const Tensor& x, const Tensor& bias) const {
                                  bias.reshape({1, config.num_experts}).expand(routing.scores.shape()).contiguous())
                       : routing.scores.detach();
   if (config.num_expert_groups > 1) {
-    choice = moe_group_routing::limit_to_groups(choice, config.num_expert_groups, config.num_limited_groups);
+    // The choice carries no gradient: an op, not an autograd function.
+    choice = ops::limit_to_groups(choice, config.num_expert_groups, config.num_limited_groups);
   }
   routing.indices = ops::topk(choice, config.top_k).indices;
   routing.weights = F::gather_columns(routing.scores, routing.indices);

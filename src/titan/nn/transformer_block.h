@@ -74,8 +74,11 @@ class TransformerBlock : public Module {
   std::shared_ptr<FeedForward> feed_forward;        // null in a mixture-of-experts block
   std::shared_ptr<MoE> moe;                         // null in a dense block
 
- private:
+ protected:
+  // The block's computation without the runner (nn::MtpBlock runs it inside its own body).
   Tensor compute(const Tensor& x, const BlockInputs& inputs) const;
+
+ private:
   // x + attend(norm(x)), then the feed-forward residual: shared by both forwards.
   Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend,
                   const std::shared_ptr<MoEAuxLoss>& aux) const;

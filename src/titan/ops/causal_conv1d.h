@@ -6,23 +6,31 @@
 // earlier document than token t, count as zero: the conv restarts with each
 // packed document, as FLA's varlen conv does.
 //
-// The kernels are small host loops, single-threaded: on the CPU they read the
-// storage directly; on other devices the tensors are copied to the CPU and
-// back (under AllowHostReadsScope: such a step cannot be CUDA-graph captured).
-// No device kernel yet; the conv is a small share of a Gated DeltaNet layer's
-// work next to its projections and the delta rule.
+// Kernels: CPU (ops/cpu/kernels/causal_conv1d.cpp, every kernel set) and CUDA
+// (ops/cuda/causal_conv1d.cu). Each output sums its K products in f32 (CUDA)
+// or f64 (CPU); the weight gradient sums over B x T in a fixed order on both.
 #pragma once
 
 #include <utility>
 
 #include "titan/core/tensor.h"
+#include "titan/ops/dispatch.h"
 
 namespace titan::ops {
 
-// y has x's dtype and device; math in f64.
+// y has x's dtype and device. x and weight are f32 or bf16 (either may be
+// either); document_ids i32 or i64.
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& document_ids = Tensor());
 // Gradients of x (x's dtype) and weight (weight's dtype), recomputing the pre-activation.
 std::pair<Tensor, Tensor> causal_conv1d_silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
                                                       const Tensor& document_ids = Tensor());
+
+// What a kernel receives: contiguous tensors of checked shapes on one device;
+// an undefined document_ids means one document per row.
+using CausalConv1dKernel = void(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& document_ids);
+using CausalConv1dBackwardKernel = void(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_y,
+                                        const Tensor& x, const Tensor& weight, const Tensor& document_ids);
+inline Op<CausalConv1dKernel> causal_conv1d_kernels{"causal_conv1d_silu"};
+inline Op<CausalConv1dBackwardKernel> causal_conv1d_backward_kernels{"causal_conv1d_silu_backward"};
 
 }  // namespace titan::ops

@@ -15,7 +15,9 @@
 //    between chunks only the state is passed on (Yang et al., "Gated Delta
 //    Networks", 2024). Backward recomputes the chunk-boundary states and walks
 //    the chunks in reverse.
-// On CUDA both run the per-(batch, head) recurrence (ops/cuda/delta_rule.cu).
+// On CUDA each algorithm has its kernels (ops/cuda/delta_rule.cu, the
+// recurrence; ops/cuda/delta_rule_chunked.cu, the chunked form for chunks of
+// up to 64 tokens and head dims up to 128, else the recurrence).
 #pragma once
 
 #include <optional>

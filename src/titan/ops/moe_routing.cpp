@@ -27,6 +27,22 @@ TopK topk(const Tensor& scores, int64_t k) {
   return out;
 }
 
+Tensor limit_to_groups(const Tensor& choice, int64_t groups, int64_t kept) {
+  const char* op = "limit_to_groups";
+  const trace::OpScope op_scope(op);
+  check_defined(op, choice, "choice");
+  check_rank(op, choice, 2, "choice");
+  check_dtype(op, choice, {DType::f32}, "choice");
+  const int64_t experts = choice.size(1);
+  TITAN_CHECK(groups >= 1 && groups <= kMaxExpertGroups && experts % groups == 0 && experts / groups >= 2,
+              "{}: {} experts do not fall into {} groups of at least 2 (at most {} groups)", op, experts, groups,
+              kMaxExpertGroups);
+  TITAN_CHECK(kept >= 1 && kept <= groups, "{}: kept groups {} must be in [1, {}]", op, kept, groups);
+  Tensor out = Tensor::empty(choice.shape(), DType::f32, choice.device());
+  if (has_work(out)) limit_to_groups_kernels(choice.device(), out, choice.contiguous(), groups, kept);
+  return out;
+}
+
 ExpertOrder expert_order(const Tensor& indices, int64_t num_experts) {
   const trace::OpScope op_scope("expert_order");
   check_defined("expert_order", indices, "indices");

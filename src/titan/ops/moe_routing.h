@@ -19,6 +19,15 @@ struct TopK {
 // The k largest entries of each row of scores [T, E] (f32).
 TopK topk(const Tensor& scores, int64_t k);
 
+// Group-limited routing (DeepSeek-V3's n_group / topk_group): the E experts
+// of choice [T, E] (f32) fall into `groups` equal groups of at least 2 (at
+// most 64 groups); each group scores the sum of its two largest entries, and
+// every entry outside the token's `kept` best groups becomes 0, the value
+// Hugging Face's router masks them with. Equal group scores keep the lower
+// group first, as topk does.
+Tensor limit_to_groups(const Tensor& choice, int64_t groups, int64_t kept);
+inline constexpr int64_t kMaxExpertGroups = 64;
+
 struct ExpertOrder {
   Tensor order;    // [T*k] i64: the flat (token, slot) pair at each position of the expert-ordered rows
   Tensor inverse;  // [T*k] i64: the position of each flat (token, slot) pair
@@ -57,6 +66,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor sigmoid_backward(const Tensor& grad_out, const Tensor& y);
 
 using TopKKernel = void(const Tensor& values, const Tensor& indices, const Tensor& scores);
+using LimitToGroupsKernel = void(const Tensor& out, const Tensor& choice, int64_t groups, int64_t kept);
 using ExpertOrderKernel = void(const Tensor& order, const Tensor& inverse, const Tensor& counts, const Tensor& indices);
 using PermuteTokensKernel = void(const Tensor& rows, const Tensor& x, const Tensor& order, int64_t k);
 using UnpermuteSumKernel = void(const Tensor& grad_x, const Tensor& grad_rows, const Tensor& inverse, int64_t k);
@@ -70,6 +80,7 @@ using NormalizeRowsBackwardKernel = void(const Tensor& grad_x, const Tensor& gra
 using SigmoidKernel = void(const Tensor& y, const Tensor& x);
 using SigmoidBackwardKernel = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& y);
 inline Op<TopKKernel> topk_kernels{"topk"};
+inline Op<LimitToGroupsKernel> limit_to_groups_kernels{"limit_to_groups"};
 inline Op<ExpertOrderKernel> expert_order_kernels{"expert_order"};
 inline Op<PermuteTokensKernel> permute_tokens_kernels{"permute_tokens"};
 inline Op<UnpermuteSumKernel> unpermute_sum_kernels{"unpermute_sum"};

@@ -32,6 +32,8 @@ struct ModelSection {
   std::string moe_expert_impl = "grouped";
   double moe_aux_loss_coef = -1.0;
   double moe_load_balance_coeff = -1.0;
+  int64_t num_mtp_layers = -1;
+  double mtp_scale = 0.3;
   void visit(ConfigVisitor& v) {
     // The lists in these help lines are checked against the registry (tests/train/documented_lists_test.cpp).
     v.field("name", name,
@@ -41,8 +43,9 @@ struct ModelSection {
     v.field("hf_config", hf_config,
             "a Hugging Face config.json (LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MistralForCausalLM, "
             "Qwen2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, "
-            "DeepseekV3ForCausalLM, GptOssForCausalLM): builds that "
-            "model; name and flavor follow it");
+            "DeepseekV3ForCausalLM, GptOssForCausalLM, MuseGlimmerForConditionalGeneration, Qwen3_5ForCausalLM, "
+            "Qwen3_5MoeForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration): builds "
+            "that model; name and flavor follow it");
     v.field("tokenizer_path", tokenizer_path,
             "tokenizer.json, tiktoken rank file or built-in name (vocab size follows it)");
     v.field("vocab_size", vocab_size, "override the vocabulary size (0 = the tokenizer's, else the flavor's)");
@@ -59,6 +62,13 @@ struct ModelSection {
     v.field("moe_load_balance_coeff", moe_load_balance_coeff,
             "aux-loss-free balancing: per-expert bias step after every optimizer step (DeepSeek-V3; 0: off; < 0: the "
             "flavor's)");
+    v.field("num_mtp_layers", num_mtp_layers,
+            "multi-token prediction depths (deepseek_v3; TorchTitan's num_mtp_layers, Hugging Face's "
+            "num_nextn_predict_layers), each a copy of the last layer's block; 0: off; < 0: the flavor's (0) or "
+            "hf_config's");
+    v.field("mtp_scale", mtp_scale,
+            "weight of the multi-token prediction loss (TorchTitan's loss.mtp_scale): loss = cross-entropy + "
+            "mtp_scale * mean over depths");
   }
 };
 

@@ -3,6 +3,7 @@
 #include "titan/autograd/engine.h"
 #include "titan/core/profiler.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/elementwise.h"
 
 namespace titan::train {
 
@@ -41,7 +42,8 @@ void StepRunner::run_micro_batches(const StepInputs& step, StepOutputs& out) {
     const profiler::Span span("phase", "forward_backward");
     models::LossParts parts;
     Tensor loss = model_.loss(step.inputs[micro], step.labels[micro], &parts);
-    out.losses.push_back(parts.lm);
+    // With multi-token prediction, the loss TorchTitan logs: the main cross-entropy plus the weighted MTP term.
+    out.losses.push_back(parts.mtp.defined() ? ops::add(parts.lm, parts.mtp) : parts.lm);
     if (parts.aux.defined()) out.aux_losses.push_back(parts.aux);
     // A device scalar, not a constant: a recorded step replays with each step's label counts.
     loss = F::mul(loss, step.loss_scale_tensors[micro]);

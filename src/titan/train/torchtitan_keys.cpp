@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <sstream>
 
@@ -43,8 +44,6 @@ constexpr const char* kPrefetch =
     "titan's loader prepares batches ahead on its prefetch thread, whose depth is not exposed";
 constexpr const char* kMultimodal =
     "read only by the tokenizer of TorchTitan's multimodal (image and video) models; titan's models are text-only";
-constexpr const char* kMtp =
-    "read only by DeepSeek-V3's multi-token-prediction loss; titan's deepseek_v3 has no multi-token prediction yet";
 constexpr const char* kVocabFromModel = "titan's loss takes the vocabulary size from the model";
 
 std::vector<TorchTitanKey> make_table() {
@@ -380,9 +379,9 @@ std::vector<TorchTitanKey> make_table() {
        "(model.loss_vocab_chunk), not the sequence",
        current},
       {"loss.global_vocab_size", no_effect, "", kVocabFromModel, current},
-      {"loss.mtp_scale", converter_setting, "0.3", kMtp, current},
+      {"loss.mtp_scale", mapped, "0.3", "sets model.mtp_scale (read when model.num_mtp_layers > 0)", current},
       {"loss.loss_fn.global_vocab_size", no_effect, "", kVocabFromModel, current},
-      {"loss.loss_fn.mtp_scale", converter_setting, "0.3", kMtp, current},
+      {"loss.loss_fn.mtp_scale", mapped, "0.3", "sets model.mtp_scale (read when model.num_mtp_layers > 0)", current},
   };
 }
 
@@ -486,6 +485,12 @@ void apply_mapped(JobConfig& config, const TorchTitanKey& entry, const std::stri
     // TorchTitan's -1: the whole validation set. titan's validation stops where the held-out split ends.
     const int64_t steps = whole_number(value, where, key);
     config.validation.steps = steps == -1 ? std::numeric_limits<int64_t>::max() : steps;
+  } else if (key == "loss.mtp_scale" || key == "loss.loss_fn.mtp_scale") {
+    double scale = 0.0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), scale);
+    TITAN_CHECK(error == std::errc() && end == value.data() + value.size() && std::isfinite(scale) && scale >= 0,
+                "{}: {} = '{}' is not a number >= 0", where, key, value);
+    config.model.mtp_scale = scale;
   } else if (key == "debug.seed") {
     if (!value.empty()) config.training.seed = whole_number(value, where, key);
   } else if (key == "debug.deterministic") {

@@ -62,6 +62,8 @@ DecoderConfig to_config(const Args& args) {
     }
     config.layers.push_back(block);
   }
+  TITAN_CHECK(args.num_mtp_layers >= 0, "deepseek_v3: num_mtp_layers {} must be >= 0", args.num_mtp_layers);
+  if (!config.layers.empty()) config.mtp_layers.assign(static_cast<size_t>(args.num_mtp_layers), config.layers.back());
   config.rope_theta = args.rope_theta;
   config.rope_scaling = rope_scaling(args);
   config.tie_embeddings = args.tie_embeddings;

@@ -45,6 +45,10 @@ struct Args {
   double mscale = 0.70;
   int64_t max_seq_len = 4096 * 4;
   bool tie_embeddings = false;
+  // Multi-token prediction depths (TorchTitan's model_registry num_mtp_layers,
+  // 0 in every flavor as there; HF's num_nextn_predict_layers, 1 in
+  // DeepSeek-V3's published checkpoints), each a copy of the last layer's block.
+  int64_t num_mtp_layers = 0;
 };
 
 // TorchTitan's YaRN scaling of the flavor (none when rope_factor <= 1).

@@ -194,6 +194,8 @@ void read_rope_scaling_object(const Json& scaling, const std::string& key, const
   std::vector<std::string> allowed = rope_scaling_keys(s.type);
   allowed.insert(allowed.end(), {"rope_type", "type"});
   if (rope_parameters) allowed.insert(allowed.end(), {"rope_theta", "partial_rotary_factor"});
+  // Qwen3.5's multimodal RoPE sections: text positions turn them into plain RoPE (read_linear_attention).
+  if (rope_parameters && family.gated_delta_net) allowed.insert(allowed.end(), {"mrope_section", "mrope_interleaved"});
   for (const auto& [item, value] : scaling.items()) {
     TITAN_CHECK(std::find(allowed.begin(), allowed.end(), item) != allowed.end(),
                 "{}: '{}.{}' is not supported for rope_type '{}' (it reads: {})", source, key, item, name,
@@ -394,6 +396,7 @@ void read_latent_attention(const Json& json, const ConfigReader& reader, const s
   reader.get_positive("n_group", m.n_group, kMaxDimension);
   reader.get_positive("topk_group", m.topk_group, kMaxDimension);
   reader.get("first_k_dense_replace", m.first_k_dense_replace, 0, kMaxLayers);
+  reader.get("num_nextn_predict_layers", m.num_nextn_predict_layers, 0, kMaxLayers);
   TITAN_CHECK(m.qk_rope_head_dim % 2 == 0, "{}: qk_rope_head_dim {} must be even for rotary embeddings", source,
               m.qk_rope_head_dim);
   TITAN_CHECK(config.num_experts % m.n_group == 0 && m.topk_group <= m.n_group &&
@@ -425,6 +428,104 @@ void read_latent_attention(const Json& json, const ConfigReader& reader, const s
               "first_k_dense_replace is a mixture of experts)",
               source, frequency, family.architecture);
   config.mla = m;
+}
+
+// Qwen3.5's keys (Qwen3_5TextConfig / Qwen3_5MoeTextConfig names): the Gated
+// DeltaNet layers' shapes, which layers they are (layer_types, else every
+// full_attention_interval-th layer is full attention), the experts of the
+// mixture-of-experts form, and rope_parameters' multimodal sections.
+void read_linear_attention(const Json& body, const ConfigReader& reader, const std::string& source,
+                           const HfFamily& family, HfConfig& config) {
+  HfLinearAttention m = config.linear_attention.value_or(HfLinearAttention{});
+  reader.get_positive("linear_conv_kernel_dim", m.conv_kernel_dim, kMaxDimension);
+  reader.get_positive("linear_key_head_dim", m.key_head_dim, kMaxDimension);
+  reader.get_positive("linear_value_head_dim", m.value_head_dim, kMaxDimension);
+  reader.get_positive("linear_num_key_heads", m.num_key_heads, kMaxDimension);
+  reader.get_positive("linear_num_value_heads", m.num_value_heads, kMaxDimension);
+  TITAN_CHECK(m.num_value_heads % m.num_key_heads == 0,
+              "{}: 'linear_num_value_heads' = {} is not a multiple of 'linear_num_key_heads' = {}", source,
+              m.num_value_heads, m.num_key_heads);
+  const int64_t n = config.num_hidden_layers;
+  int64_t interval = 4;
+  reader.get_positive("full_attention_interval", interval, kMaxLayers);
+  m.linear_layers.assign(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) m.linear_layers[static_cast<size_t>(i)] = (i + 1) % interval != 0;
+  if (reader.has("layer_types")) {
+    const Json& types = body["layer_types"];
+    TITAN_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == n,
+                "{}: 'layer_types' must list one entry per layer ({}), got {}", source, n, types.dump());
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool linear = types[i] == "linear_attention";
+      TITAN_CHECK(linear || types[i] == "full_attention",
+                  "{}: 'layer_types' holds {} at layer {}, which is not supported for {} (linear_attention or "
+                  "full_attention)",
+                  source, types[i].dump(), i, family.architecture);
+      m.linear_layers[i] = linear;
+    }
+  }
+  // Qwen3.5's attention always has the output gate, and its recurrent state is float32 (titan's);
+  // Qwen3-Next-style files name these choices.
+  bool gate = true;
+  reader.get("attn_output_gate", gate);
+  TITAN_CHECK(gate, "{}: 'attn_output_gate' = false is not supported for {} (its attention always gates its output)",
+              source, family.architecture);
+  const std::string state_dtype = reader.get_string("mamba_ssm_dtype");
+  TITAN_CHECK(state_dtype.empty() || state_dtype == "float32",
+              "{}: 'mamba_ssm_dtype' = '{}' is not supported for {} (titan keeps the recurrent state in float32)",
+              source, state_dtype, family.architecture);
+  if (family.joined_experts) {
+    reader.get_required("num_experts", config.num_experts, kMaxDimension);
+    reader.get_required("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
+    reader.get_required("moe_intermediate_size", config.moe_intermediate_size, kMaxDimension);
+    reader.get_positive("shared_expert_intermediate_size", m.shared_expert_intermediate_size, kMaxDimension);
+    reader.get_non_negative("router_aux_loss_coef", config.router_aux_loss_coef);
+    reader.get("output_router_logits", config.output_router_logits);
+    TITAN_CHECK(config.num_experts_per_tok <= config.num_experts,
+                "{}: 'num_experts_per_tok' = {} exceeds 'num_experts' = {}", source, config.num_experts_per_tok,
+                config.num_experts);
+    // titan's shared experts are one FFN of a multiple of the experts' width.
+    TITAN_CHECK(m.shared_expert_intermediate_size % config.moe_intermediate_size == 0,
+                "{}: 'shared_expert_intermediate_size' = {} is not supported for {}: titan's shared expert is a "
+                "multiple of moe_intermediate_size {} wide",
+                source, m.shared_expert_intermediate_size, family.architecture, config.moe_intermediate_size);
+    // transformers' router always renormalises the top k; Qwen3-Next-style keys that would say otherwise are refused.
+    bool normalized = true;
+    reader.get("norm_topk_prob", normalized);
+    TITAN_CHECK(normalized, "{}: 'norm_topk_prob' = false is not supported for {} (its router renormalises the top k)",
+                source, family.architecture);
+    config.norm_topk_prob = true;
+    int64_t step = 1;
+    reader.get_positive("decoder_sparse_step", step, kMaxLayers);
+    TITAN_CHECK(step == 1,
+                "{}: 'decoder_sparse_step' = {} is not supported for {} (every layer is a mixture of experts)", source,
+                step, family.architecture);
+    std::vector<int64_t> dense;
+    reader.get_layers("mlp_only_layers", dense, n);
+    TITAN_CHECK(dense.empty(), "{}: 'mlp_only_layers' is not supported for {} (every layer is a mixture of experts)",
+                source, family.architecture);
+  }
+  if (body.contains("rope_parameters") && body["rope_parameters"].is_object()) {
+    const Json& rope = body["rope_parameters"];
+    if (rope.contains("mrope_section")) {
+      const Json& sections = rope["mrope_section"];
+      TITAN_CHECK(sections.is_array(), "{}: 'rope_parameters.mrope_section' must be a list, got {}", source,
+                  sections.dump());
+      m.mrope_section.clear();
+      for (const Json& item : sections) {
+        TITAN_CHECK(item.is_number_integer() && item.get<int64_t>() >= 0 && item.get<int64_t>() <= kMaxDimension,
+                    "{}: 'rope_parameters.mrope_section' holds {}, which is not a count of frequencies", source,
+                    item.dump());
+        m.mrope_section.push_back(item.get<int64_t>());
+      }
+    }
+    if (rope.contains("mrope_interleaved")) {
+      TITAN_CHECK(rope["mrope_interleaved"].is_boolean(),
+                  "{}: 'rope_parameters.mrope_interleaved' must be true or false, got {}", source,
+                  rope["mrope_interleaved"].dump());
+      m.mrope_interleaved = rope["mrope_interleaved"].get<bool>();
+    }
+  }
+  config.linear_attention = m;
 }
 
 // The activation of the gate: Gemma's GeGLU (transformers reads hidden_activation; published files carry
@@ -478,6 +579,114 @@ void read_score_scale_and_softcaps(const ConfigReader& reader, HfConfig& config)
   }
 }
 
+// PreTrainedConfig's own keys: token ids, output switches and bookkeeping,
+// none of which changes what the model computes.
+const std::vector<std::string>& generic_config_keys() {
+  static const std::vector<std::string> keys{"architectures",
+                                             "model_type",
+                                             "torch_dtype",
+                                             "dtype",
+                                             "transformers_version",
+                                             "_name_or_path",
+                                             "use_cache",
+                                             "pad_token_id",
+                                             "bos_token_id",
+                                             "eos_token_id",
+                                             "sep_token_id",
+                                             "decoder_start_token_id",
+                                             "initializer_range",
+                                             "output_attentions",
+                                             "output_hidden_states",
+                                             "return_dict",
+                                             "tie_word_embeddings",
+                                             "id2label",
+                                             "label2id",
+                                             "problem_type",
+                                             "chunk_size_feed_forward",
+                                             "is_encoder_decoder",
+                                             "add_cross_attention",
+                                             "tokenizer_class",
+                                             "_attn_implementation_autoset",
+                                             "use_bfloat16",
+                                             "torchscript",
+                                             "pruned_heads"};
+  return keys;
+}
+
+// A family that lists its config class's keys (HfFamily::known_keys) accepts no
+// other: a setting titan does not implement must not pass unread.
+void check_known_keys(const Json& body, const std::string& source, const HfFamily& family) {
+  if (family.known_keys.empty()) return;
+  const auto listed = [](const std::vector<std::string>& keys, const std::string& key) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  for (const auto& [key, value] : body.items()) {
+    TITAN_CHECK(listed(family.known_keys, key) || listed(generic_config_keys(), key),
+                "{}: '{}' is not supported for {} (not a key titan reads; titan implements: {})", source, key,
+                family.architecture, fmt::join(family.known_keys, ", "));
+  }
+}
+
+// A multimodal config.json's top level: text_config of the family's text
+// model_type, tie_word_embeddings agreeing with text_config's where both say
+// it, and the vision tower's keys kept as they are (titan trains the text
+// decoder only; its folders' vision tensors are skipped).
+void read_multimodal_keys(const Json& json, const ConfigReader& top, const ConfigReader& text,
+                          const std::string& source, const HfFamily& family, HfConfig& config) {
+  const std::string text_type = text.get_string("model_type");
+  TITAN_CHECK(text_type.empty() || text_type == family.text_model_type,
+              "{}: text_config's model_type '{}' is not {}'s text model ('{}')", source, text_type, family.architecture,
+              family.text_model_type);
+  bool tied = config.tie_word_embeddings;
+  top.get("tie_word_embeddings", tied);
+  config.tie_word_embeddings = tied;
+  bool text_tied = tied;
+  text.get("tie_word_embeddings", text_tied);
+  TITAN_CHECK(text_tied == tied, "{}: tie_word_embeddings is {} at the top level and {} in text_config", source, tied,
+              text_tied);
+  Json kept = Json::object();
+  for (const auto& [key, value] : json.items()) {
+    if (key == "text_config" ||
+        std::find(generic_config_keys().begin(), generic_config_keys().end(), key) != generic_config_keys().end()) {
+      continue;
+    }
+    kept[key] = value;
+  }
+  config.multimodal_keys = kept.empty() ? "" : kept.dump();
+}
+
+// Muse Glimmer's text keys (MuseGlimmerTextConfig's names). The soft-cap is
+// always applied by its model (it divides by it), so null is refused;
+// layer_rope_theta's zeros are the NoPE layers, and any other entry must be
+// rope_theta: transformers rotates every other layer with the one table.
+void read_gated_attention(const Json& body, const ConfigReader& reader, const std::string& source,
+                          const HfFamily& family, HfConfig& config) {
+  reader.get("qk_scale_factor", config.qk_scale_factor);
+  reader.get("output_multiplier", config.output_multiplier);
+  reader.get("post_norm_eps", config.post_norm_eps);
+  TITAN_CHECK(!reader.is_null("final_logit_softcapping"),
+              "{}: 'final_logit_softcapping' = null is not supported for {} (its logits are always soft-capped)",
+              source, family.architecture);
+  reader.get("final_logit_softcapping", config.final_logit_softcapping);
+  const int64_t n = config.num_hidden_layers;
+  config.nope_layers.assign(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) config.nope_layers[static_cast<size_t>(i)] = (n - 1 - i) % 4 == 0;
+  if (!reader.has("layer_rope_theta")) return;
+  const Json& thetas = body["layer_rope_theta"];
+  TITAN_CHECK(thetas.is_array() && static_cast<int64_t>(thetas.size()) == n,
+              "{}: 'layer_rope_theta' must list one number per layer ({}), got {}", source, n, thetas.dump());
+  for (size_t i = 0; i < thetas.size(); ++i) {
+    TITAN_CHECK(thetas[i].is_number() && std::isfinite(thetas[i].get<double>()) && thetas[i].get<double>() >= 0.0,
+                "{}: 'layer_rope_theta' holds {} at layer {}, which is not a number >= 0", source, thetas[i].dump(), i);
+    const double theta = thetas[i].get<double>();
+    TITAN_CHECK(theta == 0.0 || theta == config.rope_theta,
+                "{}: 'layer_rope_theta' = {} at layer {} is not supported for {}: only 0 (no RoPE) or rope_theta {} "
+                "(transformers rotates every RoPE layer with the one table, and so does titan)",
+                source, theta, i, family.architecture, config.rope_theta);
+    config.nope_layers[i] = theta == 0.0;
+  }
+}
+
 }  // namespace
 
 std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_t pattern) {
@@ -495,6 +704,9 @@ std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_
       case HfSlidingLayers::pattern:
         sliding[static_cast<size_t>(i)] = pattern <= 0 || (i + 1) % pattern != 0;
         break;
+      case HfSlidingLayers::every_fourth_from_last:
+        sliding[static_cast<size_t>(i)] = (layers - 1 - i) % 4 != 0;
+        break;
     }
   }
   return sliding;
@@ -502,7 +714,17 @@ std::vector<bool> hf_sliding_rule(const HfFamily& family, int64_t layers, int64_
 
 const std::vector<HfFamily>& hf_families() {
 #define TITAN_HF_FAMILY(name) name::hf_family(),
-  static const std::vector<HfFamily> families{TITAN_MODEL_FAMILIES(TITAN_HF_FAMILY)};
+  static const std::vector<HfFamily> families = [] {
+    std::vector<HfFamily> list;
+    for (HfFamily& family : std::vector<HfFamily>{TITAN_MODEL_FAMILIES(TITAN_HF_FAMILY)}) {
+      // A family's other config.json forms follow it; each is a family of its own (same model).
+      std::vector<HfFamily> forms = std::move(family.other_forms);
+      family.other_forms.clear();
+      list.push_back(std::move(family));
+      for (HfFamily& form : forms) list.push_back(std::move(form));
+    }
+    return list;
+  }();
 #undef TITAN_HF_FAMILY
   return families;
 }
@@ -554,10 +776,10 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
     fail("{}: not valid JSON: {}", source, error.what());
   }
   TITAN_CHECK(json.is_object(), "{}: config is not a JSON object", source);
-  const ConfigReader reader(json, source);
+  const ConfigReader top(json, source);
 
   std::string architecture;
-  if (reader.has("architectures")) {
+  if (top.has("architectures")) {
     const Json& list = json["architectures"];
     TITAN_CHECK(list.is_array() && !list.empty() && list[0].is_string(),
                 "{}: 'architectures' must be a non-empty list of names, got {}", source, list.dump());
@@ -565,7 +787,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
                 list.dump());
     architecture = list[0].get<std::string>();
   }
-  const std::string model_type = reader.get_string("model_type");
+  const std::string model_type = top.get_string("model_type");
   TITAN_CHECK(!architecture.empty() || !model_type.empty(),
               "{}: neither 'architectures' nor 'model_type' says which model this is", source);
   const HfFamily* family = nullptr;
@@ -581,11 +803,27 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
               "{}: unsupported model_type '{}' for architecture {} (expected '{}')", source, model_type,
               family->architecture, family->model_type);
 
+  // A multimodal model's decoder keys sit in text_config; errors name it.
+  const bool nested = !family->text_model_type.empty();
+  TITAN_CHECK(!nested || (json.contains("text_config") && json["text_config"].is_object()),
+              "{}: 'text_config' must be an object holding the text model's keys ({} keeps them there)", source,
+              family->architecture);
+  const Json& body = nested ? json["text_config"] : json;
+  const std::string body_source = nested ? source + " text_config" : source;
+  const ConfigReader reader(body, body_source);
+
   HfConfig config = family->defaults;
   config.architecture = family->architecture;
   config.model_type = family->model_type;
+  if (nested) read_multimodal_keys(json, top, reader, source, *family, config);
+  check_known_keys(body, body_source, *family);
   reader.get_required("hidden_size", config.hidden_size, kMaxDimension);
-  reader.get_required("intermediate_size", config.intermediate_size, kMaxDimension);
+  // Qwen3.5's mixture-of-experts form has no dense layer, and no intermediate_size key.
+  if (family->joined_experts) {
+    reader.get_positive("intermediate_size", config.intermediate_size, kMaxDimension);
+  } else {
+    reader.get_required("intermediate_size", config.intermediate_size, kMaxDimension);
+  }
   reader.get_required("num_hidden_layers", config.num_hidden_layers, kMaxLayers);
   reader.get_required("num_attention_heads", config.num_attention_heads, kMaxDimension);
   reader.get_positive("num_key_value_heads", config.num_key_value_heads, kMaxDimension);
@@ -595,20 +833,23 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   reader.get("rms_norm_eps", config.rms_norm_eps);
   reader.get("rope_theta", config.rope_theta);
   reader.get("tie_word_embeddings", config.tie_word_embeddings);
-  read_partial_rotary_factor(reader, "partial_rotary_factor", source, *family, config.partial_rotary_factor);
-  read_rope_scaling(json, source, *family, config);
+  read_partial_rotary_factor(reader, "partial_rotary_factor", body_source, *family, config.partial_rotary_factor);
+  read_rope_scaling(body, body_source, *family, config);
   if (family->local_rope) reader.get("rope_local_base_freq", config.rope_local_base_freq);
-  read_rope_parameters(json, source, *family, config);
-  // Newer transformers write "dtype", older "torch_dtype".
-  const std::string dtype = reader.has("torch_dtype") ? reader.get_string("torch_dtype") : reader.get_string("dtype");
+  read_rope_parameters(body, body_source, *family, config);
+  // Newer transformers write "dtype", older "torch_dtype" (a multimodal model's at the top level).
+  const ConfigReader& dtype_reader = top.has("torch_dtype") || top.has("dtype") ? top : reader;
+  const std::string dtype =
+      dtype_reader.has("torch_dtype") ? dtype_reader.get_string("torch_dtype") : dtype_reader.get_string("dtype");
   TITAN_CHECK(dtype.empty() || hf_dtype(dtype).has_value(),
               "{}: torch_dtype '{}' is not supported (float32, bfloat16, float16)", source, dtype);
   config.torch_dtype = dtype;
 
   read_activation(reader, source, *family);
   // Quantised weights titan decodes on load: gpt-oss's MXFP4 experts, nothing else.
-  if (reader.has("quantization_config")) {
-    const Json& quantization = json["quantization_config"];
+  if (reader.has("quantization_config") || (nested && top.has("quantization_config"))) {
+    const Json& quantization =
+        reader.has("quantization_config") ? body["quantization_config"] : json["quantization_config"];
     const std::string method =
         quantization.is_object() && quantization.contains("quant_method") && quantization["quant_method"].is_string()
             ? quantization["quant_method"].get<std::string>()
@@ -627,14 +868,17 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   for (const std::string& key : family->disabled_features) reader.require_off(key.c_str(), *family);
 
   if (family->latent_attention) {
-    read_latent_attention(json, reader, source, *family, config);
+    read_latent_attention(body, reader, body_source, *family, config);
   } else if (family->stacked_experts) {
     read_stacked_experts(reader, source, config);
   } else if (family->mixture_of_experts) {
     read_mixture_of_experts(reader, source, *family, config);
+  } else if (family->gated_delta_net) {
+    read_linear_attention(body, reader, body_source, *family, config);
   }
-  read_sliding_window(json, reader, source, *family, config);
+  read_sliding_window(body, reader, body_source, *family, config);
   if (family->score_scale_and_softcaps) read_score_scale_and_softcaps(reader, config);
+  if (family->gated_attention) read_gated_attention(body, reader, body_source, *family, config);
 
   const int64_t heads = config.num_attention_heads;
   const int64_t kv_heads = config.num_key_value_heads > 0 ? config.num_key_value_heads : heads;
@@ -725,7 +969,7 @@ std::string hf_config_json(const HfConfig& config) {
   json["architectures"] = {config.architecture};
   json["model_type"] = config.model_type;
   json["hidden_size"] = config.hidden_size;
-  json["intermediate_size"] = config.intermediate_size;
+  if (!family.joined_experts) json["intermediate_size"] = config.intermediate_size;
   json["num_hidden_layers"] = config.num_hidden_layers;
   json["num_attention_heads"] = config.num_attention_heads;
   json["num_key_value_heads"] =
@@ -734,9 +978,28 @@ std::string hf_config_json(const HfConfig& config) {
   json["vocab_size"] = config.vocab_size;
   json["max_position_embeddings"] = config.max_position_embeddings;
   json["rms_norm_eps"] = config.rms_norm_eps;
-  json["rope_theta"] = config.rope_theta;
-  json["rope_scaling"] = hf_config_writer::rope_scaling_json(config.rope_scaling);
-  if (config.partial_rotary_factor != 1.0) json["partial_rotary_factor"] = config.partial_rotary_factor;
+  if (family.writes_rope_parameters) {
+    OrderedJson rope = hf_config_writer::rope_scaling_json(config.rope_scaling);
+    if (rope.is_null()) rope = OrderedJson{{"rope_type", "default"}};
+    rope["rope_theta"] = config.rope_theta;
+    if (family.gated_delta_net) {
+      // As Qwen3.5's files have it: the rotated fraction and the multimodal sections inside.
+      rope["partial_rotary_factor"] = config.partial_rotary_factor;
+      if (config.linear_attention && !config.linear_attention->mrope_section.empty()) {
+        rope["mrope_section"] = config.linear_attention->mrope_section;
+      }
+      if (config.linear_attention && config.linear_attention->mrope_interleaved) {
+        rope["mrope_interleaved"] = *config.linear_attention->mrope_interleaved;
+      }
+    }
+    json["rope_parameters"] = rope;
+  } else {
+    json["rope_theta"] = config.rope_theta;
+    json["rope_scaling"] = hf_config_writer::rope_scaling_json(config.rope_scaling);
+  }
+  if (config.partial_rotary_factor != 1.0 && !family.gated_delta_net) {
+    json["partial_rotary_factor"] = config.partial_rotary_factor;
+  }
   if (config.rope_scaling.type == ops::RopeScalingType::longrope && family.top_level_original_max_position) {
     json["original_max_position_embeddings"] = config.rope_scaling.original_max_position;
   }
@@ -756,6 +1019,7 @@ std::string hf_config_json(const HfConfig& config) {
     json["n_group"] = m.n_group;
     json["topk_group"] = m.topk_group;
     json["first_k_dense_replace"] = m.first_k_dense_replace;
+    if (m.num_nextn_predict_layers > 0) json["num_nextn_predict_layers"] = m.num_nextn_predict_layers;
     json["norm_topk_prob"] = config.norm_topk_prob;
     json["rope_interleave"] = true;
   } else if (family.stacked_experts) {
@@ -775,6 +1039,24 @@ std::string hf_config_json(const HfConfig& config) {
     json["mlp_only_layers"] = config.mlp_only_layers;
     json["router_aux_loss_coef"] = config.router_aux_loss_coef;
     json["output_router_logits"] = config.output_router_logits;
+  } else if (family.gated_delta_net && config.linear_attention) {
+    const HfLinearAttention& m = *config.linear_attention;
+    json["linear_conv_kernel_dim"] = m.conv_kernel_dim;
+    json["linear_key_head_dim"] = m.key_head_dim;
+    json["linear_value_head_dim"] = m.value_head_dim;
+    json["linear_num_key_heads"] = m.num_key_heads;
+    json["linear_num_value_heads"] = m.num_value_heads;
+    std::vector<std::string> types;
+    for (bool linear : m.linear_layers) types.emplace_back(linear ? "linear_attention" : "full_attention");
+    json["layer_types"] = types;
+    if (family.joined_experts) {
+      json["num_experts"] = config.num_experts;
+      json["num_experts_per_tok"] = config.num_experts_per_tok;
+      json["moe_intermediate_size"] = config.moe_intermediate_size;
+      json["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
+      json["router_aux_loss_coef"] = config.router_aux_loss_coef;
+      json["output_router_logits"] = config.output_router_logits;
+    }
   }
   if (family.sliding != HfSlidingLayers::none) {
     json["sliding_window"] = config.sliding_window > 0 ? OrderedJson(config.sliding_window) : OrderedJson(nullptr);
@@ -796,10 +1078,34 @@ std::string hf_config_json(const HfConfig& config) {
     json["final_logit_softcapping"] = cap(config.final_logit_softcapping);
   }
   if (family.local_rope) json["rope_local_base_freq"] = config.rope_local_base_freq;
+  if (family.gated_attention) {
+    json["qk_scale_factor"] = config.qk_scale_factor;
+    json["output_multiplier"] = config.output_multiplier;
+    json["post_norm_eps"] = config.post_norm_eps;
+    json["final_logit_softcapping"] = config.final_logit_softcapping;
+    std::vector<double> thetas;
+    for (bool nope : config.nope_layers) thetas.push_back(nope ? 0.0 : config.rope_theta);
+    json["layer_rope_theta"] = thetas;
+  }
   if (!config.torch_dtype.empty()) json["torch_dtype"] = config.torch_dtype;
   json[family.activation_key] = hf_activation_name(family.activation);
   for (const std::string& key : family.disabled_features) json[key] = false;
-  return json.dump(2) + "\n";
+  if (family.text_model_type.empty()) return json.dump(2) + "\n";
+  // A multimodal model: these keys are its text_config, beside the vision keys kept from the file read.
+  json.erase("architectures");
+  json.erase("torch_dtype");
+  json["model_type"] = family.text_model_type;
+  OrderedJson outer;
+  outer["architectures"] = {config.architecture};
+  outer["model_type"] = config.model_type;
+  outer["text_config"] = json;
+  if (!config.multimodal_keys.empty()) {
+    const OrderedJson kept = OrderedJson::parse(config.multimodal_keys);
+    for (const auto& [key, value] : kept.items()) outer[key] = value;
+  }
+  outer["tie_word_embeddings"] = config.tie_word_embeddings;
+  if (!config.torch_dtype.empty()) outer["torch_dtype"] = config.torch_dtype;
+  return outer.dump(2) + "\n";
 }
 
 }  // namespace titan::models

@@ -27,8 +27,30 @@ struct HfLatentAttention {
   int64_t n_group = 8;
   int64_t topk_group = 4;
   int64_t first_k_dense_replace = 3;
+  // DeepSeek's own key (transformers' config class has none): multi-token
+  // prediction depths, stored as layers num_hidden_layers + k. Absent: 0.
+  int64_t num_nextn_predict_layers = 0;
 
   bool operator==(const HfLatentAttention&) const = default;
+};
+
+// Qwen3.5's keys (Qwen3_5TextConfig / Qwen3_5MoeTextConfig names, their
+// defaults): the Gated DeltaNet ("linear_attention") layers, which layers
+// they are, and the gated shared expert of the mixture-of-experts form.
+struct HfLinearAttention {
+  int64_t conv_kernel_dim = 4;  // linear_conv_kernel_dim
+  int64_t key_head_dim = 128;   // linear_key_head_dim
+  int64_t value_head_dim = 128;
+  int64_t num_key_heads = 16;  // linear_num_key_heads
+  int64_t num_value_heads = 32;
+  std::vector<bool> linear_layers;              // [num_hidden_layers], from layer_types (or the every-4th rule)
+  int64_t shared_expert_intermediate_size = 0;  // MoE form only
+  // rope_parameters' multimodal sections: text positions give every section
+  // the same angle (plain RoPE), so they are only kept to be written back.
+  std::vector<int64_t> mrope_section;
+  std::optional<bool> mrope_interleaved;
+
+  bool operator==(const HfLinearAttention&) const = default;
 };
 
 // The config.json keys a Llama / Qwen3 causal LM is defined by (transformers'
@@ -81,6 +103,19 @@ struct HfConfig {
   // gpt-oss's clamped SwiGLU (families with stacked_experts): swiglu_alpha, swiglu_limit.
   double swiglu_alpha = 1.702;
   double swiglu_limit = 7.0;
+  std::optional<HfLinearAttention> linear_attention;  // set for families with gated_delta_net
+  // Muse Glimmer's text keys (MuseGlimmerTextConfig; read for families with gated_attention):
+  // queries times qk_scale_factor after their scaleless norm, logits times
+  // output_multiplier before the final soft-cap, the post-sublayer norms' eps,
+  // and the layers without RoPE (layer_rope_theta's zeros).
+  double qk_scale_factor = 1.0;
+  double output_multiplier = 1.0;
+  double post_norm_eps = 0.0;
+  std::vector<bool> nope_layers;  // [num_hidden_layers]; empty = every layer rotates
+  // A multimodal config.json's keys beside text_config (vision_config, image
+  // token ids, projector sizes), kept as read (JSON text of an object) and
+  // written back, so a converted text model keeps its vision settings.
+  std::string multimodal_keys;
 
   bool operator==(const HfConfig&) const = default;
 };
@@ -91,7 +126,8 @@ enum class HfNorms { pre, pre_and_post, post };
 // Which layers slide when config.json sets a window: every layer (Mistral,
 // Phi-3), the even ones (Gemma 2), all but every sliding_window_pattern-th
 // (Gemma 3); `layer_types` overrides the rule where a file has it.
-enum class HfSlidingLayers { none, all, even, pattern };
+// Muse Glimmer's rule: every 4th layer counted back from the last is global (and NoPE).
+enum class HfSlidingLayers { none, all, even, pattern, every_fourth_from_last };
 
 // The gate of the feed-forward: SwiGLU (silu) or GeGLU (gelu_pytorch_tanh), by config.json's name.
 enum class HfActivation { silu, gelu_pytorch_tanh };
@@ -139,6 +175,45 @@ struct HfFamily {
   // q/k/v/o (attention_bias, which must not be false) and attention sinks;
   // the experts' count is num_local_experts, their width intermediate_size.
   bool stacked_experts = false;
+  // Qwen3.5: Gated DeltaNet layers where layer_types says linear_attention
+  // (linear_attn.in_proj_qkv: q, k, v rows; conv1d [channels, 1, kernel]:
+  // q, k, v channels; in_proj_z, in_proj_b, in_proj_a, A_log, dt_bias, norm
+  // scaling by w itself, out_proj), full-attention layers whose q_proj holds
+  // per head the query rows then the sigmoid output gate's (titan: wq and
+  // o_gate), and every norm else scaling by 1 + w.
+  bool gated_delta_net = false;
+  // With gated_delta_net, the mixture-of-experts form (its own architecture):
+  // every layer routes softmax top-k renormalised (mlp.gate) over experts held
+  // as mlp.experts.gate_up_proj [E, 2 * moe_intermediate_size, hidden] (each
+  // expert's gate rows, then its up rows) and down_proj [E, hidden, moe_intermediate_size],
+  // plus one shared expert (mlp.shared_expert.*) scaled by sigmoid(mlp.shared_expert_gate).
+  bool joined_experts = false;
+  // The family's other config.json forms (their own architecture and
+  // model_type: Qwen3.5's mixture-of-experts and multimodal ones), each a
+  // whole HfFamily; hf_families() lists them after this one.
+  std::vector<HfFamily> other_forms;
+  // Muse Glimmer: a sigmoid gate on the attention output (self_attn.gate_proj)
+  // before o_proj, scaleless q/k norms with queries times qk_scale_factor,
+  // a scaleless norm on the looked-up embeddings, post-sublayer norms of
+  // their own eps (post_norm_eps), a final norm scaling by w itself (the
+  // blocks' by 1 + w), logits times output_multiplier before the
+  // final_logit_softcapping, and NoPE layers (layer_rope_theta 0).
+  bool gated_attention = false;
+  // Where the decoder's tensors live: "model." (model.layers.N...), or a
+  // multimodal model's text tower ("model.language_model."); lm_head.weight is top-level.
+  std::string weights_prefix = "model.";
+  // Set for a multimodal ForConditionalGeneration: config.json holds the
+  // decoder's keys in text_config, of this model_type; the other top-level
+  // keys (the vision tower's) are kept as they are (HfConfig::multimodal_keys).
+  std::string text_model_type;
+  // Tensors of the folder titan does not read (a vision tower), by name prefix:
+  // skipped when reading, never written.
+  std::vector<std::string> skipped_tensor_prefixes;
+  // Where non-empty: the only keys its (text) config may have; any other is an
+  // error naming it, so no setting titan does not implement passes unread.
+  std::vector<std::string> known_keys;
+  // RoPE written as transformers 5's rope_parameters (rope_theta inside) rather than rope_theta / rope_scaling.
+  bool writes_rope_parameters = false;
   HfConfig defaults;  // transformers' defaults for absent keys
   // Boolean keys its config class has for features titan's decoder lacks
   // (attention_bias, ...): written false, and refused when true on reading.

@@ -51,15 +51,75 @@ nn::TransformerBlockConfig latent_block(const HfConfig& hf, const HfFamily& fami
   return block;
 }
 
+// A Gated DeltaNet family's model (Qwen3_5ForCausalLM and its MoE form),
+// built as models/qwen3_5 builds its flavors: every layer's attention
+// config set (a linear layer's too, unused there), gated full attention
+// with zero-centred q/k norms and partial RoPE, every norm 1 + w.
+DecoderConfig hybrid_decoder_config(const HfConfig& hf, const HfFamily& family) {
+  TITAN_CHECK(hf.linear_attention.has_value(), "{}: no linear attention keys", family.architecture);
+  const HfLinearAttention& m = *hf.linear_attention;
+  const int64_t head_dim = hf.head_dim > 0 ? hf.head_dim : hf.hidden_size / hf.num_attention_heads;
+  DecoderConfig config;
+  config.vocab_size = hf.vocab_size;
+  for (int64_t i = 0; i < hf.num_hidden_layers; ++i) {
+    nn::TransformerBlockConfig block;
+    block.attention = {.dim = hf.hidden_size,
+                       .n_heads = hf.num_attention_heads,
+                       .n_kv_heads = hf.num_key_value_heads > 0 ? hf.num_key_value_heads : hf.num_attention_heads,
+                       .head_dim = head_dim,
+                       .qk_norm = true,
+                       .qk_norm_weight_offset = family.norm_weight_offset,
+                       .norm_eps = hf.rms_norm_eps,
+                       .rotary_dim = static_cast<int64_t>(static_cast<double>(head_dim) * hf.partial_rotary_factor),
+                       .rope_style = family.rope_style,
+                       .output_gate = true};
+    if (static_cast<size_t>(i) < m.linear_layers.size() && m.linear_layers[static_cast<size_t>(i)]) {
+      block.delta_net = nn::GatedDeltaNetConfig{.dim = hf.hidden_size,
+                                                .n_key_heads = m.num_key_heads,
+                                                .n_value_heads = m.num_value_heads,
+                                                .key_head_dim = m.key_head_dim,
+                                                .value_head_dim = m.value_head_dim,
+                                                .conv_kernel_size = m.conv_kernel_dim,
+                                                .norm_eps = hf.rms_norm_eps};
+    }
+    if (family.joined_experts) {
+      // Qwen3_5MoeSparseMoeBlock: softmax top-k renormalised, one sigmoid-gated shared expert.
+      block.moe = nn::MoEConfig{.dim = hf.hidden_size,
+                                .hidden_dim = hf.moe_intermediate_size,
+                                .num_experts = hf.num_experts,
+                                .top_k = hf.num_experts_per_tok,
+                                .num_shared_experts = m.shared_expert_intermediate_size / hf.moe_intermediate_size,
+                                .shared_expert_gate = true,
+                                .aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef : 0.0};
+    } else {
+      block.feed_forward = {.dim = hf.hidden_size, .hidden_dim = hf.intermediate_size};
+    }
+    block.norm_eps = hf.rms_norm_eps;
+    block.norm_weight_offset = family.norm_weight_offset;
+    config.layers.push_back(block);
+  }
+  config.rope_theta = hf.rope_theta;
+  config.rope_scaling = hf.rope_scaling;
+  config.max_seq_len = hf.max_position_embeddings;
+  config.final_norm = nn::RMSNormConfig{.eps = hf.rms_norm_eps, .weight_offset = family.norm_weight_offset};
+  config.tie_embeddings = hf.tie_word_embeddings;
+  return config;
+}
+
 }  // namespace
 
 DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
   const HfFamily& family = hf_family(hf);
+  if (family.gated_delta_net) return hybrid_decoder_config(hf, family);
   if (family.latent_attention) {
     TITAN_CHECK(hf.mla.has_value(), "{}: no latent attention keys", family.architecture);
     DecoderConfig config;
     config.vocab_size = hf.vocab_size;
     for (int64_t i = 0; i < hf.num_hidden_layers; ++i) config.layers.push_back(latent_block(hf, family, i));
+    // DeepSeek's MTP modules: blocks of the last layer's form (layer num_hidden_layers + k in the file).
+    if (!config.layers.empty()) {
+      config.mtp_layers.assign(static_cast<size_t>(hf.mla->num_nextn_predict_layers), config.layers.back());
+    }
     config.rope_theta = hf.rope_theta;
     config.rope_scaling = hf.rope_scaling;
     config.tie_embeddings = hf.tie_word_embeddings;
@@ -77,25 +137,32 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
     const bool sliding = hf.sliding_window > 0 && static_cast<size_t>(i) < hf.sliding_layers.size() &&
                          hf.sliding_layers[static_cast<size_t>(i)];
     nn::TransformerBlockConfig block;
-    block.attention = {.dim = hf.hidden_size,
-                       .n_heads = hf.num_attention_heads,
-                       .n_kv_heads = hf.num_key_value_heads > 0 ? hf.num_key_value_heads : hf.num_attention_heads,
-                       // Left 0 when implied, as titan's own flavors leave it.
-                       .head_dim = hf.head_dim > 0 && hf.head_dim != implied_head_dim ? hf.head_dim : 0,
-                       .qk_norm = family.qk_norm,
-                       .qk_norm_whole_projection = family.qk_norm_whole_projection,
-                       .qk_norm_weight_offset = norm_offset,
-                       .norm_eps = hf.rms_norm_eps,
-                       .qkv_bias = family.qkv_bias,
-                       .output_bias = family.stacked_experts,
-                       .rotary_dim = rotary == head_dim ? 0 : rotary,
-                       .rope_style = family.rope_style,
-                       .local_rope = family.local_rope && sliding,
-                       .sliding_window = sliding ? hf.sliding_window : 0,
-                       .scale_dim = family.score_scale_and_softcaps ? hf.query_pre_attn_scalar : 0.0,
-                       .logit_softcap = static_cast<float>(hf.attn_logit_softcapping),
-                       .sinks = family.stacked_experts};
+    block.attention = {
+        .dim = hf.hidden_size,
+        .n_heads = hf.num_attention_heads,
+        .n_kv_heads = hf.num_key_value_heads > 0 ? hf.num_key_value_heads : hf.num_attention_heads,
+        // Left 0 when implied, as titan's own flavors leave it.
+        .head_dim = hf.head_dim > 0 && hf.head_dim != implied_head_dim ? hf.head_dim : 0,
+        .qk_norm = family.qk_norm,
+        .qk_norm_whole_projection = family.qk_norm_whole_projection,
+        // Scaleless q/k norms (gated attention) have no weight to offset.
+        .qk_norm_weight_offset = family.gated_attention ? 0.0 : norm_offset,
+        .qk_norm_learnable = !family.gated_attention,
+        .norm_eps = hf.rms_norm_eps,
+        .qkv_bias = family.qkv_bias,
+        .output_bias = family.stacked_experts,
+        .rotary_dim = rotary == head_dim ? 0 : rotary,
+        .rope_style = family.rope_style,
+        .rope = !(static_cast<size_t>(i) < hf.nope_layers.size() && hf.nope_layers[static_cast<size_t>(i)]),
+        .local_rope = family.local_rope && sliding,
+        .sliding_window = sliding ? hf.sliding_window : 0,
+        .scale_dim = family.score_scale_and_softcaps ? hf.query_pre_attn_scalar : 0.0,
+        .logit_softcap = static_cast<float>(hf.attn_logit_softcapping),
+        .sinks = family.stacked_experts,
+        .query_scale = family.gated_attention ? hf.qk_scale_factor : 1.0,
+        .output_gate = family.gated_attention};
     block.norm_eps = hf.rms_norm_eps;
+    block.post_norm_eps = family.gated_attention ? hf.post_norm_eps : 0.0;
     block.norm_weight_offset = norm_offset;
     block.pre_norms = family.norms != HfNorms::post;
     block.post_norms = family.norms != HfNorms::pre;
@@ -132,6 +199,12 @@ DecoderConfig decoder_config_from_hf(const HfConfig& hf) {
   config.local_rope_theta = family.local_rope ? hf.rope_local_base_freq : 0.0;
   config.embedding_scale = family.scaled_embeddings ? std::sqrt(static_cast<double>(hf.hidden_size)) : 0.0;
   config.loss.softcap = static_cast<float>(hf.final_logit_softcapping);
+  if (family.gated_attention) {
+    // Scaleless embedding norm; the final norm scales by w itself (drawn as 0, as the family's flavors draw it).
+    config.embedding_norm_eps = hf.rms_norm_eps;
+    config.final_norm = nn::RMSNormConfig{.eps = hf.rms_norm_eps, .weight_offset = 0.0, .initial_scale = 0.0};
+    config.output_multiplier = hf.output_multiplier;
+  }
   config.tie_embeddings = hf.tie_word_embeddings;
   config.max_seq_len = hf.max_position_embeddings;
   return config;
@@ -203,7 +276,104 @@ void describe_latent_attention(const DecoderConfig& config, const HfFamily& fami
     m.n_group = experts->num_expert_groups > 1 ? experts->num_expert_groups : 1;
     m.topk_group = experts->num_expert_groups > 1 ? experts->num_limited_groups : 1;
   }
+  for (size_t k = 0; k < config.mtp_layers.size(); ++k) {
+    const nn::TransformerBlockConfig& block = config.mtp_layers[k];
+    TITAN_CHECK(block.mla && *block.mla == a && block.moe.has_value() == (experts != nullptr) &&
+                    (!block.moe || block.moe->num_experts == experts->num_experts),
+                "MTP depth {}: {} stores multi-token prediction layers in the last layer's form, which this one is not",
+                k + 1, family.architecture);
+  }
+  m.num_nextn_predict_layers = static_cast<int64_t>(config.mtp_layers.size());
   hf.mla = m;
+}
+
+// A Gated DeltaNet family's keys: which layers are linear, their shapes (all
+// alike), and the experts of the form chosen (hybrid_form): every layer's a
+// softmax top-k renormalised mixture with one gated shared expert, or every
+// layer dense of one width.
+void describe_linear_attention(const DecoderConfig& config, const HfFamily& family, HfConfig& hf) {
+  HfLinearAttention m = family.defaults.linear_attention.value_or(HfLinearAttention{});
+  std::optional<nn::GatedDeltaNetConfig> first_linear;
+  const nn::MoEConfig* first_moe = nullptr;
+  m.linear_layers.clear();
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    const nn::TransformerBlockConfig& block = config.layers[static_cast<size_t>(i)];
+    m.linear_layers.push_back(block.delta_net.has_value());
+    TITAN_CHECK(!block.mla, "layer {}: latent attention has no {} equivalent", i, family.architecture);
+    if (block.delta_net) {
+      const nn::GatedDeltaNetConfig& d = *block.delta_net;
+      TITAN_CHECK(d.short_conv && d.output_gate && d.norm_eps == block.norm_eps,
+                  "layer {}: a Gated DeltaNet without its short conv or output gate, or with a norm eps other than "
+                  "the block's, has no {} equivalent",
+                  i, family.architecture);
+      if (!first_linear) first_linear = d;
+      TITAN_CHECK(
+          d.n_key_heads == first_linear->n_key_heads && d.n_value_heads == first_linear->n_value_heads &&
+              d.key_head_dim == first_linear->key_head_dim && d.value_head_dim == first_linear->value_head_dim &&
+              d.conv_kernel_size == first_linear->conv_kernel_size,
+          "layer {}: its Gated DeltaNet differs from the first one's, which {} cannot express", i, family.architecture);
+    }
+    if (!family.joined_experts) {
+      TITAN_CHECK(!block.moe, "layer {} is a mixture of experts, which {} has not", i, family.architecture);
+      TITAN_CHECK(i == 0 || block.feed_forward.hidden_dim == hf.intermediate_size,
+                  "dense layers of different widths have no {} equivalent", family.architecture);
+      hf.intermediate_size = block.feed_forward.hidden_dim;
+      continue;
+    }
+    TITAN_CHECK(block.moe.has_value(), "layer {} is dense, which {} has not (every layer is a mixture of experts)", i,
+                family.architecture);
+    const nn::MoEConfig& moe = *block.moe;
+    TITAN_CHECK(moe.score == nn::RouterScore::softmax && moe.normalize_top_k && moe.route_scale == 1.0 &&
+                    moe.num_expert_groups <= 1 && !moe.router_bias && !moe.expert_biases &&
+                    moe.activation == nn::ExpertActivation::swiglu && moe.num_shared_experts >= 1 &&
+                    moe.shared_expert_gate && moe.load_balance_coeff == 0.0,
+                "layer {}: experts other than softmax top-k renormalised SwiGLU ones with a sigmoid-gated shared "
+                "expert (no biases, groups, route scale or aux-loss-free bias) have no {} equivalent",
+                i, family.architecture);
+    TITAN_CHECK(first_moe == nullptr || (moe.num_experts == first_moe->num_experts && moe.top_k == first_moe->top_k &&
+                                         moe.hidden_dim == first_moe->hidden_dim &&
+                                         moe.num_shared_experts == first_moe->num_shared_experts &&
+                                         moe.aux_loss_coef == first_moe->aux_loss_coef),
+                "layer {}: its experts differ from layer 0's, which {} cannot express", i, family.architecture);
+    first_moe = &moe;
+  }
+  if (first_linear) {
+    m.conv_kernel_dim = first_linear->conv_kernel_size;
+    m.key_head_dim = first_linear->key_head_dim;
+    m.value_head_dim = first_linear->value_head_dim;
+    m.num_key_heads = first_linear->n_key_heads;
+    m.num_value_heads = first_linear->n_value_heads;
+  }
+  if (first_moe != nullptr) {
+    hf.num_experts = first_moe->num_experts;
+    hf.num_experts_per_tok = first_moe->top_k;
+    hf.moe_intermediate_size = first_moe->hidden_dim;
+    hf.norm_topk_prob = true;
+    m.shared_expert_intermediate_size = first_moe->num_shared_experts * first_moe->hidden_dim;
+    hf.output_router_logits = first_moe->aux_loss_coef > 0;
+    if (first_moe->aux_loss_coef > 0) hf.router_aux_loss_coef = first_moe->aux_loss_coef;
+    hf.intermediate_size = 0;
+  }
+  for (const nn::TransformerBlockConfig& block : config.layers) {
+    TITAN_CHECK(block.delta_net || block.attention.output_gate,
+                "a full-attention layer without the output gate has no {} equivalent", family.architecture);
+  }
+  TITAN_CHECK(!config.final_norm || (config.final_norm->weight_offset == family.norm_weight_offset &&
+                                     config.final_norm->eps == config.layers.front().norm_eps),
+              "a final norm other than 1 + w with rms_norm_eps has no {} equivalent", family.architecture);
+  hf.linear_attention = m;
+}
+
+// The form of a Gated DeltaNet family that `config` is: the text form with experts where it has them.
+const HfFamily& hybrid_form(const std::string& model_name, const DecoderConfig& config) {
+  const bool experts = std::any_of(config.layers.begin(), config.layers.end(),
+                                   [](const nn::TransformerBlockConfig& block) { return block.moe.has_value(); });
+  for (const HfFamily& family : hf_families()) {
+    if (family.model == model_name && family.text_model_type.empty() && family.joined_experts == experts) {
+      return family;
+    }
+  }
+  fail("model '{}' has no Hugging Face form {} experts", model_name, experts ? "with" : "without");
 }
 
 // gpt-oss's keys: every layer a mixture of experts in its form, all alike.
@@ -300,11 +470,22 @@ void check_layers(const DecoderConfig& config, const HfFamily& family, const std
                 b.norm_eps == a.norm_eps,
             "attention different from layer 0's (heads, head size, norm eps, score scale or soft-cap)");
     require(b.rotary_size() == a.rotary_size(), "a rotary width different from layer 0's");
-    require(b.rope && b.rope_style == family.rope_style, "its RoPE pairing (or a layer without RoPE)");
+    require((b.rope || family.gated_attention) && b.rope_style == family.rope_style,
+            "its RoPE pairing (or a layer without RoPE)");
     require(b.qk_norm == family.qk_norm, b.qk_norm ? "a q/k norm" : "no q/k norm");
+    const double qk_offset = family.gated_attention ? 0.0 : norm_offset;
     require(!b.qk_norm || (b.qk_norm_whole_projection == family.qk_norm_whole_projection &&
-                           b.qk_norm_weight_offset == norm_offset && b.norm_eps == block.norm_eps),
-            "its kind of q/k norm (per head or whole projection, weight offset, or an eps other than the block's)");
+                           b.qk_norm_weight_offset == qk_offset && b.norm_eps == block.norm_eps &&
+                           b.qk_norm_learnable == !family.gated_attention),
+            "its kind of q/k norm (per head or whole projection, with or without a scale, weight offset, or an eps "
+            "other than the block's)");
+    require(b.query_scale == a.query_scale && (family.gated_attention || b.query_scale == 1.0),
+            "a query scale (or one different from layer 0's)");
+    require(b.output_gate == (family.gated_attention || family.gated_delta_net),
+            b.output_gate ? "an attention output gate" : "no output gate");
+    require(block.post_norm_eps == first.post_norm_eps &&
+                (family.gated_attention || block.post_norm_eps == 0.0 || block.post_norm_eps == block.norm_eps),
+            "a post-norm eps of its own (or one different from layer 0's)");
     require(b.qkv_bias == family.qkv_bias, b.qkv_bias ? "q/k/v biases" : "q/k/v projections without biases");
     require(b.output_bias == family.stacked_experts, b.output_bias ? "an output bias" : "no output bias");
     require(b.sinks == family.stacked_experts, b.sinks ? "attention sinks" : "no attention sinks");
@@ -351,17 +532,43 @@ void describe_sliding(const DecoderConfig& config, const HfFamily& family, HfCon
   if (window == 0 && family.sliding != HfSlidingLayers::even) return;
   TITAN_CHECK(family.sliding != HfSlidingLayers::none, "sliding-window attention has no {} equivalent",
               family.architecture);
+  // Its layer_types is always written, and transformers reads any pattern from it.
+  if (family.sliding == HfSlidingLayers::every_fourth_from_last) return;
   const std::vector<bool> rule = hf_sliding_rule(family, n, hf.sliding_window_pattern);
   TITAN_CHECK(sliding == rule,
               "layers that slide as {} (S: sliding, G: global) have no {} equivalent: its layers slide as {}",
               pattern_string(sliding), family.architecture, pattern_string(rule));
 }
 
+// The model-level parts of gated attention (Muse Glimmer): its embedding norm,
+// final norm, output multiplier and soft-cap, which other families must not have.
+void check_gated_attention_model(const DecoderConfig& config, const HfFamily& family, double norm_eps) {
+  if (!family.gated_attention) {
+    TITAN_CHECK(config.embedding_norm_eps == 0.0, "an embedding norm has no {} equivalent", family.architecture);
+    TITAN_CHECK(config.output_multiplier == 1.0, "an output multiplier ({}) has no {} equivalent",
+                config.output_multiplier, family.architecture);
+    return;
+  }
+  TITAN_CHECK(config.embedding_norm_eps == norm_eps,
+              "an embedding norm eps of {} (none if 0) has no {} equivalent: it norms embeddings with rms_norm_eps {}",
+              config.embedding_norm_eps, family.architecture, norm_eps);
+  TITAN_CHECK(config.final_norm && config.final_norm->learnable && config.final_norm->weight_offset == 0.0 &&
+                  config.final_norm->eps == norm_eps,
+              "a final norm other than one scaling by w itself with rms_norm_eps {} has no {} equivalent", norm_eps,
+              family.architecture);
+  TITAN_CHECK(config.loss.softcap > 0.0f,
+              "logits without a soft-cap have no {} equivalent (it always applies final_logit_softcapping)",
+              family.architecture);
+}
+
 }  // namespace
 
 HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConfig& config, DType dtype) {
-  const HfFamily& family = hf_family_for_model(model_name);
+  const HfFamily& family = hf_family_for_model(model_name).gated_delta_net ? hybrid_form(model_name, config)
+                                                                           : hf_family_for_model(model_name);
   TITAN_CHECK(config.n_layers() > 0, "a model without layers has no {} equivalent", family.architecture);
+  TITAN_CHECK(config.mtp_layers.empty() || family.latent_attention,
+              "multi-token prediction layers (model.num_mtp_layers) have no {} equivalent", family.architecture);
   check_layers(config, family, model_name);
   const auto& a = config.layers.front().attention;
   // config.json has one max_position_embeddings: dynamic scaling starts growing its base there.
@@ -385,8 +592,9 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
                                        : config.embedding_scale == 0.0,
               "embeddings scaled by {} have no {} equivalent ({})", config.embedding_scale, family.architecture,
               family.scaled_embeddings ? "it scales them by sqrt(hidden_size)" : "it does not scale them");
-  TITAN_CHECK(family.score_scale_and_softcaps || config.loss.softcap == 0.0f,
+  TITAN_CHECK(family.score_scale_and_softcaps || family.gated_attention || config.loss.softcap == 0.0f,
               "final logit soft-capping has no {} equivalent", family.architecture);
+  check_gated_attention_model(config, family, norm_eps);
   TITAN_CHECK(family.local_rope || config.local_rope_theta == 0.0,
               "a second RoPE table (local_rope_theta {}) has no {} equivalent", config.local_rope_theta,
               family.architecture);
@@ -398,6 +606,8 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
     describe_latent_attention(config, family, hf);
   } else if (family.stacked_experts) {
     describe_stacked_experts(config, family, hf);
+  } else if (family.gated_delta_net) {
+    describe_linear_attention(config, family, hf);
   } else {
     TITAN_CHECK(!config.layers.front().mla, "latent attention has no {} equivalent", family.architecture);
     describe_experts(config, family, hf);
@@ -420,6 +630,15 @@ HfConfig hf_config_from_decoder(const std::string& model_name, const DecoderConf
     hf.final_logit_softcapping = config.loss.softcap;
   }
   if (family.local_rope && config.local_rope_theta > 0) hf.rope_local_base_freq = config.local_rope_theta;
+  if (family.gated_attention) {
+    hf.qk_scale_factor = a.query_scale;
+    hf.output_multiplier = config.output_multiplier;
+    const double post_eps = config.layers.front().post_norm_eps;
+    hf.post_norm_eps = post_eps > 0 ? post_eps : norm_eps;
+    hf.final_logit_softcapping = config.loss.softcap;
+    hf.nope_layers.clear();
+    for (const nn::TransformerBlockConfig& block : config.layers) hf.nope_layers.push_back(!block.attention.rope);
+  }
   hf.torch_dtype = hf_dtype_name(dtype);
   return hf;
 }

@@ -1,7 +1,9 @@
 #include "titan/models/hf/hf_folder.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -104,11 +106,15 @@ namespace {
 Shape hf_shape(const models::HfTensorPlan& plan, const std::map<std::string, Shape>& titan_shapes) {
   if (plan.layout != models::HfTensorLayout::rows) {
     const Shape& first = titan_shapes.at(plan.parts.front().titan_name);
+    std::vector<Shape> shapes;
     for (const models::HfTensorPart& part : plan.parts) {
-      TITAN_CHECK(titan_shapes.at(part.titan_name) == first, "tensors joined into '{}' differ in shape ({} vs {})",
-                  plan.hf_name, shape_str(titan_shapes.at(part.titan_name)), shape_str(first));
+      // A depthwise conv's parts are q, k and v channels, of different counts.
+      TITAN_CHECK(titan_shapes.at(part.titan_name) == first || plan.layout == models::HfTensorLayout::depthwise_conv,
+                  "tensors joined into '{}' differ in shape ({} vs {})", plan.hf_name,
+                  shape_str(titan_shapes.at(part.titan_name)), shape_str(first));
+      shapes.push_back(titan_shapes.at(part.titan_name));
     }
-    return models::hf_expert_tensor_shape(plan.layout, plan.parts.size(), first);
+    return models::hf_joined_shape(plan, shapes);
   }
   Shape shape;
   for (const models::HfTensorPart& part : plan.parts) {
@@ -132,7 +138,7 @@ Tensor to_hf_tensor(const models::HfTensorPlan& plan, const std::map<std::string
   if (plan.layout != models::HfTensorLayout::rows) {
     std::vector<Tensor> parts;
     for (const models::HfTensorPart& part : plan.parts) parts.push_back(titan.at(part.titan_name));
-    return models::to_hf_expert_tensor(plan.layout, parts).to(dtype);
+    return models::to_hf_joined_tensor(plan, parts).to(dtype);
   }
   std::vector<Tensor> pieces;
   for (const models::HfTensorPart& part : plan.parts) {
@@ -182,6 +188,45 @@ Tensor read_hf_expert_tensor(const HfFolderReader& reader, const HfTensorPlan& p
       .contiguous();
 }
 
+namespace hf_folder_mtp {
+
+// Whether HF tensors `a` and `b` hold the same values (bit for bit when
+// stored alike), read a block of rows at a time so that two copies of a large
+// embedding table are never whole in memory.
+bool same_values(const HfFolderReader& reader, const std::string& a, const std::string& b) {
+  const checkpoint::SafetensorsEntry &x = reader.entry(a), &y = reader.entry(b);
+  if (x.shape != y.shape) return false;
+  if (x.shape.empty()) return reader.read(a).to(DType::f32).item() == reader.read(b).to(DType::f32).item();
+  const int64_t rows = x.shape[0], row_numel = shape_numel(x.shape) / std::max<int64_t>(rows, 1);
+  const int64_t block = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(row_numel * 4, 1));
+  for (int64_t row = 0; row < rows; row += block) {
+    Shape offsets(x.shape.size(), 0), box = x.shape;
+    offsets[0] = row;
+    box[0] = std::min(block, rows - row);
+    Tensor p = reader.read_box(a, offsets, box), q = reader.read_box(b, offsets, box);
+    if (x.dtype != y.dtype) {
+      p = p.to(DType::f32);
+      q = q.to(DType::f32);
+    }
+    if (std::memcmp(p.contiguous().data_ptr(), q.contiguous().data_ptr(), p.nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+// The layer of an HF per-layer tensor name ("<prefix>layers.N.rest"), or -1.
+int64_t layer_of(const std::string& name, const std::string& prefix) {
+  const std::string start = prefix + "layers.";
+  if (!name.starts_with(start)) return -1;
+  size_t at = start.size();
+  int64_t layer = 0;
+  const size_t begin = at;
+  while (at < name.size() && name[at] >= '0' && name[at] <= '9' && at - begin < 9)
+    layer = layer * 10 + (name[at++] - '0');
+  return at > begin && at < name.size() && name[at] == '.' ? layer : -1;
+}
+
+}  // namespace hf_folder_mtp
+
 HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::DecoderConfig& config) {
   const std::string& architecture = reader.config().architecture;
   const models::HfFamily& family = models::hf_family(reader.config());
@@ -217,6 +262,8 @@ HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::Decoder
       }
       continue;
     }
+    // A folder may leave out an MTP layer's copies of the shared tensors: titan reads the model's own.
+    if (plan.copy && !reader.contains(hf_name)) continue;
     TITAN_CHECK(reader.contains(hf_name), "{}: missing tensor '{}' (titan '{}') of this {}", reader.folder(), hf_name,
                 plan.parts.front().titan_name, architecture);
     const checkpoint::SafetensorsEntry& entry = reader.entry(hf_name);
@@ -226,11 +273,44 @@ HfWeightPlan plan_hf_weights(const HfFolderReader& reader, const models::Decoder
                 "{}: tensor '{}' is {}, expected float32, bfloat16 or float16", reader.file_of(hf_name), hf_name,
                 dtype_name(entry.dtype));
     used.insert(hf_name);
+    if (plan.copy) {
+      // titan shares the table and head with the model: a copy that differs could not be loaded faithfully.
+      std::string original;
+      for (const models::HfTensorPlan& other : weights.tensors) {
+        if (!other.copy && other.parts.front().titan_name == plan.parts.front().titan_name) original = other.hf_name;
+      }
+      TITAN_CHECK(
+          original.empty() || !reader.contains(original) || hf_folder_mtp::same_values(reader, hf_name, original),
+          "{}: tensor '{}' differs from '{}': titan's multi-token prediction layers share the model's "
+          "embedding table and output head, so they must be equal",
+          reader.file_of(hf_name), hf_name, original);
+    }
   }
+  // Multi-token prediction layers the model does not build (model.num_mtp_layers
+  // below the file's num_nextn_predict_layers) are left out, as TorchTitan's loader leaves them.
+  const int64_t built = config.n_layers() + static_cast<int64_t>(config.mtp_layers.size());
+  const int64_t stored =
+      config.n_layers() + (reader.config().mla ? reader.config().mla->num_nextn_predict_layers : int64_t{0});
+  std::set<int64_t> dropped;
   for (const std::string& name : reader.tensor_names()) {
+    if (models::hf_tensor_skipped(family, name)) continue;  // a vision tower: titan trains the text decoder
+    if (used.count(name) == 0) {
+      const int64_t layer = hf_folder_mtp::layer_of(name, family.weights_prefix);
+      if (layer >= built && layer < stored) {
+        dropped.insert(layer);
+        continue;
+      }
+    }
     TITAN_CHECK(used.count(name) != 0 || models::hf_tensor_ignored(name, config),
                 "{}: unexpected tensor '{}' (not part of a {} with this config.json)", reader.file_of(name), name,
                 architecture);
+  }
+  if (!dropped.empty()) {
+    fmt::print(stderr,
+               "note: {}: multi-token prediction layer{} {} (num_nextn_predict_layers = {}) not loaded: the model "
+               "has {} (model.num_mtp_layers)\n",
+               reader.folder(), dropped.size() > 1 ? "s" : "", fmt::join(dropped, ", "), stored - config.n_layers(),
+               config.mtp_layers.size());
   }
   return weights;
 }

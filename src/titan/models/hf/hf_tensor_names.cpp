@@ -1,8 +1,11 @@
 #include "titan/models/hf/hf_tensor_names.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "titan/core/copy.h"
 
@@ -40,6 +43,12 @@ std::vector<LayerName> layer_names(const HfFamily& family) {
     names.push_back({"feed_forward.w3.weight", "mlp.up_proj.weight"});
     // The aux-loss-free bias (a buffer): transformers' score correction bias, in the choice only.
     names.push_back({"moe.expert_bias", "mlp.gate.e_score_correction_bias"});
+    // A multi-token prediction layer's fusion (DeepSeek's eh_proj, enorm,
+    // hnorm) and the norm before its shared head (TorchTitan's mtp_norm).
+    names.push_back({"enorm.weight", "enorm.weight"});
+    names.push_back({"hnorm.weight", "hnorm.weight"});
+    names.push_back({"eh_proj.weight", "eh_proj.weight"});
+    names.push_back({"mtp_norm.weight", "shared_head.norm.weight"});
   } else if (family.fused_projections) {
     names.push_back({"attention.wq.weight", "self_attn.qkv_proj.weight", 0, 3});
     names.push_back({"attention.wk.weight", "self_attn.qkv_proj.weight", 1, 3});
@@ -47,7 +56,8 @@ std::vector<LayerName> layer_names(const HfFamily& family) {
     names.push_back({"feed_forward.w1.weight", "mlp.gate_up_proj.weight", 0, 2});
     names.push_back({"feed_forward.w3.weight", "mlp.gate_up_proj.weight", 1, 2});
   } else {
-    names.push_back({"attention.wq.weight", "self_attn.q_proj.weight"});
+    // Qwen3.5's q_proj also holds the output gate (kJoinedTensors).
+    if (!family.gated_delta_net) names.push_back({"attention.wq.weight", "self_attn.q_proj.weight"});
     names.push_back({"attention.wk.weight", "self_attn.k_proj.weight"});
     names.push_back({"attention.wv.weight", "self_attn.v_proj.weight"});
     names.push_back({"feed_forward.w1.weight", "mlp.gate_proj.weight"});
@@ -55,6 +65,7 @@ std::vector<LayerName> layer_names(const HfFamily& family) {
   }
   names.push_back({"attention.wo.weight", "self_attn.o_proj.weight"});
   names.push_back({"feed_forward.w2.weight", "mlp.down_proj.weight"});
+  if (family.gated_attention) names.push_back({"attention.o_gate.weight", "self_attn.gate_proj.weight"});
   if (family.qkv_bias) {
     names.push_back({"attention.wq.bias", "self_attn.q_proj.bias"});
     names.push_back({"attention.wk.bias", "self_attn.k_proj.bias"});
@@ -82,6 +93,28 @@ std::vector<LayerName> layer_names(const HfFamily& family) {
       break;
   }
   if (family.mixture_of_experts) names.push_back({"moe.router.gate.weight", "mlp.gate.weight"});
+  if (family.gated_delta_net) {
+    // Qwen3_5GatedDeltaNet (its conv1d and the q_proj of full attention: kJoinedTensors).
+    names.push_back({"attention.in_proj_q.weight", "linear_attn.in_proj_qkv.weight", 0, 3});
+    names.push_back({"attention.in_proj_k.weight", "linear_attn.in_proj_qkv.weight", 1, 3});
+    names.push_back({"attention.in_proj_v.weight", "linear_attn.in_proj_qkv.weight", 2, 3});
+    names.push_back({"attention.in_proj_z.weight", "linear_attn.in_proj_z.weight"});
+    names.push_back({"attention.in_proj_b.weight", "linear_attn.in_proj_b.weight"});
+    names.push_back({"attention.in_proj_a.weight", "linear_attn.in_proj_a.weight"});
+    names.push_back({"attention.A_log", "linear_attn.A_log"});
+    names.push_back({"attention.dt_bias", "linear_attn.dt_bias"});
+    names.push_back({"attention.norm", "linear_attn.norm.weight"});
+    names.push_back({"attention.out_proj.weight", "linear_attn.out_proj.weight"});
+  }
+  if (family.joined_experts) {
+    // Qwen3_5MoeSparseMoeBlock: router, shared expert and its gate; down_proj is titan's w2 as it is.
+    names.push_back({"moe.router.gate.weight", "mlp.gate.weight"});
+    names.push_back({"moe.shared_experts.w1.weight", "mlp.shared_expert.gate_proj.weight"});
+    names.push_back({"moe.shared_experts.w3.weight", "mlp.shared_expert.up_proj.weight"});
+    names.push_back({"moe.shared_experts.w2.weight", "mlp.shared_expert.down_proj.weight"});
+    names.push_back({"moe.shared_expert_gate.weight", "mlp.shared_expert_gate.weight"});
+    names.push_back({"moe.experts.w2", "mlp.experts.down_proj"});
+  }
   if (family.stacked_experts) {
     // GptOssAttention's o_proj bias and sinks, GptOssTopKRouter (its experts: kStackedExperts).
     names.push_back({"attention.wq.bias", "self_attn.q_proj.bias"});
@@ -110,6 +143,29 @@ constexpr StackedExperts kStackedExperts[] = {
     {"mlp.experts.down_proj_bias", HfTensorLayout::experts_transposed, "moe.experts.b2", nullptr},
 };
 
+// Qwen3.5's HF tensors joined from several titan tensors in a layout of
+// their own (HfFamily::gated_delta_net; gate_up_proj with joined_experts).
+struct JoinedTensor {
+  const char* hf;
+  HfTensorLayout layout;
+  std::vector<const char*> parts;
+  bool experts;  // needs HfFamily::joined_experts
+};
+const std::vector<JoinedTensor>& joined_tensors() {
+  static const std::vector<JoinedTensor> table{
+      {"self_attn.q_proj.weight",
+       HfTensorLayout::blocks_interleaved,
+       {"attention.wq.weight", "attention.o_gate.weight"},
+       false},
+      {"linear_attn.conv1d.weight",
+       HfTensorLayout::depthwise_conv,
+       {"attention.conv_q", "attention.conv_k", "attention.conv_v"},
+       false},
+      {"mlp.experts.gate_up_proj", HfTensorLayout::blocks_interleaved, {"moe.experts.w1", "moe.experts.w3"}, true},
+  };
+  return table;
+}
+
 // A MoE layer's experts: one titan tensor [E, ...] per projection, one HF tensor per expert.
 struct NamePair {
   const char* titan;
@@ -120,11 +176,16 @@ constexpr NamePair kExpertNames[] = {
     {"moe.experts.w2", "down_proj.weight"},
     {"moe.experts.w3", "up_proj.weight"},
 };
+// The model-level tensors; the first two after the family's weights_prefix.
 constexpr NamePair kTopNames[] = {
-    {"tok_embeddings.weight", "model.embed_tokens.weight"},
-    {"norm.weight", "model.norm.weight"},
+    {"tok_embeddings.weight", "embed_tokens.weight"},
+    {"norm.weight", "norm.weight"},
     {"output.weight", "lm_head.weight"},
 };
+std::string top_hf_name(const HfFamily& family, const NamePair& pair) {
+  const std::string name = pair.hf;
+  return name == "lm_head.weight" ? name : family.weights_prefix + name;
+}
 
 // Reads canonical decimal digits of `text` at `at` ("3", not "03"); -1 when there are none.
 int64_t read_index(const std::string& text, size_t& at) {
@@ -173,7 +234,9 @@ std::optional<PermutedHeads> permuted_heads(const std::string& titan_name, const
   const int64_t layer = std::atoll(titan_name.c_str() + 7);
   if (layer < 0 || layer >= config.n_layers()) return std::nullopt;
   const auto& a = config.layers[static_cast<size_t>(layer)].attention;
-  if (a.rope_style != ops::RopeStyle::interleaved || !a.rope) return std::nullopt;
+  // NoPE layers too: the same permutation of q and k leaves their scores as
+  // they are, and TorchTitan's adapters permute every layer, so the files match theirs.
+  if (a.rope_style != ops::RopeStyle::interleaved) return std::nullopt;
   // Latent attention: transformers' rope_interleave rotates the pairs as titan does, rows as they are.
   if (config.layers[static_cast<size_t>(layer)].mla) return std::nullopt;
   if (titan_name.ends_with("attention.wq.weight") || titan_name.ends_with("attention.wq.bias")) {
@@ -246,18 +309,18 @@ std::optional<std::pair<std::string, int64_t>> titan_expert_tensor(const std::st
 
 std::string hf_tensor_name(const HfFamily& family, const std::string& titan_name) {
   for (const NamePair& pair : kTopNames) {
-    if (titan_name == pair.titan) return pair.hf;
+    if (titan_name == pair.titan) return top_hf_name(family, pair);
   }
   const auto found = find_layer_name(family, titan_name);
   if (!found || found->second.parts != 1) return "";
-  return fmt::format("model.layers.{}.{}", found->first, found->second.hf);
+  return fmt::format("{}layers.{}.{}", family.weights_prefix, found->first, found->second.hf);
 }
 
 std::string titan_tensor_name(const HfFamily& family, const std::string& hf_name) {
   for (const NamePair& pair : kTopNames) {
-    if (hf_name == pair.hf) return pair.titan;
+    if (hf_name == top_hf_name(family, pair)) return pair.titan;
   }
-  const auto split = split_layer_name(hf_name, "model.layers.");
+  const auto split = split_layer_name(hf_name, family.weights_prefix + "layers.");
   if (!split) return "";
   for (const LayerName& entry : layer_names(family)) {
     if (entry.parts == 1 && split->second == entry.hf) return fmt::format("layers.{}.{}", split->first, entry.titan);
@@ -306,11 +369,181 @@ Tensor from_hf_expert_tensor(HfTensorLayout layout, const Tensor& hf_tensor, siz
   return titan.view(split).select(2, static_cast<int64_t>(part)).contiguous();
 }
 
+Shape hf_joined_shape(const HfTensorPlan& plan, const std::vector<Shape>& part_shapes) {
+  TITAN_CHECK(!part_shapes.empty(), "'{}' has no parts", plan.hf_name);
+  const Shape& first = part_shapes.front();
+  switch (plan.layout) {
+    case HfTensorLayout::rows:
+    case HfTensorLayout::experts_interleaved:
+    case HfTensorLayout::experts_transposed:
+      return hf_expert_tensor_shape(plan.layout, part_shapes.size(), first);
+    case HfTensorLayout::blocks_interleaved: {
+      TITAN_CHECK(first.size() >= 2, "'{}' interleaves blocks of rows, but its parts are {}", plan.hf_name,
+                  shape_str(first));
+      Shape shape = first;
+      shape[shape.size() - 2] *= static_cast<int64_t>(part_shapes.size());
+      return shape;
+    }
+    case HfTensorLayout::depthwise_conv: {
+      int64_t channels = 0;
+      for (const Shape& part : part_shapes) {
+        TITAN_CHECK(part.size() == 2 && part[1] == first[1], "'{}' stacks [channels, kernel] convs, got {}",
+                    plan.hf_name, shape_str(part));
+        channels += part[0];
+      }
+      return {channels, 1, first[1]};
+    }
+  }
+  return first;
+}
+
+namespace hf_joined_layout {
+
+// blocks_interleaved's view of a part: [blocks, block_rows, columns], a 3-d expert stack's rows flattened.
+Shape interleaved_blocks(const HfTensorPlan& plan, const Shape& part_shape) {
+  TITAN_CHECK(plan.block_rows > 0 && part_shape.size() >= 2 && part_shape[part_shape.size() - 2] % plan.block_rows == 0,
+              "'{}': parts of shape {} do not cut into blocks of {} rows", plan.hf_name, shape_str(part_shape),
+              plan.block_rows);
+  const int64_t columns = part_shape.back();
+  return {shape_numel(part_shape) / (plan.block_rows * columns), plan.block_rows, columns};
+}
+
+}  // namespace hf_joined_layout
+
+Tensor to_hf_joined_tensor(const HfTensorPlan& plan, const std::vector<Tensor>& parts) {
+  if (plan.layout != HfTensorLayout::blocks_interleaved && plan.layout != HfTensorLayout::depthwise_conv) {
+    return to_hf_expert_tensor(plan.layout, parts);
+  }
+  std::vector<Shape> shapes;
+  for (const Tensor& part : parts) shapes.push_back(part.shape());
+  const Shape shape = hf_joined_shape(plan, shapes);
+  Tensor joined = Tensor::empty(shape, parts.front().dtype());
+  if (plan.layout == HfTensorLayout::depthwise_conv) {
+    int64_t row = 0;
+    for (const Tensor& part : parts) {
+      titan::copy_(joined.narrow(0, row, part.size(0)), part.to(Device::cpu()).unsqueeze(1));
+      row += part.size(0);
+    }
+    return joined;
+  }
+  // [blocks, parts, block_rows, columns]: block b of part p at (b, p).
+  const Shape blocks = hf_joined_layout::interleaved_blocks(plan, shapes.front());
+  const Tensor view = joined.view({blocks[0], static_cast<int64_t>(parts.size()), blocks[1], blocks[2]});
+  for (size_t p = 0; p < parts.size(); ++p) {
+    TITAN_CHECK(parts[p].shape() == shapes.front(), "parts of '{}' differ in shape ({} vs {})", plan.hf_name,
+                shape_str(parts[p].shape()), shape_str(shapes.front()));
+    titan::copy_(view.select(1, static_cast<int64_t>(p)), parts[p].to(Device::cpu()).contiguous().view(blocks));
+  }
+  return joined;
+}
+
+Tensor from_hf_joined_tensor(const HfTensorPlan& plan, const std::vector<Shape>& part_shapes, const Tensor& hf_tensor,
+                             size_t part) {
+  if (plan.layout != HfTensorLayout::blocks_interleaved && plan.layout != HfTensorLayout::depthwise_conv) {
+    return from_hf_expert_tensor(plan.layout, hf_tensor, part);
+  }
+  const Shape expected = hf_joined_shape(plan, part_shapes);
+  TITAN_CHECK(hf_tensor.shape() == expected, "'{}' is {}, expected {}", plan.hf_name, shape_str(hf_tensor.shape()),
+              shape_str(expected));
+  const Tensor whole = hf_tensor.contiguous();
+  if (plan.layout == HfTensorLayout::depthwise_conv) {
+    int64_t row = 0;
+    for (size_t p = 0; p < part; ++p) row += part_shapes[p][0];
+    return whole.narrow(0, row, part_shapes[part][0]).contiguous().view(part_shapes[part]);
+  }
+  const Shape blocks = hf_joined_layout::interleaved_blocks(plan, part_shapes[part]);
+  return whole.view({blocks[0], static_cast<int64_t>(part_shapes.size()), blocks[1], blocks[2]})
+      .select(1, static_cast<int64_t>(part))
+      .contiguous()
+      .view(part_shapes[part]);
+}
+
+namespace hf_mtp_names {
+
+// The plan of a model with multi-token prediction layers: theirs planned as
+// layers L + k (DeepSeek's files), then each such layer's copies of the
+// embedding table and output head; nullopt for a model without them.
+std::optional<std::vector<HfTensorPlan>> plan(const HfFamily& family,
+                                              const std::vector<std::pair<std::string, Shape>>& titan_tensors) {
+  int64_t main_layers = 0;
+  std::set<int64_t> depths;
+  for (const auto& [name, shape] : titan_tensors) {
+    if (const auto layer = split_layer_name(name, "layers.")) main_layers = std::max(main_layers, layer->first + 1);
+    if (const auto depth = split_layer_name(name, "mtp_layers.")) depths.insert(depth->first);
+  }
+  if (depths.empty()) return std::nullopt;
+  TITAN_CHECK(family.latent_attention, "multi-token prediction layers have no {} equivalent", family.architecture);
+  std::vector<std::pair<std::string, Shape>> as_layers;
+  std::map<std::string, std::string> titan_name_of;  // "layers.{L+k}.rest" -> "mtp_layers.k.rest"
+  for (const auto& [name, shape] : titan_tensors) {
+    const auto depth = split_layer_name(name, "mtp_layers.");
+    if (!depth) {
+      as_layers.emplace_back(name, shape);
+      continue;
+    }
+    const std::string layer_name = fmt::format("layers.{}.{}", main_layers + depth->first, depth->second);
+    titan_name_of[layer_name] = name;
+    as_layers.emplace_back(layer_name, shape);
+  }
+  std::vector<HfTensorPlan> planned = hf_tensor_plan(family, as_layers);
+  for (HfTensorPlan& entry : planned) {
+    for (HfTensorPart& part : entry.parts) {
+      if (const auto found = titan_name_of.find(part.titan_name); found != titan_name_of.end()) {
+        part.titan_name = found->second;
+      }
+    }
+  }
+  const auto holds = [&](const std::string& name) {
+    return std::any_of(titan_tensors.begin(), titan_tensors.end(), [&](const auto& t) { return t.first == name; });
+  };
+  const std::string head = holds("output.weight") ? "output.weight" : "tok_embeddings.weight";
+  for (int64_t depth : depths) {
+    const int64_t layer = main_layers + depth;
+    for (const auto& [hf, titan] : {std::pair{"embed_tokens.weight", std::string("tok_embeddings.weight")},
+                                    std::pair{"shared_head.head.weight", head}}) {
+      if (!holds(titan)) continue;
+      HfTensorPlan copy{fmt::format("{}layers.{}.{}", family.weights_prefix, layer, hf), {{titan, -1}}};
+      copy.copy = true;
+      planned.push_back(copy);
+    }
+  }
+  return planned;
+}
+
+}  // namespace hf_mtp_names
+
 std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
                                          const std::vector<std::pair<std::string, Shape>>& titan_tensors) {
+  if (auto with_mtp = hf_mtp_names::plan(family, titan_tensors)) return *with_mtp;
   std::vector<HfTensorPlan> plan;
-  std::map<std::string, size_t> fused;  // HF name -> its entry in `plan`, for tensors of several parts
+  std::map<std::string, size_t> fused;   // HF name -> its entry in `plan`, for tensors of several parts
+  std::map<int64_t, int64_t> head_dims;  // layer -> its q_norm's width: q_proj's blocks
   for (const auto& [name, shape] : titan_tensors) {
+    if (family.gated_delta_net) {
+      const auto split = split_layer_name(name, "layers.");
+      const JoinedTensor* joined = nullptr;
+      size_t part = 0;
+      for (const JoinedTensor& candidate : joined_tensors()) {
+        for (size_t p = 0; p < candidate.parts.size(); ++p) {
+          if (split && split->second == candidate.parts[p] && (!candidate.experts || family.joined_experts)) {
+            joined = &candidate;
+            part = p;
+          }
+        }
+      }
+      if (split && split->second == "attention.q_norm.weight" && !shape.empty()) head_dims[split->first] = shape[0];
+      if (joined != nullptr) {
+        const std::string hf_name = fmt::format("{}layers.{}.{}", family.weights_prefix, split->first, joined->hf);
+        auto [at, inserted] = fused.try_emplace(hf_name, plan.size());
+        if (inserted) plan.push_back({hf_name, std::vector<HfTensorPart>(joined->parts.size()), joined->layout});
+        HfTensorPlan& entry = plan[at->second];
+        TITAN_CHECK(entry.parts[part].titan_name.empty(), "tensor '{}' is listed twice", name);
+        entry.parts[part].titan_name = name;
+        // An expert stack's blocks are each expert's rows; q_proj's are heads (set below from q_norm).
+        if (shape.size() == 3) entry.block_rows = shape[1];
+        continue;
+      }
+    }
     if (family.stacked_experts) {
       const auto split = split_layer_name(name, "layers.");
       const StackedExperts* stack = nullptr;
@@ -323,7 +556,7 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
         }
       }
       if (stack != nullptr) {
-        const std::string hf_name = fmt::format("model.layers.{}.{}", split->first, stack->hf);
+        const std::string hf_name = fmt::format("{}layers.{}.{}", family.weights_prefix, split->first, stack->hf);
         auto [at, inserted] = fused.try_emplace(hf_name, plan.size());
         if (inserted) {
           plan.push_back({hf_name, std::vector<HfTensorPart>(stack->second != nullptr ? 2 : 1), stack->layout});
@@ -347,12 +580,20 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
     const auto found = find_layer_name(family, name);
     TITAN_CHECK(found.has_value(), "tensor '{}' has no Hugging Face name in {}", name, family.architecture);
     const auto& [layer, entry] = *found;
-    const std::string hf_name = fmt::format("model.layers.{}.{}", layer, entry.hf);
+    const std::string hf_name = fmt::format("{}layers.{}.{}", family.weights_prefix, layer, entry.hf);
     auto [at, inserted] = fused.try_emplace(hf_name, plan.size());
     if (inserted) plan.push_back({hf_name, std::vector<HfTensorPart>(static_cast<size_t>(entry.parts))});
     HfTensorPart& part = plan[at->second].parts[static_cast<size_t>(entry.part)];
     TITAN_CHECK(part.titan_name.empty(), "tensor '{}' is listed twice", name);
     part.titan_name = name;
+  }
+  for (HfTensorPlan& entry : plan) {
+    if (entry.layout != HfTensorLayout::blocks_interleaved || entry.block_rows > 0) continue;
+    const auto split = split_layer_name(entry.hf_name, family.weights_prefix + "layers.");
+    TITAN_CHECK(split && head_dims.count(split->first) != 0,
+                "{}'s tensor '{}' interleaves heads, but its layer has no q_norm to give their size",
+                family.architecture, entry.hf_name);
+    entry.block_rows = head_dims.at(split->first);
   }
   for (const auto& [hf_name, index] : fused) {
     for (size_t i = 0; i < plan[index].parts.size(); ++i) {
@@ -368,6 +609,11 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family,
 
 bool hf_tensor_ignored(const std::string& hf_name, const DecoderConfig& config) {
   return hf_name.ends_with("rotary_emb.inv_freq") || (config.tie_embeddings && hf_name == "lm_head.weight");
+}
+
+bool hf_tensor_skipped(const HfFamily& family, const std::string& hf_name) {
+  return std::any_of(family.skipped_tensor_prefixes.begin(), family.skipped_tensor_prefixes.end(),
+                     [&](const std::string& prefix) { return hf_name.starts_with(prefix); });
 }
 
 Tensor to_hf_layout(const std::string& titan_name, const Tensor& tensor, const DecoderConfig& config) {

@@ -12,6 +12,7 @@ HfTitanTensors::HfTitanTensors(const HfFolderReader& reader, const DecoderConfig
     : reader_(reader), config_(config), weights_(plan_hf_weights(reader, config)) {
   for (size_t index = 0; index < weights_.tensors.size(); ++index) {
     const HfTensorPlan& plan = weights_.tensors[index];
+    if (plan.copy) continue;  // checked equal to the first copy by plan_hf_weights
     if (plan.layout != HfTensorLayout::rows) {
       for (size_t p = 0; p < plan.parts.size(); ++p) {
         Source& source = sources_[plan.parts[p].titan_name];
@@ -65,7 +66,10 @@ Tensor HfTitanTensors::read_box(const std::string& name, const Shape& offsets, c
   if (source.expert_plan >= 0) {
     // An expert-layout tensor is read whole (decoded, transposed, de-interleaved), then cut to the box.
     const HfTensorPlan& plan = weights_.tensors[static_cast<size_t>(source.expert_plan)];
-    Tensor box = from_hf_expert_tensor(plan.layout, read_hf_expert_tensor(reader_, plan, DType::bf16), source.part);
+    std::vector<Shape> part_shapes;
+    for (const HfTensorPart& part : plan.parts) part_shapes.push_back(weights_.titan_shapes.at(part.titan_name));
+    Tensor box =
+        from_hf_joined_tensor(plan, part_shapes, read_hf_expert_tensor(reader_, plan, DType::bf16), source.part);
     TITAN_CHECK(box.shape() == weights_.titan_shapes.at(name), "{}: '{}' reads as {}, expected {}", reader_.folder(),
                 name, shape_str(box.shape()), shape_str(weights_.titan_shapes.at(name)));
     for (size_t d = 0; d < shape.size(); ++d) box = box.narrow(static_cast<int64_t>(d), offsets[d], shape[d]);

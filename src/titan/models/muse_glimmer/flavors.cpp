@@ -1,5 +1,7 @@
 #include "titan/models/muse_glimmer/flavors.h"
 
+#include "titan/models/muse_glimmer/hf_family.h"
+
 #include <cmath>
 #include <map>
 
@@ -70,6 +72,6 @@ const std::map<std::string, Args>& flavors() {
 
 }  // namespace
 
-ModelSpec spec() { return make_model_spec<Args>("muse_glimmer", flavors, to_config, nullptr); }
+ModelSpec spec() { return make_model_spec<Args>("muse_glimmer", flavors, to_config, hf_family); }
 
 }  // namespace titan::models::muse_glimmer

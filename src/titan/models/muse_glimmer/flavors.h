@@ -5,7 +5,8 @@
 // on the attention output, iRoPE (every 4th layer counted back from the last
 // has no RoPE) with a cyclic sliding/global window pattern aligned to it, and
 // a soft-capped output head (20 tanh(m z / 20)). TorchTitan defines it by its
-// own flavors; titan has no Hugging Face adapter for it yet.
+// own flavors; Hugging Face's MuseGlimmerForConditionalGeneration folders
+// are read and written through hf_family.h (the text decoder).
 #pragma once
 
 #include <vector>

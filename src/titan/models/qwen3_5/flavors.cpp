@@ -1,5 +1,7 @@
 #include "titan/models/qwen3_5/flavors.h"
 
+#include "titan/models/qwen3_5/hf_family.h"
+
 #include <map>
 
 namespace titan::models::qwen3_5 {
@@ -131,6 +133,6 @@ const std::map<std::string, Args>& flavors() {
 
 }  // namespace
 
-ModelSpec spec() { return make_model_spec<Args>("qwen3_5", flavors, to_config, nullptr); }
+ModelSpec spec() { return make_model_spec<Args>("qwen3_5", flavors, to_config, hf_family); }
 
 }  // namespace titan::models::qwen3_5

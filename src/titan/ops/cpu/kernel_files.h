@@ -23,7 +23,9 @@
   X(cross_entropy)                \
   X(adamw)                        \
   X(moe_routing)                  \
-  X(delta_rule)
+  X(delta_rule)                   \
+  X(causal_conv1d)                \
+  X(gdn_gates)
 
 // ops/cpu/onednn/<name>.cpp: kernels that are oneDNN calls. oneDNN picks its
 // own ISA at run time (capped by TITAN_CPU_ISA, see register.cpp), so a copy

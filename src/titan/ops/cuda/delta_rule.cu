@@ -1,7 +1,10 @@
-// CUDA gated delta rule (ops/delta_rule.h), forward and backward, as the
-// per-(batch, head) recurrence for both algorithms: the chunked form has no
-// CUDA kernel yet, and the recurrence computes the same function.
+// CUDA gated delta rule (ops/delta_rule.h), forward and backward: the
+// per-(batch, head) recurrence here, and the chunked algorithm in
+// delta_rule_chunked.cu, which runs when options ask for it and the shape fits
+// its limits (chunks of up to 64 tokens, head dims up to 128); otherwise the
+// recurrence computes the same function.
 //
+// The recurrence:
 // The state's columns evolve independently (column j of S sees only v_j), so
 // a block is one warp owning kCols = 32 columns of one (batch, value head)
 // state, held in shared memory [Dk][32] (Dk <= 128), one column per lane;
@@ -21,10 +24,12 @@
 // through the l2norm's chain rule.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "titan/core/dtype.h"
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
+#include "titan/ops/cuda/delta_rule_chunked.cuh"
 #include "titan/ops/cuda/device_math.cuh"
 #include "titan/ops/cuda/stream.h"
 #include "titan/ops/delta_rule.h"
@@ -338,17 +343,72 @@ dim3 delta_rule_grid(const DeltaRuleInputs& in) {
               static_cast<unsigned>((in.v.size(3) + kCols - 1) / kCols));
 }
 
+// The chunked kernels' view of the problem, when options ask for that algorithm and the shape fits it.
+std::optional<ChunkedDeltaRuleArgs> chunked_args(const DeltaRuleArgs& a, const DeltaRuleInputs& in,
+                                                 const DeltaRuleOptions& options) {
+  if (options.algorithm != DeltaRuleAlgorithm::chunked || !chunked_delta_rule_fits(a.segment, a.dk, a.dv)) {
+    return std::nullopt;
+  }
+  return ChunkedDeltaRuleArgs{
+      a.q,           a.k,        a.v,      a.g,         a.beta,       a.initial_state, a.document_ids,
+      a.ids_i64,     a.qkv_bf16, a.g_bf16, a.beta_bf16, in.q.size(0), a.tokens,        a.key_heads,
+      a.value_heads, a.dk,       a.dv,     a.segment,   a.scale,      a.eps,           a.normalize};
+}
+
 void delta_rule_kernel(const DeltaRuleOutput& result, const DeltaRuleInputs& in, const DeltaRuleOptions& options) {
   const DeltaRuleArgs args = delta_rule_args("gated_delta_rule", in, options);
   if (result.final_state.numel() == 0) return;
+  if (const auto chunked = chunked_args(args, in, options)) {
+    // Freed when this returns; the allocator orders reuse after the kernel on this stream.
+    Tensor workspace = Tensor::empty({chunked_forward_workspace(*chunked)}, DType::f32, in.q.device());
+    TITAN_CUDA_CHECK(launch_chunked_delta_rule_forward(*chunked, result.out.data_ptr(),
+                                                       static_cast<float*>(result.final_state.data_ptr()),
+                                                       static_cast<float*>(workspace.data_ptr()), current_stream()));
+    return;
+  }
   delta_rule_forward_kernel<<<delta_rule_grid(in), kCols, 0, current_stream()>>>(
       args, result.out.data_ptr(), static_cast<float*>(result.final_state.data_ptr()));
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
+// The chunked backward writes one tile of q/k and gate shares, which the
+// recurrence's finishing kernels add up as they do its column tiles' shares.
+void chunked_backward_kernel(const DeltaRuleGrads& grads, const Tensor& grad_out, const Tensor& grad_final_state,
+                             const DeltaRuleInputs& in, const DeltaRuleArgs& args,
+                             const ChunkedDeltaRuleArgs& chunked) {
+  const Device device = in.q.device();
+  const int64_t rows = in.v.size(0) * in.v.size(1) * in.v.size(2);
+  // Freed when this returns; the allocator orders reuse after the kernels on this stream.
+  Tensor workspace = Tensor::empty({chunked_backward_workspace(chunked)}, DType::f32, device);
+  Tensor partial_qk = Tensor::empty({2 * rows * args.dk}, DType::f32, device);
+  Tensor partial_gate = Tensor::empty({rows * 2}, DType::f32, device);
+  cudaStream_t stream = current_stream();
+  TITAN_CUDA_CHECK(launch_chunked_delta_rule_backward(
+      chunked, grad_out.data_ptr(),
+      grad_final_state.defined() ? static_cast<const float*>(grad_final_state.data_ptr()) : nullptr,
+      grads.grad_v.data_ptr(),
+      grads.grad_initial_state.defined() ? static_cast<float*>(grads.grad_initial_state.data_ptr()) : nullptr,
+      static_cast<float*>(partial_qk.data_ptr()), static_cast<float*>(partial_gate.data_ptr()),
+      static_cast<float*>(workspace.data_ptr()), stream));
+  if (rows == 0) return;
+  delta_rule_gate_grads_kernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(
+      static_cast<const float*>(partial_gate.data_ptr()), 1, rows, grads.grad_g.data_ptr(),
+      grads.grad_g.dtype() == DType::bf16, grads.grad_beta.data_ptr(), grads.grad_beta.dtype() == DType::bf16);
+  TITAN_CUDA_CHECK(cudaGetLastError());
+  const int64_t key_rows = in.q.size(0) * in.q.size(1) * in.q.size(2);
+  delta_rule_qk_grads_kernel<<<dim3(static_cast<unsigned>(key_rows), 2), kCols, 0, stream>>>(
+      args, static_cast<const float*>(partial_qk.data_ptr()), 1, rows, grads.grad_q.data_ptr(),
+      grads.grad_k.data_ptr());
   TITAN_CUDA_CHECK(cudaGetLastError());
 }
 
 void delta_rule_backward_kernel(const DeltaRuleGrads& grads, const Tensor& grad_out, const Tensor& grad_final_state,
                                 const DeltaRuleInputs& in, const DeltaRuleOptions& options) {
   const DeltaRuleArgs args = delta_rule_args("gated_delta_rule_backward", in, options);
+  if (const auto chunked = chunked_args(args, in, options); chunked && args.tokens > 0) {
+    chunked_backward_kernel(grads, grad_out, grad_final_state, in, args, *chunked);
+    return;
+  }
   const dim3 grid = delta_rule_grid(in);
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y, tiles = grid.y;
   const int64_t rows = in.v.size(0) * in.v.size(1) * in.v.size(2);

@@ -24,6 +24,8 @@
   X(attention)                     \
   X(attention_merge)               \
   X(delta_rule)                    \
+  X(causal_conv1d)                 \
+  X(gdn_gates)                     \
   X(attention_sinks)               \
   X(synchronize)                   \
   X(host_swap)                     \

@@ -347,6 +347,43 @@ cudaError_t launch_topk(float* values, int64_t* indices, const float* scores, in
   return cudaGetLastError();
 }
 
+// ---- group-limited routing ---------------------------------------------------
+
+// NaN ranks above every number, as in topk_rows and the CPU kernel.
+__device__ __forceinline__ bool group_ranks_above(float a, float b) { return a != a ? b == b : a > b; }
+
+// One thread per token: the arithmetic of the CPU kernel (ops/cpu/kernels/moe_routing.cpp).
+__global__ void limit_rows_to_groups(float* out, const float* choice, int64_t rows, int64_t experts, int64_t groups,
+                                     int64_t kept) {
+  const int64_t per_group = experts / groups;
+  for (int64_t r = first_index(); r < rows; r += grid_stride()) {
+    const float* row = choice + r * experts;
+    float score[kMaxExpertGroups];
+    unsigned long long taken = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      float best = -INFINITY, second = -INFINITY;
+      for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+        if (group_ranks_above(row[e], best)) {
+          second = best;
+          best = row[e];
+        } else if (group_ranks_above(row[e], second)) {
+          second = row[e];
+        }
+      }
+      score[g] = best + second;
+    }
+    for (int64_t pass = 0; pass < kept; ++pass) {
+      int64_t pick = -1;
+      for (int64_t g = 0; g < groups; ++g) {
+        const bool free = ((taken >> g) & 1ULL) == 0;
+        if (free && (pick < 0 || group_ranks_above(score[g], score[pick]))) pick = g;
+      }
+      taken |= 1ULL << pick;
+    }
+    for (int64_t e = 0; e < experts; ++e) out[r * experts + e] = ((taken >> (e / per_group)) & 1ULL) ? row[e] : 0.0f;
+  }
+}
+
 // Bytes of device workspace launch_expert_order needs.
 cudaError_t expert_order_workspace(int64_t pairs, int64_t experts, size_t* bytes) {
   size_t temp_bytes = 0;
@@ -490,6 +527,13 @@ void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& scor
                                columns, values.size(1), current_stream()));
 }
 
+void limit_to_groups_kernel(const Tensor& out, const Tensor& choice, int64_t groups, int64_t kept) {
+  const int64_t rows = choice.size(0);
+  limit_rows_to_groups<<<grid_for(rows, kThreads), kThreads, 0, current_stream()>>>(
+      out.data<float>(), choice.data<float>(), rows, choice.size(1), groups, kept);
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
 void expert_order_kernel(const Tensor& order, const Tensor& inverse, const Tensor& counts, const Tensor& indices) {
   const int64_t pairs = indices.numel(), experts = counts.numel();
   TITAN_CHECK(experts <= kMaxKeyedRange, "expert_order on {}: {} experts are too many", indices.device().str(),
@@ -564,6 +608,7 @@ void sigmoid_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const
 
 void register_moe_routing() {
   topk_kernels.set_kernel(DeviceType::cuda, topk_kernel);
+  limit_to_groups_kernels.set_kernel(DeviceType::cuda, limit_to_groups_kernel);
   expert_order_kernels.set_kernel(DeviceType::cuda, expert_order_kernel);
   permute_tokens_kernels.set_kernel(DeviceType::cuda, permute_tokens_kernel);
   unpermute_sum_kernels.set_kernel(DeviceType::cuda, unpermute_sum_kernel);

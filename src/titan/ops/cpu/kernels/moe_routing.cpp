@@ -48,6 +48,44 @@ void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& scor
   });
 }
 
+// Each token on its own: group scores (sum of the two largest, NaN ranking
+// above every number as in topk_kernel), then `kept` passes each taking the
+// best group not yet taken (the lower group on ties), then the copy with
+// every other group's entries zeroed.
+void limit_to_groups_kernel(const Tensor& out, const Tensor& choice, int64_t groups, int64_t kept) {
+  const int64_t rows = choice.size(0), experts = choice.size(1), per_group = experts / groups;
+  const float* c = choice.data<float>();
+  float* o = out.data<float>();
+  parallel_for(rows, 64, [&](int64_t begin, int64_t end) {
+    float score[kMaxExpertGroups];
+    bool taken[kMaxExpertGroups];
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = c + r * experts;
+      for (int64_t g = 0; g < groups; ++g) {
+        float best = -INFINITY, second = -INFINITY;
+        for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+          if (ranks_above(row[e], best)) {
+            second = best;
+            best = row[e];
+          } else if (ranks_above(row[e], second)) {
+            second = row[e];
+          }
+        }
+        score[g] = best + second;
+        taken[g] = false;
+      }
+      for (int64_t pass = 0; pass < kept; ++pass) {
+        int64_t pick = -1;
+        for (int64_t g = 0; g < groups; ++g) {
+          if (!taken[g] && (pick < 0 || ranks_above(score[g], score[pick]))) pick = g;
+        }
+        taken[pick] = true;
+      }
+      for (int64_t e = 0; e < experts; ++e) o[r * experts + e] = taken[e / per_group] ? row[e] : 0.0f;
+    }
+  });
+}
+
 void expert_order_kernel(const Tensor& order, const Tensor& inverse, const Tensor& counts, const Tensor& indices) {
   const int64_t pairs = indices.numel(), experts = counts.numel();
   const int64_t* expert = indices.data<int64_t>();
@@ -255,6 +293,7 @@ void sigmoid_backward_kernel(const Tensor& grad_x, const Tensor& grad_out, const
 
 void register_moe_routing() {
   topk_kernels.set_kernel(DeviceType::cpu, topk_kernel);
+  limit_to_groups_kernels.set_kernel(DeviceType::cpu, limit_to_groups_kernel);
   expert_order_kernels.set_kernel(DeviceType::cpu, expert_order_kernel);
   permute_tokens_kernels.set_kernel(DeviceType::cpu, permute_tokens_kernel);
   unpermute_sum_kernels.set_kernel(DeviceType::cpu, unpermute_sum_kernel);

@@ -415,6 +415,7 @@ Tensor to_hf_joined_tensor(const HfTensorPlan& plan, const std::vector<Tensor>& 
     return to_hf_expert_tensor(plan.layout, parts);
   }
   std::vector<Shape> shapes;
+  shapes.reserve(parts.size());
   for (const Tensor& part : parts) shapes.push_back(part.shape());
   const Shape shape = hf_joined_shape(plan, shapes);
   Tensor joined = Tensor::empty(shape, parts.front().dtype());

@@ -19,7 +19,7 @@ import torch
 
 import muse_glimmer
 import muse_glimmer_hf
-from lr_schedule import lr_factor
+import training_run
 from make_model_cases import CHAIN, VOCAB, init_weights
 from safetensors_io import save
 
@@ -67,30 +67,9 @@ def training_case(outdir, steps=20, lr=3e-3, warmup=4, max_norm=1.0, weight_deca
     decoder = muse_glimmer.debug_model(VOCAB)
     init_weights(decoder, generator)
     decoder = decoder.float()
-    tensors = {"init." + n: p.detach().clone() for n, p in decoder.named_parameters()}
-    plain = lambda n: "norm" in n or "tok_embeddings" in n  # noqa: E731 (no weight decay)
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in decoder.named_parameters() if not plain(n)], "weight_decay": weight_decay},
-         {"params": [p for n, p in decoder.named_parameters() if plain(n)], "weight_decay": 0.0}],
-        lr=lr, betas=(0.9, 0.95), eps=1e-8)
-    losses, norms = [], []
-    for step in range(1, steps + 1):
-        ids, labels = batch(generator, TRAIN_SEQ)
-        tensors[f"input_ids.{step}"] = ids
-        tensors[f"labels.{step}"] = labels
-        for group in optimizer.param_groups:
-            group["lr"] = lr * lr_factor(step, warmup, steps)
-        optimizer.zero_grad()
-        loss = decoder.loss(ids, labels)
-        loss.backward()
-        norms.append(float(torch.nn.utils.clip_grad_norm_(decoder.parameters(), max_norm)))
-        optimizer.step()
-        losses.append(float(loss))
-    tensors["losses"] = torch.tensor(losses, dtype=torch.float64)
+    tensors = training_run.adamw_run(decoder, lambda step: batch(generator, TRAIN_SEQ), steps, lr, warmup, max_norm,
+                                     weight_decay)
     tensors["aux_losses"] = torch.zeros(steps, dtype=torch.float64)
-    tensors["grad_norms"] = torch.tensor(norms, dtype=torch.float64)
-    for n, p in decoder.named_parameters():
-        tensors["final." + n] = p.detach().clone()
     save(os.path.join(outdir, "train_muse_glimmer_debug.safetensors"), tensors,
          dict(vocab=VOCAB, steps=steps, lr=lr, warmup=warmup, max_norm=max_norm, weight_decay=weight_decay))
 

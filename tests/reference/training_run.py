@@ -49,8 +49,9 @@ def random_init(decoder, generator):
                 p.copy_(0.05 * randn(p.shape))
 
 
-def train(decoder, generator, vocab, batch=2, seq=32, steps=20, lr=3e-3, warmup=4, max_norm=1.0, weight_decay=0.1,
-          distinct_batches=5):
+def adamw_run(decoder, next_batch, steps, lr, warmup, max_norm, weight_decay):
+    """`steps` AdamW steps of `decoder` on next_batch(step) -> (ids, labels),
+    in the decoder's own dtype: the tensors listed above (without metadata)."""
     tensors = {"init." + n: p.detach().clone() for n, p in decoder.named_parameters()}
     for n, b in decoder.named_buffers():
         if n.endswith("expert_bias"):
@@ -60,10 +61,9 @@ def train(decoder, generator, vocab, batch=2, seq=32, steps=20, lr=3e-3, warmup=
         [{"params": [p for n, p in decoder.named_parameters() if not plain(n)], "weight_decay": weight_decay},
          {"params": [p for n, p in decoder.named_parameters() if plain(n)], "weight_decay": 0.0}],
         lr=lr, betas=(0.9, 0.95), eps=1e-8)
-    batches = bigram_batches(generator, vocab, batch, seq, distinct_batches)
     losses, norms = [], []
     for step in range(1, steps + 1):
-        ids, labels = batches[(step - 1) % distinct_batches]
+        ids, labels = next_batch(step)
         tensors[f"input_ids.{step}"] = ids
         tensors[f"labels.{step}"] = labels
         for group in optimizer.param_groups:
@@ -78,5 +78,14 @@ def train(decoder, generator, vocab, batch=2, seq=32, steps=20, lr=3e-3, warmup=
     tensors["grad_norms"] = torch.tensor(norms, dtype=torch.float64)
     for n, p in decoder.named_parameters():
         tensors["final." + n] = p.detach().clone()
+    return tensors
+
+
+def train(decoder, generator, vocab, batch=2, seq=32, steps=20, lr=3e-3, warmup=4, max_norm=1.0, weight_decay=0.1,
+          distinct_batches=5):
+    """adamw_run over `distinct_batches` bigram batches, cycled."""
+    batches = bigram_batches(generator, vocab, batch, seq, distinct_batches)
+    tensors = adamw_run(decoder, lambda step: batches[(step - 1) % distinct_batches], steps, lr, warmup, max_norm,
+                        weight_decay)
     meta = dict(vocab=vocab, steps=steps, lr=lr, warmup=warmup, max_norm=max_norm, weight_decay=weight_decay)
     return tensors, meta

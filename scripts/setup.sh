@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libdnnl-dev ocl-icd-opencl-dev    # oneDNN: CPU GEMM (its CMake package requires OpenCL)
   libopenmpi-dev openmpi-bin        # collectives on the CPU backend
+  libgloo-dev                       # the fault-tolerant replicas' rebuildable process group
+  slurmctld slurmd slurm-client munge  # a real Slurm that the cluster tests start on this machine
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libpcre2-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -185,7 +185,7 @@ struct DumpBuilder {
     dump.capacity = 16;
     std::vector<int> everyone;
     for (int r = 0; r < world_size; ++r) everyone.push_back(r);
-    dump.groups.push_back(FlightGroup{"world", "mpi", 0, everyone, 0});
+    dump.groups.push_back(FlightGroup{"world", "mpi", 0, everyone, 0, false});
   }
   // Collectives #first..#last on group 0, completed unless `last_state` says otherwise for the last.
   DumpBuilder& collectives(uint64_t first, uint64_t last, CommState last_state = CommState::completed,

@@ -33,7 +33,7 @@ class CountingGroup final : public ProcessGroup {
     ++splits;
     return std::make_shared<CountingGroup>(name);
   }
-  CommStats stats() const override { return {1.0, 0.5, calls}; }
+  CommStats stats() const override { return {.busy_seconds = 1.0, .exposed_seconds = 0.5, .collectives = calls}; }
   void reset_stats() override { calls = 0; }
 
  private:

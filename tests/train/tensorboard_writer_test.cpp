@@ -175,6 +175,30 @@ TEST(TensorBoardWriter, OnlyNumbersBecomeScalars) {
   EXPECT_EQ(events[1]["values"], expected) << events[1].dump();
 }
 
+// The goodput record after the last step: its numbers under goodput/<field>,
+// the restart tier as a tag of its own, in the same event file as the steps.
+TEST(TensorBoardWriter, GoodputRecordBecomesScalars) {
+  TempDir dir;
+  {
+    train::MetricsLogger logger((dir / "metrics.jsonl").string(), false, false, (dir / "tb").string());
+    logger.log_record({{"goodput",
+                        {{"goodput_percent", 90.5},
+                         {"lost_to_restart_steps", 3},
+                         {"restart_tier", "replica"},
+                         {"recover_seconds", 1.25}}}},
+                      20);
+  }
+  const auto events = read_events(only_event_file(dir / "tb"));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["step"].get<int64_t>(), 20);
+  const nlohmann::json expected = {{"goodput/goodput_percent", 90.5},
+                                   {"goodput/lost_to_restart_steps", 3.0},
+                                   {"goodput/restart_tier/replica", 1.0},
+                                   {"goodput/recover_seconds", 1.25}};
+  EXPECT_EQ(events[1]["values"], expected) << events[1].dump();
+  EXPECT_NE(data::testing::read_bytes(dir / "metrics.jsonl").find("\"restart_tier\":\"replica\""), std::string::npos);
+}
+
 TEST(TensorBoardWriter, ReaderChecksBothChecksums) {
   TempDir dir;
   std::string path;
@@ -218,17 +242,31 @@ TEST(TensorBoardWriter, CliJobEventsMatchMetricsJsonl) {
   ASSERT_EQ(train.exit_code, 0) << train.output;
 
   std::vector<nlohmann::json> records;
+  nlohmann::json goodput;
   std::ifstream jsonl(dump / "metrics.jsonl");
-  // Step records only: the job's closing records (goodput) are not scalars of a step.
+  // The step records, then the job's goodput record, which follows them as an event at the last step.
   for (std::string line; std::getline(jsonl, line);) {
     nlohmann::json record = nlohmann::json::parse(line);
     if (record.contains("step")) records.push_back(std::move(record));
+    if (record.contains("goodput")) goodput = record["goodput"];
   }
   ASSERT_EQ(records.size(), 4u);
+  ASSERT_TRUE(goodput.is_object());
   EXPECT_TRUE(records[1].contains("validation_loss")) << records[1].dump();
   const fs::path event_file = only_event_file(dump / "board");
   EXPECT_NE(event_file.filename().string().find("tfevents"), std::string::npos);
-  expect_events_match(read_events(event_file), records);
+  std::vector<nlohmann::json> events = read_events(event_file);
+  ASSERT_EQ(events.size(), records.size() + 2);
+  const nlohmann::json last = events.back();
+  events.pop_back();
+  expect_events_match(events, records);
+  EXPECT_EQ(last["step"].get<int64_t>(), 4);
+  for (const char* field : {"goodput_percent", "wall_seconds", "productive_seconds", "lost_to_restart_steps"}) {
+    const std::string tag = std::string("goodput/") + field;
+    ASSERT_TRUE(last["values"].contains(tag)) << last.dump();
+    EXPECT_EQ(static_cast<float>(last["values"][tag].get<double>()), static_cast<float>(goodput[field].get<double>()))
+        << tag;
+  }
 }
 
 }  // namespace

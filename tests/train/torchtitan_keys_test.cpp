@@ -314,9 +314,9 @@ TEST(TorchTitanKeys, TheCommandLineTakesThemToo) {
   EXPECT_EQ(args.config.training.seed, 11);
   expect_error(
       [] {
-        train::parse_train_arguments({"--fault_tolerance.enable", "true"});
+        train::parse_train_arguments({"--job.custom_config_module", "mine"});
       },
-      {"--fault_tolerance.enable", "torchft"});
+      {"--job.custom_config_module", "Python module"});
   expect_error([] { train::parse_train_arguments({"--compile.enabel", "true"}); }, {"compile.enabel"});
 }
 

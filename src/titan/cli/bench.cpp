@@ -4,6 +4,7 @@
 #include "bench/checkpoint_bench.h"
 #include "bench/context_parallel_bench.h"
 #include "bench/delta_rule_bench.h"
+#include "bench/failures_bench.h"
 #include "bench/families_bench.h"
 #include "bench/gpu_bench.h"
 #include "bench/kv_cache_bench.h"
@@ -35,25 +36,26 @@ Subcommand make_bench_subcommand() {
   auto lora = std::make_shared<bench::LoraBenchOptions>();
   auto families = std::make_shared<bench::FamiliesBenchOptions>();
   auto startup = std::make_shared<bench::StartupBenchOptions>();
+  auto failures = std::make_shared<bench::FailuresBenchOptions>();
   // The families suite shares --seq, --batch and --dtypes with others but has its own defaults, so it asks
   // the parsed command whether they were given.
   auto bench_app = std::make_shared<CLI::App*>(nullptr);
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
   subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, families,
-                    startup, bench_app, suite](CLI::App& parent) {
+                    startup, failures, bench_app, suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu, families, delta-rule, kv-cache)");
+        "lora, gpu, families, delta-rule, kv-cache, failures)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu, families, delta-rule, kv-cache")
+           "gpu, families, delta-rule, kv-cache, failures")
         ->required()
         ->check(
             CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "context-parallel",
-                           "profiler", "lora", "gpu", "families", "startup", "delta-rule", "kv-cache"}));
+                           "profiler", "lora", "gpu", "families", "startup", "delta-rule", "kv-cache", "failures"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -93,9 +95,15 @@ Subcommand make_bench_subcommand() {
         ->check(at_least(1));
     app->add_option("--baseline", profiler->baseline,
                     "profiler suite: a titan built with -DTITAN_PROFILER=OFF, the no-profiler case");
-    app->add_option("--layers", checkpoint->layers, "checkpoint suite: llama3 1B blocks in the state (size)")
+    app->add_option("--layers", checkpoint->layers,
+                    "checkpoint and failures suites: llama3 1B blocks in the state (size)")
         ->check(at_least(0));
     app->add_option("--folder", checkpoint->folder, "checkpoint suite: where to write (removed afterwards)");
+    app->add_option("--job-steps", failures->steps, "failures suite: steps of the failing job (default 500)")
+        ->check(at_least(2));
+    app->add_option("--failure-every", failures->failure_every,
+                    "failures suite: every rank is killed once per this many steps (default 100)")
+        ->check(at_least(2));
     app->add_option("--startup-flavor", startup->flavor, "startup suite: llama3 flavor on both paths (default 1B)");
     app->add_option("--startup-fsdp", startup->fsdp, "startup suite: its FSDP degree (default 4)")->check(at_least(1));
     app->add_option("--startup-weights", startup->weights,
@@ -112,7 +120,7 @@ Subcommand make_bench_subcommand() {
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
-                    families, startup, bench_app, suite] {
+                    families, startup, failures, bench_app, suite] {
     if (*suite == "kv-cache") {
       bench::KvCacheBenchOptions kv_cache;
       kv_cache.json_path = options->json_path;
@@ -207,6 +215,16 @@ Subcommand make_bench_subcommand() {
       gpu->repeats = options->repeats;
       if (options->quick) gpu->steps = 3;
       return bench::run_gpu_bench(*gpu);
+    }
+    if (*suite == "failures") {
+      failures->json_path = options->json_path;
+      if ((**bench_app).count("--layers") > 0) failures->layers = checkpoint->layers;
+      if (options->quick) {
+        failures->layers = 1;
+        failures->steps = 40;
+        failures->failure_every = 20;
+      }
+      return bench::run_failures_bench(*failures);
     }
     if (*suite == "checkpoint") {
       checkpoint->json_path = options->json_path;

@@ -32,12 +32,14 @@ Subcommand make_debug_subcommand();
 Subcommand make_plot_subcommand();
 Subcommand make_compare_subcommand();
 Subcommand make_config_subcommand();
+Subcommand make_lighthouse_subcommand();
 
 inline std::vector<Subcommand> all_subcommands() {
   return {make_train_subcommand(),     make_bench_subcommand(),           make_data_subcommand(),
           make_tokenizer_subcommand(), make_estimate_memory_subcommand(), make_generate_subcommand(),
           make_convert_subcommand(),   make_pipeline_subcommand(),        make_debug_subcommand(),
-          make_plot_subcommand(),      make_compare_subcommand(),         make_config_subcommand()};
+          make_plot_subcommand(),      make_compare_subcommand(),         make_config_subcommand(),
+          make_lighthouse_subcommand()};
 }
 
 }  // namespace titan::cli

@@ -54,7 +54,7 @@ FakeProcessGroup::FakeProcessGroup(int rank, int size, std::string name, std::sh
 }
 
 std::shared_ptr<Work> FakeProcessGroup::issued(const CommCall& call) {
-  ++stats_.collectives;
+  stats_.count_call(std::max(call.bytes_in, call.bytes_out), spans_nodes());
   ledger_->add(name(), call);
   FlightRecorder& recorder = FlightRecorder::instance();
   const uint64_t record = recorder.record(recorder_group_, ++issued_, call);
@@ -109,6 +109,11 @@ std::shared_ptr<Work> FakeProcessGroup::recv(const Tensor& tensor, int peer, int
   check_fake_peer(*this, "recv", peer);
   titan::fill_(tensor, 0.0);
   return issued(describe_call(CommOp::recv, tensor, tensor, -1, peer));
+}
+
+void FakeProcessGroup::set_spans_nodes(bool spans) {
+  ProcessGroup::set_spans_nodes(spans);
+  FlightRecorder::instance().set_spans_nodes(recorder_group_, spans);
 }
 
 std::shared_ptr<ProcessGroup> FakeProcessGroup::split(int, int, const std::string& name) {

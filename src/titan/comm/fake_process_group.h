@@ -60,6 +60,7 @@ class FakeProcessGroup final : public ProcessGroup {
   std::shared_ptr<ProcessGroup> split_axis(int color, int key, int members, const std::string& name) override;
   CommStats stats() const override { return stats_; }
   void reset_stats() override { stats_ = {}; }
+  void set_spans_nodes(bool spans) override;  // and marks the group in the flight recorder
 
  private:
   std::shared_ptr<FakeCommLedger> ledger_;

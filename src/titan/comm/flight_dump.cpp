@@ -41,6 +41,7 @@ json record_to_json(const FlightRecord& record, const std::vector<FlightGroup>& 
       {"time_queued_us", record.queued_us},
       {"time_started_us", record.started_us},
       {"time_completed_us", record.completed_us},
+      {"cross_node", record.cross_node},
   };
   return out;
 }
@@ -83,6 +84,14 @@ std::string string_field(const json& object, const char* key, const std::string&
   const json& value = member(object, key, where);
   TITAN_CHECK(value.is_string(), "{}: \"{}\": a string expected, got {}", where, key, shown(value));
   return value.get<std::string>();
+}
+
+// A boolean that dumps written before nodes were tracked lack (then false).
+bool optional_flag(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) return false;
+  TITAN_CHECK(it->is_boolean(), "{}: \"{}\": true or false expected, got {}", where, key, shown(*it));
+  return it->get<bool>();
 }
 
 const json& array_field(const json& object, const char* key, const std::string& where) {
@@ -161,7 +170,8 @@ std::string flight_dump_to_json(const FlightDump& dump) {
                       {"backend", group.backend},
                       {"instance", group.instance},
                       {"ranks", group.ranks},
-                      {"last_seq", group.last_sequence}});
+                      {"last_seq", group.last_sequence},
+                      {"spans_nodes", group.spans_nodes}});
   }
   const json header = {{"version", kFormatVersion}, {"rank", dump.rank},         {"world_size", dump.world_size},
                        {"reason", dump.reason},     {"host", dump.host},         {"pid", dump.pid},
@@ -212,6 +222,7 @@ FlightDump flight_dump_from_json(const std::string& text, const std::string& sou
       group.ranks.push_back(integer<int>(ranks[r], fmt::format("{}: \"ranks\"[{}]", where, r)));
     }
     group.last_sequence = integer_field<uint64_t>(groups[i], "last_seq", where);
+    group.spans_nodes = optional_flag(groups[i], "spans_nodes", where);
     for (int rank : group.ranks) {
       TITAN_CHECK(rank >= 0 && rank < dump.world_size, "{}: rank {} outside a world of {}", where, rank,
                   dump.world_size);
@@ -255,6 +266,7 @@ FlightDump flight_dump_from_json(const std::string& text, const std::string& sou
     record.queued_us = integer_field<int64_t>(in_record, "time_queued_us", where);
     record.started_us = integer_field<int64_t>(in_record, "time_started_us", where);
     record.completed_us = integer_field<int64_t>(in_record, "time_completed_us", where);
+    record.cross_node = optional_flag(in_record, "cross_node", where);
     dump.records.push_back(record);
   }
   return dump;

@@ -58,6 +58,7 @@ struct FlightRecord {
   CommCall call;
   CommState state = CommState::queued;
   int64_t queued_us = 0, started_us = 0, completed_us = 0;  // wall clock (Unix epoch), 0 = not yet
+  bool cross_node = false;                                  // its group spans nodes: the call's traffic left the node
 };
 
 // A group as registered: the analyser's notion of "who must take part".
@@ -67,6 +68,7 @@ struct FlightGroup {
   int instance = 0;            // groups of the same name, backend and ranks created before it on this rank
   std::vector<int> ranks;      // its members' world ranks, in group rank order
   uint64_t last_sequence = 0;  // the last collective recorded on it (p2p excluded); survives the ring
+  bool spans_nodes = false;    // its members sit on more than one node (ProcessGroup::spans_nodes)
 };
 
 // A whole dump, as written and as read back.

@@ -82,7 +82,7 @@ std::string FlightRecorder::folder() const {
 
 int FlightRecorder::register_group(const std::string& name, const std::string& backend, std::vector<int> world_ranks) {
   std::lock_guard<std::mutex> lock(mutex_);
-  FlightGroup group{name, backend, 0, std::move(world_ranks), 0};
+  FlightGroup group{name, backend, 0, std::move(world_ranks), 0, false};
   for (const FlightGroup& earlier : groups_) {
     if (earlier.name == group.name && earlier.backend == group.backend && earlier.ranks == group.ranks) {
       ++group.instance;
@@ -90,6 +90,12 @@ int FlightRecorder::register_group(const std::string& name, const std::string& b
   }
   groups_.push_back(std::move(group));
   return static_cast<int>(groups_.size()) - 1;
+}
+
+void FlightRecorder::set_spans_nodes(int group, bool spans) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (group >= 0 && static_cast<size_t>(group) < groups_.size())
+    groups_[static_cast<size_t>(group)].spans_nodes = spans;
 }
 
 uint64_t FlightRecorder::record(int group, uint64_t sequence, const CommCall& call) {
@@ -106,7 +112,9 @@ uint64_t FlightRecorder::record(int group, uint64_t sequence, const CommCall& ca
   slot.call = call;
   slot.state = CommState::queued;
   slot.queued_us = now;
-  if (group >= 0 && static_cast<size_t>(group) < groups_.size() && !is_point_to_point(call.op)) {
+  const bool known = group >= 0 && static_cast<size_t>(group) < groups_.size();
+  if (known) slot.cross_node = groups_[group].spans_nodes;
+  if (known && !is_point_to_point(call.op)) {
     groups_[group].last_sequence = std::max(groups_[group].last_sequence, sequence);
   }
   return id;

@@ -44,6 +44,8 @@ class FlightRecorder {
   // A new group; returns its index for record(). Called whether or not the
   // recorder is on (groups outlive a later configure()).
   int register_group(const std::string& name, const std::string& backend, std::vector<int> world_ranks);
+  // Marks a registered group as spanning nodes (or not): its later records say they crossed nodes.
+  void set_spans_nodes(int group, bool spans);
 
   // A call issued on `group`: returns its handle for start()/complete() (0 when off).
   uint64_t record(int group, uint64_t sequence, const CommCall& call);

@@ -98,6 +98,8 @@ std::string group_label(const FlightGroup& group, int world_size) {
   if (!everyone) label += fmt::format(" [world ranks {}]", fmt::join(group.ranks, ","));
   // A group made again with the same name and ranks (its numbering restarted).
   if (group.instance > 0) label += fmt::format(" (instance {})", group.instance + 1);
+  // Its traffic leaves the node: a stall here may be the network's.
+  if (group.spans_nodes) label += " (spans nodes)";
   return label;
 }
 
@@ -249,8 +251,11 @@ FlightAnalysis analyse_flight_dumps(const std::vector<FlightDump>& dumps) {
   for (const FlightDump& dump : dumps) dumped.insert(dump.rank);
   out += fmt::format("flight recorder: dumps of {} of {} ranks\n", dumps.size(), world_size);
   for (const FlightDump& dump : dumps) {
-    out += fmt::format("  rank {} ({}, pid {}): {} records; {}\n", dump.rank, dump.host, dump.pid, dump.records.size(),
-                       dump.reason);
+    const auto crossed = std::count_if(dump.records.begin(), dump.records.end(),
+                                       [](const FlightRecord& record) { return record.cross_node; });
+    out +=
+        fmt::format("  rank {} ({}, pid {}): {} records{}; {}\n", dump.rank, dump.host, dump.pid, dump.records.size(),
+                    crossed > 0 ? fmt::format(" ({} crossed nodes)", crossed) : "", dump.reason);
   }
   const std::string missing = missing_ranks_text(dumped, world_size);
   if (!missing.empty()) {

@@ -124,6 +124,7 @@ class MpiProcessGroup::Task final : public Work {
   }
 
   const std::string& what() const { return what_; }
+  int64_t bytes() const { return std::max(call_.bytes_in, call_.bytes_out); }
   void set_record(uint64_t handle, const CommCall& call) {
     record_ = handle;
     call_ = call;
@@ -184,8 +185,10 @@ void MpiProcessGroup::run_worker() {
     task->execute();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-      stats_.collectives += 1;
+      // Under the same lock as reset_stats: a collective counts whole in one step's figures.
+      const bool cross_node = spans_nodes();
+      stats_.add_busy(std::chrono::duration<double>(Clock::now() - start).count(), cross_node);
+      stats_.count_call(task->bytes(), cross_node);
     }
     task->finish();
   }
@@ -435,7 +438,7 @@ class MpiProcessGroup::Request final : public Work {
       if (flag) {
         done_ = true;
         FlightRecorder::instance().complete(record_);
-        group_->count_transfer();
+        group_->count_transfer(static_cast<int64_t>(tensor_.nbytes()));
       }
     }
     return done_;
@@ -480,9 +483,14 @@ uint64_t MpiProcessGroup::issued() const {
 
 // Transfers overlap each other and compute, so they add no busy time (which
 // would exceed the step's); waiting for them is counted as exposed.
-void MpiProcessGroup::count_transfer() {
+void MpiProcessGroup::count_transfer(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.collectives += 1;
+  stats_.count_call(bytes, spans_nodes());
+}
+
+void MpiProcessGroup::set_spans_nodes(bool spans) {
+  ProcessGroup::set_spans_nodes(spans);
+  FlightRecorder::instance().set_spans_nodes(recorder_group_, spans);
 }
 
 void MpiProcessGroup::barrier() {

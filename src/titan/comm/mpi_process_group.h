@@ -37,6 +37,7 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name) override;
   CommStats stats() const override;
   void reset_stats() override;
+  void set_spans_nodes(bool spans) override;  // and marks the group in the flight recorder
 
   double timeout_seconds() const { return timeout_seconds_; }
   // Called by a Work whose wait() timed out on the group's `sequence`-th
@@ -44,7 +45,7 @@ class MpiProcessGroup final : public ProcessGroup {
   // them through the StallCensus) and aborts every rank.
   [[noreturn]] void abort_stalled(const std::string& what, uint64_t sequence) const;
   void add_exposed(double seconds);
-  void count_transfer();
+  void count_transfer(int64_t bytes);
   uint64_t issued() const;  // collectives issued so far
 
  private:

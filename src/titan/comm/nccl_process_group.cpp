@@ -105,6 +105,7 @@ struct InFlight {
   cudaEvent_t end = nullptr;
   std::vector<Tensor> tensors;
   bool accounted = false;                             // its busy time is in the stats
+  bool cross_node = false;                            // issued while the group spanned nodes
   uint64_t record = 0;                                // its FlightRecorder handle
   bool started_seen = false, completed_seen = false;  // what the recorder has been told
 
@@ -308,6 +309,11 @@ class NcclProcessGroup final : public ProcessGroup {
     stats_ = {};
   }
 
+  void set_spans_nodes(bool spans) override {
+    ProcessGroup::set_spans_nodes(spans);
+    FlightRecorder::instance().set_spans_nodes(recorder_group_, spans);
+  }
+
   // Blocks until `op` finished; past the timeout, or on an NCCL error, ends the job.
   void wait_for(InFlight& op) {
     const auto begin = Clock::now();
@@ -429,7 +435,8 @@ class NcclProcessGroup final : public ProcessGroup {
     issue();
     TITAN_CUDA_CHECK(cudaEventRecord(op->end, stream_));
     in_flight_.push_back(op);
-    stats_.collectives += 1;
+    op->cross_node = spans_nodes();
+    stats_.count_call(std::max(call.bytes_in, call.bytes_out), op->cross_node);
     return std::make_shared<NcclWork>(this, std::move(op));
   }
 
@@ -448,7 +455,7 @@ class NcclProcessGroup final : public ProcessGroup {
     if (op.accounted) return;
     float milliseconds = 0.0f;
     if (cudaEventElapsedTime(&milliseconds, op.start, op.end) == cudaSuccess) {
-      stats_.busy_seconds += milliseconds / 1000.0;
+      stats_.add_busy(milliseconds / 1000.0, op.cross_node);
     }
     op.accounted = true;
   }

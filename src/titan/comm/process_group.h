@@ -5,6 +5,7 @@
 // naming this rank and the collective, never a silent hang.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,10 +19,43 @@ const char* reduce_op_name(ReduceOp op);
 
 // Time spent in collectives, for the metrics: `busy` is how long collectives
 // ran, `exposed` how long callers waited for them (busy - exposed overlapped compute).
+// `bytes` is each call's larger buffer (input or output: nccl-tests' "size").
+// The cross_node_* figures are the part of these whose group spans nodes
+// (ProcessGroup::spans_nodes): traffic that leaves the node, usually over a
+// network several times slower than the links inside it. Intra-node is the rest.
 struct CommStats {
   double busy_seconds = 0.0;
   double exposed_seconds = 0.0;
   int64_t collectives = 0;
+  int64_t bytes = 0;
+  int64_t cross_node_collectives = 0;
+  int64_t cross_node_bytes = 0;
+  double cross_node_busy_seconds = 0.0;
+
+  // One call of `bytes` issued on a group that does or does not span nodes.
+  void count_call(int64_t call_bytes, bool cross_node) {
+    collectives += 1;
+    bytes += call_bytes;
+    if (cross_node) {
+      cross_node_collectives += 1;
+      cross_node_bytes += call_bytes;
+    }
+  }
+  // `seconds` of a call's run time.
+  void add_busy(double seconds, bool cross_node) {
+    busy_seconds += seconds;
+    if (cross_node) cross_node_busy_seconds += seconds;
+  }
+  CommStats& operator+=(const CommStats& other) {
+    busy_seconds += other.busy_seconds;
+    exposed_seconds += other.exposed_seconds;
+    collectives += other.collectives;
+    bytes += other.bytes;
+    cross_node_collectives += other.cross_node_collectives;
+    cross_node_bytes += other.cross_node_bytes;
+    cross_node_busy_seconds += other.cross_node_busy_seconds;
+    return *this;
+  }
 };
 
 class Work {
@@ -68,12 +102,21 @@ class ProcessGroup {
   virtual CommStats stats() const = 0;
   virtual void reset_stats() = 0;
 
+  // Whether this group's members sit on more than one node, so that its
+  // collectives cross nodes. A group cannot tell by itself (its backend knows
+  // ranks, not nodes): whoever knows every rank's node, the device mesh, marks
+  // it after creating it. Backends count its calls as cross-node in their
+  // CommStats and the flight recorder marks its records. Default: false.
+  bool spans_nodes() const { return spans_nodes_.load(std::memory_order_relaxed); }
+  virtual void set_spans_nodes(bool spans) { spans_nodes_.store(spans, std::memory_order_relaxed); }
+
  protected:
   ProcessGroup(int rank, int size, std::string name) : rank_(rank), size_(size), name_(std::move(name)) {}
 
  private:
   int rank_, size_;
   std::string name_;
+  std::atomic<bool> spans_nodes_{false};
 };
 
 // A Work that has already finished: what backends without peers (a group of

@@ -52,8 +52,15 @@ std::shared_ptr<ProcessGroup> RoutedProcessGroup::split(int color, int key, cons
 }
 
 CommStats RoutedProcessGroup::stats() const {
-  const CommStats a = host_->stats(), b = device_->stats();
-  return {a.busy_seconds + b.busy_seconds, a.exposed_seconds + b.exposed_seconds, a.collectives + b.collectives};
+  CommStats total = host_->stats();
+  total += device_->stats();
+  return total;
+}
+
+void RoutedProcessGroup::set_spans_nodes(bool spans) {
+  ProcessGroup::set_spans_nodes(spans);
+  host_->set_spans_nodes(spans);
+  device_->set_spans_nodes(spans);
 }
 
 void RoutedProcessGroup::reset_stats() {

@@ -31,6 +31,7 @@ class RoutedProcessGroup final : public ProcessGroup {
   // Both backends' time, added.
   CommStats stats() const override;
   void reset_stats() override;
+  void set_spans_nodes(bool spans) override;  // marks both backends' groups alike
 
  private:
   ProcessGroup& route(const Tensor& tensor) const;

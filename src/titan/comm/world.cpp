@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,8 +27,25 @@ World& World::instance(double timeout_seconds) {
   return world;
 }
 
+std::string this_node_name() {
+  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm != nullptr && *slurm != '\0') return slurm;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
 World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
   if (!started_by_launcher()) {
+    // srun without a PMI (--mpi=none, a cluster whose MpiDefault is none) starts
+    // every task as a job of its own: N copies training alone into one dump folder.
+    if (const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS"); tasks != nullptr && std::atol(tasks) > 1) {
+      fail(
+          "srun started {} tasks but gave them no PMI to find each other (no PMIX_RANK or PMI_SIZE): start titan "
+          "with `srun --mpi=pmix` (see `srun --mpi=list`; docs/cluster.md)",
+          tasks);
+    }
+    node_names_ = {this_node_name()};
+    node_of_rank_ = {0};
     group_ = std::make_shared<LocalProcessGroup>("world");
     return;
   }
@@ -40,16 +58,35 @@ World::World(double timeout_seconds) : timeout_seconds_(timeout_seconds) {
   launched_ = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &local_rank_);
-  MPI_Comm_size(node, &local_size_);
-  MPI_Comm_free(&node);
+  find_nodes();
   auto* startup = new MPI_Comm;
   MPI_Comm_dup(MPI_COMM_WORLD, startup);
   startup_comm_ = startup;
   census_ = std::make_unique<StallCensus>();
   group_ = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, "world", timeout_seconds);
+}
+
+void World::find_nodes() {
+  constexpr int kNameBytes = 256;
+  std::string mine = this_node_name();
+  mine.resize(kNameBytes - 1);  // fixed-size records, NUL-padded
+  std::vector<char> all(static_cast<size_t>(size_) * kNameBytes, '\0');
+  MPI_Allgather(mine.c_str(), kNameBytes, MPI_CHAR, all.data(), kNameBytes, MPI_CHAR, MPI_COMM_WORLD);
+  node_of_rank_.assign(static_cast<size_t>(size_), 0);
+  for (int r = 0; r < size_; ++r) {
+    const std::string name(&all[static_cast<size_t>(r) * kNameBytes]);
+    size_t index = 0;
+    while (index < node_names_.size() && node_names_[index] != name) ++index;
+    if (index == node_names_.size()) node_names_.push_back(name);
+    node_of_rank_[static_cast<size_t>(r)] = static_cast<int>(index);
+  }
+  node_ = node_of_rank_[static_cast<size_t>(rank_)];
+  local_rank_ = local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (node_of_rank_[static_cast<size_t>(r)] != node_) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
 }
 
 World::~World() {

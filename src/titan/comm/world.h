@@ -1,11 +1,19 @@
 // The processes of this job. Started by mpirun or srun, it initialises MPI
 // (thread-multiple) and spans every rank; started directly, it is a world of
-// one and nothing touches MPI. Rank, size and local rank come from MPI.
+// one and nothing touches MPI. Rank and size come from MPI.
+//
+// Nodes: the ranks that report the same node name share a node (its memory
+// and its fast links); the name is Slurm's SLURMD_NODENAME where srun or
+// sbatch set it, else the host name. Nodes are numbered in the order their
+// first rank appears, and a rank's local rank is its index among its node's
+// ranks. Tests make two "nodes" on one machine by giving ranks host names of
+// their own (a UTS namespace per rank: tests/scripts/as_node.sh).
 // make_process_group gives the world's ranks as a group of a named backend.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "titan/comm/process_group.h"
 
@@ -23,7 +31,12 @@ class World {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
-  int local_size() const { return local_size_; }  // ranks on this host (they share its memory)
+  int local_size() const { return local_size_; }  // ranks on this node (they share its memory)
+  int node() const { return node_; }              // this rank's node, 0 .. nodes() - 1
+  int nodes() const { return static_cast<int>(node_names_.size()); }
+  const std::string& node_name() const { return node_names_[static_cast<size_t>(node_)]; }
+  // Every rank's node, by world rank.
+  const std::vector<int>& node_of_rank() const { return node_of_rank_; }
   bool launched() const { return launched_; }
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
   double timeout_seconds() const { return timeout_seconds_; }
@@ -40,7 +53,12 @@ class World {
 
  private:
   explicit World(double timeout_seconds);
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  // Gathers every rank's node name and numbers the nodes (MPI_COMM_WORLD).
+  void find_nodes();
+
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0;
+  std::vector<std::string> node_names_;
+  std::vector<int> node_of_rank_;
   bool launched_ = false;
   double timeout_seconds_;
   void* startup_comm_ = nullptr;         // MPI_Comm (mpi.h stays out of this header): the start-up agreement's
@@ -53,6 +71,9 @@ class World {
 // cuda:`device`, by default this rank's local rank, i.e. one GPU per rank; its
 // communicator is bootstrapped over the world's group; CUDA builds only).
 // Collective over the world: every rank must call it.
+// The name of this process's node: SLURMD_NODENAME, else the host name.
+std::string this_node_name();
+
 std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, int device = -1);
 
 // Ends every rank of the job now (MPI_Abort when launched), after the caller

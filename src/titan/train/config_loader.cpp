@@ -583,6 +583,34 @@ void validate_checkpoint_keys(const CheckpointSection& c, bool initial_load_in_h
               "checkpoint: set one of them to false");
 }
 
+// The [fault_tolerance] keys: one replica group of a fault-tolerant job (docs/fault-tolerance.md).
+void validate_fault_tolerance(const JobConfig& c) {
+  const FaultToleranceSection& f = c.fault_tolerance;
+  TITAN_CHECK(f.semi_sync_method.empty(),
+              "fault_tolerance.semi_sync_method = '{}': semi-synchronous training (local_sgd, diloco) is not built; "
+              "leave it empty (every step averages gradients across replica groups)",
+              f.semi_sync_method);
+  if (!f.enable) return;
+  TITAN_CHECK(f.process_group == "gloo",
+              "fault_tolerance.process_group = '{}': only gloo is built (NCCL groups cannot be rebuilt here)",
+              f.process_group);
+  TITAN_CHECK(f.process_group_timeout_ms > 0, "fault_tolerance.process_group_timeout_ms must be > 0, got {}",
+              f.process_group_timeout_ms);
+  TITAN_CHECK(f.group_size >= 1, "fault_tolerance.group_size (the number of replica groups) must be >= 1, got {}",
+              f.group_size);
+  TITAN_CHECK(f.replica_id >= 0 && f.replica_id < f.group_size,
+              "fault_tolerance.replica_id {} is not one of the {} replica groups (0 to {})", f.replica_id, f.group_size,
+              f.group_size - 1);
+  TITAN_CHECK(f.min_replica_size >= 1 && f.min_replica_size <= f.group_size,
+              "fault_tolerance.min_replica_size must be in 1..group_size = {}, got {}", f.group_size,
+              f.min_replica_size);
+  TITAN_CHECK(!c.training.graph_capture,
+              "fault_tolerance.enable with training.graph_capture: a recorded step cannot stop for the cross-group "
+              "all-reduce; turn one of them off");
+  TITAN_CHECK(c.comm.mode == "default", "fault_tolerance.enable with comm.mode = {}: a rehearsal has no peers",
+              c.comm.mode);
+}
+
 }  // namespace
 
 std::optional<data::ChatOptions> chat_options(const JobConfig& config) {
@@ -708,6 +736,16 @@ void validate(const JobConfig& c) {
               "checkpoint.keep_latest_k must be >= 0 (0 keeps every checkpoint), got {}", c.checkpoint.keep_latest_k);
   TITAN_CHECK(c.checkpoint.load_step >= -1, "checkpoint.load_step must be >= 0 (or -1: the newest), got {}",
               c.checkpoint.load_step);
+  TITAN_CHECK(c.checkpoint.local_interval >= 0, "checkpoint.local_interval must be >= 0 (0 = no fast tier), got {}",
+              c.checkpoint.local_interval);
+  TITAN_CHECK(c.checkpoint.local_keep_latest_k >= 1,
+              "checkpoint.local_keep_latest_k must be >= 1 (the fast tier keeps at least its newest step), got {}",
+              c.checkpoint.local_keep_latest_k);
+  TITAN_CHECK(c.checkpoint.local_interval == 0 || c.checkpoint.enable,
+              "checkpoint.local_interval = {} needs checkpoint.enable = true (the fast tier is part of checkpointing)",
+              c.checkpoint.local_interval);
+  TITAN_CHECK(c.checkpoint.local_folder.empty() || c.checkpoint.local_folder != c.job.dump_folder,
+              "checkpoint.local_folder must not be the dump folder ('{}')", c.checkpoint.local_folder);
   validate_checkpoint_keys(c.checkpoint, c.torchtitan.initial_load_in_hf);
   const ParallelismSection& p = c.parallelism;
   positive(p.pipeline_parallel_microbatch_size, "parallelism.pipeline_parallel_microbatch_size");
@@ -745,6 +783,7 @@ void validate(const JobConfig& c) {
   }
   chat_options(c);
   validate_lora(c);
+  validate_fault_tolerance(c);
 }
 
 std::string config_help() {

@@ -19,11 +19,24 @@ struct Goodput {
   double data_wait_seconds = 0.0;
   double checkpoint_seconds = 0.0;  // saves (and the final export) holding the loop up
   double validation_seconds = 0.0;
-  double lost_seconds = 0.0;     // steps the previous run had already done (recomputed after a restart)
-  double skipped_seconds = 0.0;  // steps skipped for a non-finite loss or gradient
-  double other_seconds = 0.0;    // the loop's own work: metrics, profiler files, the end-of-step agreement
+  double lost_seconds = 0.0;       // steps the previous run had already done (recomputed after a restart)
+  double skipped_seconds = 0.0;    // steps skipped for a non-finite loss or gradient
+  double other_seconds = 0.0;      // the loop's own work: metrics, profiler files, the end-of-step agreement
+  double fast_tier_seconds = 0.0;  // fast-tier checkpoint snapshots holding the loop up (checkpoint.local_interval)
+  double replica_seconds = 0.0;    // sending the fast tier to the partner rank on the next node
   int64_t lost_steps = 0;
   int64_t skipped_steps = 0;
+  // The restart this run began with: the tier it resumed from ("fast", "replica",
+  // "persistent"; empty: started afresh) and the seconds the restore took (part of start-up).
+  std::string restart_tier;
+  double recover_seconds = 0.0;
+  // Fault tolerance (fault_tolerance.enable; counts, not wall-time parts): steps
+  // this replica group took from a live peer instead of training them, the
+  // seconds those recoveries took (within the steps' time), all-reduces redone
+  // after losing a peer group, and the fewest groups any step ran with.
+  bool fault_tolerance = false;
+  int64_t ft_steps_recovered = 0, ft_retries = 0, ft_min_replicas_live = 0;
+  double ft_recover_seconds = 0.0;
 
   double total_seconds() const;
   // Productive over total, in percent.

@@ -244,6 +244,10 @@ struct CheckpointSection {
   std::string initial_load_path = "";
   bool initial_load_model_only = true;
   bool allow_nonfinite_weights = false;
+  int64_t local_interval = 0;
+  std::string local_folder = "";
+  int64_t local_keep_latest_k = 2;
+  bool local_replica = true;
   void visit(ConfigVisitor& v) {
     v.field("enable", enable,
             "save checkpoints (every interval steps and at the last step) and resume from them; false saves nothing");
@@ -275,6 +279,15 @@ struct CheckpointSection {
             "training state (optimizer, LR schedule, step, data loader) but exclude_from_loading");
     v.field("allow_nonfinite_weights", allow_nonfinite_weights,
             "load weights holding NaN or Inf (each such tensor is named in a warning) instead of refusing them");
+    v.field("local_interval", local_interval,
+            "fast tier: every N steps each rank also keeps its whole state in host memory (local_folder), written "
+            "in the background; a restart resumes from the newest step some tier holds completely (0 = off)");
+    v.field("local_folder", local_folder,
+            "fast tier folder (one subfolder per node name); empty = /dev/shm/titan-<hash of the dump folder>");
+    v.field("local_keep_latest_k", local_keep_latest_k, "fast tier: keep the newest K steps per rank (>= 1)");
+    v.field("local_replica", local_replica,
+            "fast tier: also copy each rank's fast-tier state to the same local rank on the next node (needs >= 2 "
+            "nodes)");
   }
 };
 
@@ -388,6 +401,30 @@ struct ChatSection {
   }
 };
 
+struct FaultToleranceSection {
+  bool enable = false;
+  std::string process_group = "gloo";
+  int64_t process_group_timeout_ms = 10000;
+  int64_t replica_id = 0;
+  int64_t group_size = 0;
+  int64_t min_replica_size = 1;
+  std::string semi_sync_method = "";
+  void visit(ConfigVisitor& v) {
+    v.field("enable", enable,
+            "this job is one replica group of a fault-tolerant job: gradients are averaged with the other live groups "
+            "each step through a quorum kept by `titan lighthouse` (TORCHFT_LIGHTHOUSE=host:port); a dead group is "
+            "left out, a restarted one fetches the state from a live peer (docs/fault-tolerance.md)");
+    v.field("process_group", process_group, "the cross-group transport: gloo (TCP; nccl is not built)");
+    v.field("process_group_timeout_ms", process_group_timeout_ms,
+            "a cross-group collective or rendezvous waiting longer than this counts its peers as lost");
+    v.field("replica_id", replica_id, "this group's id, 0 .. group_size - 1 (its data shard)");
+    v.field("group_size", group_size,
+            "the number of replica groups: the data is sharded over dp ranks x group_size (TorchTitan's meaning)");
+    v.field("min_replica_size", min_replica_size, "fewest live replica groups a step may run with (it waits for more)");
+    v.field("semi_sync_method", semi_sync_method, "local_sgd or diloco in TorchTitan: not built here (must be empty)");
+  }
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -403,6 +440,7 @@ struct JobConfig {
   ProfilingSection profiling;
   ChatSection chat;
   LoraSection lora;
+  FaultToleranceSection fault_tolerance;
 
   // What TorchTitan keys (train/torchtitan_keys.h) left to resolve once the
   // command line's overrides are in (resolve_torchtitan_keys); not sections,
@@ -437,6 +475,7 @@ struct JobConfig {
     f("profiling", profiling);
     f("chat", chat);
     f("lora", lora);
+    f("fault_tolerance", fault_tolerance);
   }
 };
 

@@ -65,9 +65,16 @@ std::unique_ptr<comm::DeviceMesh> build_device_mesh(const JobConfig& config, Dev
               "training.graph_capture with {} processes: a recorded step cannot wait for NCCL from the host; "
               "capture runs single-GPU jobs only so far",
               ranks);
-  const comm::ParallelDims dims{p.pipeline_parallel_degree,   p.data_parallel_replicate_degree,
-                                p.data_parallel_shard_degree, p.context_parallel_degree,
-                                p.tensor_parallel_degree,     p.expert_parallel_degree};
+  comm::ParallelDims dims{p.pipeline_parallel_degree, p.data_parallel_replicate_degree, p.data_parallel_shard_degree,
+                          p.context_parallel_degree,  p.tensor_parallel_degree,         p.expert_parallel_degree};
+  // The nodes the ranks run on (a rehearsal's one process knows none: one node).
+  std::vector<int> node_of_rank;
+  if (!rehearsal) {
+    node_of_rank = world.node_of_rank();
+    std::string note;
+    dims = dims.resolved_on_nodes(node_of_rank, &note);  // HSDP by default across nodes
+    if (!note.empty() && world.rank() == 0) std::printf("titan: %s\n", note.c_str());
+  }
   std::shared_ptr<comm::ProcessGroup> root = world.group();
   if (rehearsal) {
     root = std::make_shared<comm::FakeProcessGroup>(static_cast<int>(config.comm.fake_rank),
@@ -75,7 +82,7 @@ std::unique_ptr<comm::DeviceMesh> build_device_mesh(const JobConfig& config, Dev
   } else if (multi_gpu) {
     root = std::make_shared<comm::RoutedProcessGroup>(world.group(), comm::make_process_group("nccl", 0));
   }
-  return std::make_unique<comm::DeviceMesh>(dims, root);
+  return std::make_unique<comm::DeviceMesh>(dims, root, std::move(node_of_rank));
 }
 
 std::unique_ptr<data::DataLoader> build_data_loader(const JobConfig& config, const comm::DeviceMesh& mesh) {
@@ -89,6 +96,11 @@ std::unique_ptr<data::DataLoader> build_data_loader(const JobConfig& config, con
   data.document_masking = config.model.document_masking;
   data.dp_rank = mesh.coordinate(MeshDim::dp);
   data.dp_world = mesh.size(MeshDim::dp);
+  if (config.fault_tolerance.enable) {
+    // TorchTitan's sharding: replica groups read disjoint parts of each global batch (dp x group_size ranks).
+    data.dp_rank += config.fault_tolerance.replica_id * data.dp_world;
+    data.dp_world *= config.fault_tolerance.group_size;
+  }
   data.chat = chat_options(config);  // chat data: rendered, packed whole, masked (data/chat_dataset.h)
   return std::make_unique<data::DataLoader>(data);
 }

@@ -118,8 +118,29 @@ void MetricsLogger::log(const StepMetrics& m) {
   }
 }
 
-void MetricsLogger::log_record(const nlohmann::json& record) {
+void MetricsLogger::log_record(const nlohmann::json& record, int64_t step) {
   if (jsonl_fd_ >= 0) append_record(record.dump() + "\n");
+  if (!tensorboard_) return;
+  try {
+    tensorboard_->add_scalars(step, record_scalars(record));
+  } catch (const Error& error) {
+    if (stop_on_write_error_) throw;
+    std::fprintf(stderr, "titan: warning: %s. The goodput record is not in TensorBoard\n", error.what());
+  }
+}
+
+nlohmann::json record_scalars(const nlohmann::json& record) {
+  nlohmann::json scalars = nlohmann::json::object();
+  for (const auto& [name, fields] : record.items()) {
+    if (!fields.is_object()) continue;
+    for (const auto& [key, value] : fields.items()) {
+      if (value.is_number()) scalars[name + "/" + key] = value;
+      // TensorBoard scalars are numbers: which tier a restart used becomes a tag of its own.
+      if (value.is_string() && !value.get<std::string>().empty())
+        scalars[name + "/" + key + "/" + value.get<std::string>()] = 1;
+    }
+  }
+  return scalars;
 }
 
 nlohmann::json metrics_record(const StepMetrics& m) {
@@ -144,8 +165,25 @@ nlohmann::json metrics_record(const StepMetrics& m) {
                         {"elapsed_seconds", m.elapsed_seconds},
                         {"comm_busy_seconds", m.comm_busy_seconds},
                         {"comm_exposed_seconds", m.comm_exposed_seconds},
+                        {"comm_intra_node_collectives", m.comm_intra_node_collectives},
+                        {"comm_intra_node_bytes", m.comm_intra_node_bytes},
+                        {"comm_intra_node_seconds", m.comm_intra_node_seconds},
+                        {"comm_cross_node_collectives", m.comm_cross_node_collectives},
+                        {"comm_cross_node_bytes", m.comm_cross_node_bytes},
+                        {"comm_cross_node_seconds", m.comm_cross_node_seconds},
                         {"checkpoint_stall_seconds", m.checkpoint_stall_seconds}};
+  if (m.fast_tier_stall_seconds > 0) record["fast_tier_stall_seconds"] = m.fast_tier_stall_seconds;
+  if (m.fast_tier_replica_seconds > 0) record["fast_tier_replica_seconds"] = m.fast_tier_replica_seconds;
   if (m.validation_loss) record["validation_loss"] = *m.validation_loss;
+  if (m.replicas_live) {
+    record["replicas_live"] = *m.replicas_live;
+    record["ft_quorum_id"] = *m.ft_quorum_id;
+    record["ft_steps_recovered"] = *m.ft_steps_recovered;
+    record["ft_recover_seconds"] = *m.ft_recover_seconds;
+    record["ft_quorum_seconds"] = *m.ft_quorum_seconds;
+    record["ft_retries"] = *m.ft_retries;
+    if (m.ft_commit_seconds) record["ft_commit_seconds"] = *m.ft_commit_seconds;
+  }
   if (m.skipped_steps > 0) record["skipped_nonfinite_steps"] = m.skipped_steps;
   if (m.aux_loss) record["aux_loss"] = *m.aux_loss;
   if (m.expert_load_mean) {

@@ -42,13 +42,26 @@ struct StepMetrics {
   // step waited for them (exposed); busy - exposed overlapped compute.
   double comm_busy_seconds = 0.0;
   double comm_exposed_seconds = 0.0;
+  // The same step's collectives (and pipeline transfers) split by whether their
+  // group spans nodes: count, bytes (each call's larger buffer) and busy seconds.
+  int64_t comm_intra_node_collectives = 0, comm_cross_node_collectives = 0;
+  int64_t comm_intra_node_bytes = 0, comm_cross_node_bytes = 0;
+  double comm_intra_node_seconds = 0.0, comm_cross_node_seconds = 0.0;
   // Seconds the checkpoint save after the previous step held the run up (async:
   // the host copy; blocking: the whole write). A step's record is written
   // before its own save starts, so a save killed midway loses no record.
   double checkpoint_stall_seconds = 0.0;
+  double fast_tier_stall_seconds = 0.0;    // the fast-tier save after the previous step (checkpoint.local_interval)
+  double fast_tier_replica_seconds = 0.0;  // its transfer to the partner rank (part of fast_tier_stall_seconds)
   // Steps skipped so far for a non-finite loss or gradient (training.skip_nonfinite_steps).
   int64_t skipped_steps = 0;
   std::optional<double> validation_loss;
+  // Fault tolerance (fault_tolerance.enable): replica groups in this step's
+  // quorum and its id, steps this group took from a live peer instead of
+  // training them (it had been down), the seconds that recovery and the
+  // quorum took, and all-reduces redone after losing a peer group.
+  std::optional<int64_t> replicas_live, ft_quorum_id, ft_steps_recovered, ft_retries;
+  std::optional<double> ft_recover_seconds, ft_quorum_seconds, ft_commit_seconds;
   // Mixture of experts: the auxiliary loss (before its coefficient, averaged
   // over micro-batches and data-parallel ranks), and expert load as tokens of
   // the busiest expert over the mean, averaged over MoE layers and at the
@@ -86,8 +99,10 @@ class MetricsLogger {
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
   void log(const StepMetrics& metrics);
-  // A record that is not a step's (the job's goodput), to metrics.jsonl only.
-  void log_record(const nlohmann::json& record);
+  // A record that is not a step's (the job's goodput, after `step`): to
+  // metrics.jsonl, and to TensorBoard as scalars "<record>/<field>" (a text
+  // field such as the restart tier as "<record>/<field>/<text>" = 1).
+  void log_record(const nlohmann::json& record, int64_t step);
   static std::string format_line(const StepMetrics& metrics, bool progress);
 
  private:
@@ -100,6 +115,9 @@ class MetricsLogger {
   bool stop_on_write_error_;
   bool warned_ = false;
 };
+
+// A non-step record as TensorBoard scalars: its objects' fields flattened to "<object>/<field>".
+nlohmann::json record_scalars(const nlohmann::json& record);
 
 // Total memory of the device tensors live on (host RAM for the CPU).
 double device_memory_gib(Device device);

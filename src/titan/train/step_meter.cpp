@@ -49,11 +49,16 @@ void StepMeter::finish(StepMetrics& m, int64_t tokens, double seconds, double pi
   m.alloc_retries = memory.alloc_retries - before_.alloc_retries;
   if (pipelined_) pipeline_metrics(m, pipeline_pass_seconds, pipeline_compute_seconds);
   if (parallelized_.ring_attention) context_parallel_metrics(m);
-  for (MeshDim dim : kStepGroups) {
-    const comm::CommStats comm = mesh_.group(dim)->stats();
-    m.comm_busy_seconds += comm.busy_seconds;
-    m.comm_exposed_seconds += comm.exposed_seconds;
-  }
+  comm::CommStats comm;
+  for (MeshDim dim : kStepGroups) comm += mesh_.group(dim)->stats();
+  m.comm_busy_seconds = comm.busy_seconds;
+  m.comm_exposed_seconds = comm.exposed_seconds;
+  m.comm_cross_node_collectives = comm.cross_node_collectives;
+  m.comm_cross_node_bytes = comm.cross_node_bytes;
+  m.comm_cross_node_seconds = comm.cross_node_busy_seconds;
+  m.comm_intra_node_collectives = comm.collectives - comm.cross_node_collectives;
+  m.comm_intra_node_bytes = comm.bytes - comm.cross_node_bytes;
+  m.comm_intra_node_seconds = comm.busy_seconds - comm.cross_node_busy_seconds;
   elapsed_seconds_ += m.step_seconds;
   m.elapsed_seconds = elapsed_seconds_;
 }

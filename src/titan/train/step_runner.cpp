@@ -25,6 +25,10 @@ StepOutputs StepRunner::run(const StepInputs& step, bool apply_update) {
   } else {
     run_micro_batches(step, out);
   }
+  if (before_clip) {
+    const profiler::Span span("phase", "fault_tolerance");
+    before_clip();
+  }
   {
     const profiler::Span span("phase", "clip_gradients");
     out.clip = parallelized_.synchronize_and_clip_gradients(model_, max_norm_, device_);

@@ -6,6 +6,7 @@
 // recorded and replayed (train/captured_step.h).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "titan/models/decoder.h"
@@ -37,6 +38,9 @@ class StepRunner {
   // `apply_update` false leaves the optimizer's update to the caller (eager
   // steps apply it once the loss and norm are known to be finite).
   StepOutputs run(const StepInputs& step, bool apply_update);
+  // Runs once the step's gradients are final in this job and before they are
+  // clipped: fault tolerance averages them across replica groups there.
+  std::function<void()> before_clip;
 
   // This step's pipeline passes: their seconds, and those spent in compute
   // (the rest waited for other stages). Zero without pipeline parallelism.

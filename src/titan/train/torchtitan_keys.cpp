@@ -19,6 +19,9 @@ using enum TorchTitanKeyUse;
 using enum TorchTitanRelease;
 
 constexpr const char* kTitanKey = "titan's key, TorchTitan's meaning";
+constexpr const char* kHsdpAcrossNodes =
+    "titan's key; on several nodes both left at their defaults mean HSDP, sharded within a node (distributed.md, "
+    "Nodes)";
 constexpr const char* kNoProfilerWindow = "titan's profiler records every profile_freq-th step whole";
 constexpr const char* kInProcessLoader = "titan's loader reads prepared token shards inside the training process";
 constexpr const char* kNotExposed = "titan does not expose this choice";
@@ -27,7 +30,8 @@ constexpr const char* kNoCompile =
     "CUDA)";
 constexpr const char* kNoLowPrecision =
     "read only by a float8 or MX entry of model.converters, which is refused: low-precision training is not built";
-constexpr const char* kNoTorchft = "fault-tolerant replica groups (torchft) are not built";
+constexpr const char* kNoTorchft =
+    "a restarted replica group takes the data loader's position from a live peer (fault_tolerance.enable)";
 constexpr const char* kValidationShape = "validation uses training.local_batch_size and training.seq_len";
 constexpr const char* kNoAsyncTp =
     "tensor-parallel collectives are not overlapped with the matmuls (async TP is not built)";
@@ -184,8 +188,8 @@ std::vector<TorchTitanKey> make_table() {
        "titan shuffles whole documents of prepared shards; there is no streaming buffer", current},
       {"dataloader.read_options", no_effect, "", kInProcessLoader, current},
       {"dataloader.num_prefetch_batches", no_effect, "2", kPrefetch, current},
-      {"parallelism.data_parallel_replicate_degree", titan_key, "", kTitanKey, both},
-      {"parallelism.data_parallel_shard_degree", titan_key, "", kTitanKey, both},
+      {"parallelism.data_parallel_replicate_degree", titan_key, "", kHsdpAcrossNodes, both},
+      {"parallelism.data_parallel_shard_degree", titan_key, "", kHsdpAcrossNodes, both},
       {"parallelism.fsdp_reshard_after_forward", titan_key, "", kTitanKey, both},
       {"parallelism.enable_fsdp_symm_mem", no_effect, "false",
        "titan's FSDP collectives run on NCCL (MPI on CPUs) without symmetric-memory buffers", current},
@@ -323,13 +327,14 @@ std::vector<TorchTitanKey> make_table() {
        v0_2_2},
       {"memory_estimation.disable_fake_mode", no_effect, "false",
        "titan's estimate builds the model on the meta device; comm.mode = \"fake_backend\" rehearses a rank", v0_2_2},
-      {"fault_tolerance.enable", refused, "false", kNoTorchft, v0_2_2},
-      {"fault_tolerance.process_group", converter_setting, "gloo", kNoTorchft, v0_2_2},
-      {"fault_tolerance.process_group_timeout_ms", converter_setting, "10000", kNoTorchft, v0_2_2},
-      {"fault_tolerance.replica_id", converter_setting, "0", kNoTorchft, v0_2_2},
-      {"fault_tolerance.group_size", converter_setting, "0", kNoTorchft, v0_2_2},
-      {"fault_tolerance.min_replica_size", converter_setting, "1", kNoTorchft, v0_2_2},
-      {"fault_tolerance.semi_sync_method", converter_setting, "", kNoTorchft, v0_2_2},
+      {"fault_tolerance.enable", titan_key, "", kTitanKey, v0_2_2},
+      {"fault_tolerance.process_group", titan_key, "", "titan's key: gloo (nccl is not built)", v0_2_2},
+      {"fault_tolerance.process_group_timeout_ms", titan_key, "", kTitanKey, v0_2_2},
+      {"fault_tolerance.replica_id", titan_key, "", kTitanKey, v0_2_2},
+      {"fault_tolerance.group_size", titan_key, "", kTitanKey, v0_2_2},
+      {"fault_tolerance.min_replica_size", titan_key, "", kTitanKey, v0_2_2},
+      {"fault_tolerance.semi_sync_method", titan_key, "",
+       "titan's key: only empty (every step synchronous); local_sgd and diloco are not built", v0_2_2},
       {"experimental.custom_import", refused, "", "a Python module cannot extend titan", v0_2_2},
       {"experimental.custom_args_module", refused, "", "a Python module cannot extend titan's config", v0_2_2},
       {"validation.enable", titan_key, "", kTitanKey, v0_2_2},

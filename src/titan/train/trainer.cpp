@@ -1,9 +1,11 @@
 #include "titan/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
+#include "titan/comm/world.h"
 #include "titan/core/allocator.h"
 #include "titan/core/profiler.h"
 #include "titan/core/units.h"
@@ -95,6 +97,12 @@ Trainer::Trainer(JobConfig config, BatchSource batches) : config_(std::move(conf
   state_ = std::make_unique<TrainingState>(
       config_, *mesh_, device_, TrainingState::Parts{step_, job_, *optimizer_, schedule_, generator_, loader_.get()});
   state_->resume();
+  if (config_.fault_tolerance.enable) {
+    // After the resume: a group joins its first quorum with the steps its own checkpoint holds.
+    fault_tolerance_ = std::make_unique<FaultTolerance>(
+        config_, *mesh_, FaultTolerance::Parts{step_, *job_.model, *optimizer_, generator_, loader_.get()});
+    runner_->before_clip = [this] { fault_tolerance_->average_gradients(); };
+  }
 
   // One process reports for the job.
   if (!reports_) return;
@@ -129,6 +137,7 @@ void Trainer::print_banner() const {
       meter_->peak_tflops(), mesh_->size(MeshDim::world), static_cast<long long>(dims.pp),
       static_cast<long long>(dims.dp_replicate), static_cast<long long>(dims.dp_shard), static_cast<long long>(dims.cp),
       static_cast<long long>(dims.tp), static_cast<long long>(state_bytes), static_cast<long long>(optimizer_bytes));
+  print_nodes_line();
   if (!config_.lora.enable) return;
   // This rank's shards: the ratio is what matters.
   int64_t trainable = 0, total = 0;
@@ -143,8 +152,23 @@ void Trainer::print_banner() const {
               100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(total, 1)));
 }
 
+// Where the launcher (mpirun, srun) put the ranks: the nodes as titan sees
+// them (SLURMD_NODENAME, else host names), which node-aware meshes follow.
+void Trainer::print_nodes_line() const {
+  const comm::World& world = comm::World::instance();
+  if (!world.launched()) return;
+  std::vector<int> ranks_on(static_cast<size_t>(world.nodes()), 0);
+  for (const int node : world.node_of_rank()) ++ranks_on[static_cast<size_t>(node)];
+  const auto [fewest, most] = std::minmax_element(ranks_on.begin(), ranks_on.end());
+  std::printf("titan: %d rank(s) on %d node(s), %s rank(s) per node; rank 0 on %s\n", world.size(), world.nodes(),
+              *fewest == *most ? std::to_string(*most).c_str() : fmt::format("{}-{}", *fewest, *most).c_str(),
+              world.node_name().c_str());
+}
+
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
+  // Before the step's batch: a group behind the live ones takes their state (and data position) first.
+  if (fault_tolerance_) fault_tolerance_->begin_step();
   ++step_;
   meter_->begin();
   // The host half: this step's batches on the device, the optimizer's scalars.
@@ -197,6 +221,7 @@ StepMetrics Trainer::train_step() {
     optimizer_->apply();
   }
   m.skipped_steps = goodput_.skipped_steps + (step_skipped_ ? 1 : 0);
+  if (fault_tolerance_) fault_tolerance_->report(m);
   m.host_seconds = seconds_since(start);
   m.lr = lr;
   m.data_seconds = step.data_seconds;
@@ -237,11 +262,24 @@ const std::vector<StepMetrics>& Trainer::train() {
     return seconds;
   };
   goodput_.startup_seconds += std::chrono::duration<double>(mark - job_start_).count();
-  double checkpoint_stall = 0.0;  // of the save after the previous step
+  double checkpoint_stall = 0.0;   // of the save after the previous step
+  double fast_tier_stall = 0.0;    // of the fast-tier save after the previous step (snapshot and replica)
+  double fast_tier_replica = 0.0;  // the replica's part of it
+  goodput_.restart_tier = state_->restart_tier();
+  goodput_.recover_seconds = state_->recover_seconds();
   while (step_ < config_.training.steps) {
     step_profiler_->begin_step(step_ + 1);
     StepMetrics metrics = train_step();
     const double step_seconds = lap();
+    if (metrics.replicas_live) {
+      goodput_.fault_tolerance = true;
+      goodput_.ft_steps_recovered += *metrics.ft_steps_recovered;
+      goodput_.ft_recover_seconds += *metrics.ft_recover_seconds;
+      goodput_.ft_retries += *metrics.ft_retries;
+      goodput_.ft_min_replicas_live = goodput_.ft_min_replicas_live == 0
+                                          ? *metrics.replicas_live
+                                          : std::min(goodput_.ft_min_replicas_live, *metrics.replicas_live);
+    }
     if (step_ <= previous_run_last_step_) {
       goodput_.lost_seconds += step_seconds;
       ++goodput_.lost_steps;
@@ -261,7 +299,9 @@ const std::vector<StepMetrics>& Trainer::train() {
     // save killed midway loses no record; the time the save holds the run up
     // is reported by the next step's record.
     metrics.checkpoint_stall_seconds = checkpoint_stall;
-    checkpoint_stall = 0.0;
+    metrics.fast_tier_stall_seconds = fast_tier_stall;
+    metrics.fast_tier_replica_seconds = fast_tier_replica;
+    checkpoint_stall = fast_tier_stall = fast_tier_replica = 0.0;
     history_.push_back(metrics);
     const bool log = step_ % config_.metrics.log_freq == 0 || last || metrics.validation_loss || stop;
     if (log && logger_) logger_->log(metrics);
@@ -273,6 +313,15 @@ const std::vector<StepMetrics>& Trainer::train() {
       checkpoint_stall = state_->save(config_.checkpoint.async_mode == "async");
     }
     goodput_.checkpoint_seconds += lap();
+    if (saving && !last && state_->fast_tier_due(step_)) {
+      const profiler::Span span("phase", "checkpoint");
+      const FastTier::Cost cost = state_->save_fast();
+      fast_tier_stall = lap();
+      fast_tier_replica = cost.replica_seconds;
+      goodput_.replica_seconds += cost.replica_seconds;
+      goodput_.fast_tier_seconds += fast_tier_stall - cost.replica_seconds;
+    }
+    kill_if_asked(step_, state_->fast_tier());
     step_profiler_->end_step(step_);
     goodput_.other_seconds += lap();
     if (stop && !last) {
@@ -308,7 +357,7 @@ void Trainer::report_goodput() {
   if (!reports_) return;
   std::printf("%s\n", goodput_.summary_line().c_str());
   std::fflush(stdout);
-  if (logger_) logger_->log_record({{"goodput", goodput_.to_json()}});
+  if (logger_) logger_->log_record({{"goodput", goodput_.to_json()}}, step_);
 }
 
 }  // namespace titan::train

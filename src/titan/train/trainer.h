@@ -22,6 +22,7 @@
 #include "titan/optim/lr_schedule.h"
 #include "titan/train/captured_step.h"
 #include "titan/train/dump_folder_lock.h"
+#include "titan/train/fault_tolerance.h"
 #include "titan/train/goodput.h"
 #include "titan/train/job_config.h"
 #include "titan/train/job_model.h"
@@ -59,6 +60,8 @@ class Trainer {
  private:
   // Rank 0: the job's banner (model, sizes, mesh, state bytes, LoRA).
   void print_banner() const;
+  // Rank 0 of a launched job: its ranks, nodes and ranks per node.
+  void print_nodes_line() const;
   // Rank 0 prints where the wall time went and adds it to metrics.jsonl.
   void report_goodput();
 
@@ -84,6 +87,8 @@ class Trainer {
   std::unique_ptr<StepMeter> meter_;
   int64_t step_ = 0;
   std::unique_ptr<TrainingState> state_;
+  // fault_tolerance.enable: this job is one replica group of several.
+  std::unique_ptr<FaultTolerance> fault_tolerance_;
   std::unique_ptr<MetricsLogger> logger_;  // rank 0's
   std::vector<StepMetrics> history_;
   Goodput goodput_;

@@ -37,7 +37,8 @@ TrainingState::TrainingState(const JobConfig& config, const comm::DeviceMesh& me
       device_(device),
       parts_(parts),
       rank_(mesh.coordinate(MeshDim::world)),
-      checkpointer_(config, mesh) {}
+      checkpointer_(config, mesh),
+      fast_tier_(config, mesh) {}
 
 std::vector<StateTensor> TrainingState::state_tensors() {
   // Replicas of a box (over dp_replicate, and over tp for parameters tensor
@@ -108,6 +109,14 @@ double TrainingState::save(bool async) {
                             rank_state(), async);
 }
 
+FastTier::Cost TrainingState::save_fast() {
+  // Every box this rank holds, replicas included: a rank restores from its fast tier alone.
+  std::vector<StateTensor> tensors = state_tensors();
+  for (StateTensor& t : tensors) t.write = true;
+  return fast_tier_.save(parts_.step, tensors,
+                         job_state({"model", "optimizer", "lr_scheduler", "dataloader", "train_state"}), rank_state());
+}
+
 void TrainingState::load_newest() {
   const CheckpointSection& c = config_.checkpoint;
   std::vector<std::string> parts;
@@ -139,9 +148,49 @@ void TrainingState::load_newest() {
                   checkpoint::step_folder_name(c.load_step), checkpointer_.root());
       step = c.load_step;
     }
+    // The fast tiers are newer than the persistent checkpoint when they hold
+    // anything (checkpoint.load_step names a persistent step, and
+    // exclude_from_loading a partial load: the persistent tier serves those).
+    // The time to recover is the slowest rank's, from when every rank is up (not the launch skew).
+    const auto world_barrier = [&] {
+      if (fast_tier_.enabled()) mesh_.group(MeshDim::world)->barrier();
+    };
+    world_barrier();
+    const auto recover_start = Clock::now();
+    if (fast_tier_.enabled() && c.load_step < 0 && c.exclude_from_loading.empty()) {
+      const RestartChoice choice = fast_tier_.choose(step);
+      if (choice.tier == RestoreSource::own || choice.tier == RestoreSource::replica) {
+        const FastTier::Restored restored = fast_tier_.restore(choice, state_tensors());
+        fast_tier_.forget_after(choice.step);
+        apply_state(restored.state, restored.state.at("contents").get<std::vector<std::string>>(), parts,
+                    restored.folder);
+        resumed_step_ = parts_.step;
+        loaded_from_ = restored.folder;
+        restart_tier_ = choice.tier == RestoreSource::own ? "fast" : "replica";
+        world_barrier();
+        recover_seconds_ = seconds_since(recover_start);
+        if (rank_ == 0) {
+          std::printf("titan: resumed at step %lld from %s (%.2f s)\n", static_cast<long long>(parts_.step),
+                      restored.description.c_str(), recover_seconds_);
+          std::fflush(stdout);
+        }
+        return;
+      }
+      fast_tier_.forget_after(step);  // resuming from the persistent tier (or afresh: step -1)
+    }
     if (step >= 0) {
       load((std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(step)).string(), parts);
       resumed_step_ = parts_.step;
+      restart_tier_ = "persistent";
+      world_barrier();
+      recover_seconds_ = seconds_since(recover_start);
+      if (rank_ == 0 && fast_tier_.enabled()) {
+        std::printf(
+            "titan: resumed at step %lld from the persistent checkpoint (%.2f s; the fast tier held no newer "
+            "step every rank could restore)\n",
+            static_cast<long long>(parts_.step), recover_seconds_);
+        std::fflush(stdout);
+      }
       return;
     }
   }
@@ -165,7 +214,8 @@ void TrainingState::resume() {
   // Loaded weights holding NaN or Inf are refused before the first step
   // (each rank checks what it holds: its shards, its stages).
   const std::string loaded_from =
-      resumed_step_ >= 0
+      !loaded_from_.empty() ? loaded_from_
+      : resumed_step_ >= 0
           ? (std::filesystem::path(checkpointer_.root()) / checkpoint::step_folder_name(resumed_step_)).string()
           : config_.checkpoint.initial_load_path;
   if (loaded_from.empty()) return;
@@ -202,11 +252,21 @@ void TrainingState::load(const std::string& folder, const std::vector<std::strin
   }
   const Checkpointer::Loaded loaded =
       Checkpointer::load(folder, tensors, parts, parts_.job.pipeline ? &model_names : nullptr);
+  apply_state(loaded.state, loaded.contents, parts, folder);
+  if (rank_ == 0) {
+    std::printf("titan: loaded %s from %s (step %lld, %.3f GB read by rank 0 in %.2f s)\n",
+                fmt::format("{}", fmt::join(parts, ", ")).c_str(), folder.c_str(), static_cast<long long>(parts_.step),
+                static_cast<double>(loaded.bytes_read) / 1e9, seconds_since(start));
+    std::fflush(stdout);
+  }
+}
+
+void TrainingState::apply_state(const nlohmann::json& state, const std::vector<std::string>& contents,
+                                const std::vector<std::string>& parts, const std::string& folder) {
   auto use = [&](const char* part) {
     return std::find(parts.begin(), parts.end(), part) != parts.end() &&
-           std::find(loaded.contents.begin(), loaded.contents.end(), part) != loaded.contents.end();
+           std::find(contents.begin(), contents.end(), part) != contents.end();
   };
-  const nlohmann::json& state = loaded.state;
   if (use("train_state")) {
     parts_.step = state.at("train_state").at("step").get<int64_t>();
     parts_.generator.set_state(state.at("rng").at("seed").get<uint64_t>(),
@@ -244,16 +304,11 @@ void TrainingState::load(const std::string& folder, const std::vector<std::strin
           folder, error.what());
     }
   }
-  if (rank_ == 0) {
-    std::printf("titan: loaded %s from %s (step %lld, %.3f GB read by rank 0 in %.2f s)\n",
-                fmt::format("{}", fmt::join(parts, ", ")).c_str(), folder.c_str(), static_cast<long long>(parts_.step),
-                static_cast<double>(loaded.bytes_read) / 1e9, seconds_since(start));
-    std::fflush(stdout);
-  }
 }
 
 void TrainingState::finish() {
   checkpointer_.wait();
+  fast_tier_.wait();
   const CheckpointSection& c = config_.checkpoint;
   // TorchTitan's last save: nothing without checkpoints or with load_only,
   // and nothing when no step ran since the load (what was loaded is there).

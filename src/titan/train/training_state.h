@@ -16,6 +16,7 @@
 #include "titan/optim/adamw.h"
 #include "titan/optim/lr_schedule.h"
 #include "titan/train/checkpointer.h"
+#include "titan/train/fast_tier.h"
 #include "titan/train/job_model.h"
 
 namespace titan::train {
@@ -45,6 +46,14 @@ class TrainingState {
 
   // Saves the current step's full state (every rank); returns the seconds it held the run up.
   double save(bool async);
+  // The fast tiers (checkpoint.local_interval): whether `step` saves one, and the save (every rank).
+  bool fast_tier_due(int64_t step) const { return fast_tier_.due(step); }
+  FastTier::Cost save_fast();
+  FastTier& fast_tier() { return fast_tier_; }
+  // The tier the job resumed from ("fast", "replica", "persistent"; "" when it
+  // started afresh) and the seconds the restore took.
+  const std::string& restart_tier() const { return restart_tier_; }
+  double recover_seconds() const { return recover_seconds_; }
   // checkpoint.create_seed_checkpoint: the initial weights alone, as step 0.
   void save_seed();
   // Every rank, once per step: whether any rank asked to stop; publishes a finished async save.
@@ -65,6 +74,9 @@ class TrainingState {
   // The newest complete checkpoint (or checkpoint.load_step), else checkpoint.initial_load_path.
   void load_newest();
   void load(const std::string& folder, const std::vector<std::string>& parts);
+  // The non-tensor state (step, RNG, optimizer steps, LR schedule check, data loader) of a loaded checkpoint.
+  void apply_state(const nlohmann::json& state, const std::vector<std::string>& contents,
+                   const std::vector<std::string>& parts, const std::string& folder);
 
   const JobConfig& config_;
   const comm::DeviceMesh& mesh_;
@@ -72,6 +84,9 @@ class TrainingState {
   Parts parts_;
   int rank_ = 0;
   Checkpointer checkpointer_;
+  FastTier fast_tier_;
+  std::string restart_tier_, loaded_from_;
+  double recover_seconds_ = 0.0;
   int64_t resumed_step_ = -1;
   int64_t start_step_ = 0;  // the step training started from (after any load)
 };

@@ -367,7 +367,7 @@ RestartChoice FastTier::choose(int64_t persistent_step) {
         if (all[(world_ + r) * k + i] >= 0) replica[static_cast<size_t>(r)].insert(all[(world_ + r) * k + i]);
       }
     }
-    const RestartChoice choice = choose_restart(own, replica, persistent_step);
+    RestartChoice choice = choose_restart(own, replica, persistent_step);
     if (choice.tier != RestoreSource::own && choice.tier != RestoreSource::replica) return choice;
     const std::string step_name = checkpoint::step_folder_name(choice.step);
     std::vector<int64_t> bad(static_cast<size_t>(2 * world_), 0);
@@ -467,6 +467,7 @@ FastTier::Restored FastTier::restore(const RestartChoice& choice, const std::vec
     // The holders are the partners: the same local ranks on the next node.
     const comm::World& world = comm::World::instance();
     std::vector<int> holders;
+    holders.reserve(from_replica.size());
     for (int r : from_replica) holders.push_back(fast_tier_peer(world.node_of_rank(), r, world.nodes(), 1));
     restored.description = fmt::format(
         "the peer replica for rank(s) {} (the copies kept by rank(s) {} on the next node) and the fast tier for the "

@@ -35,6 +35,15 @@ kept=()
 for p in ${missing[@]+"${missing[@]}"}; do [ -n "$p" ] && kept+=("$p"); done
 missing=(${kept[@]+"${kept[@]}"})
 
+# Some packages' install scripts run as the package's own user (munge creates
+# its key as user munge), which fails when other users cannot enter the root
+# directory: a root unpacked into a mktemp folder (a chroot or container
+# image) is mode 700. A normal machine's / is 755 and is left alone.
+if ((${#missing[@]})) && [ $((0$(stat -c %a /) & 05)) -ne 5 ]; then
+  echo "setup: / is mode $(stat -c %a /): letting other users enter it (package scripts that run as their own user need it)"
+  [ "$(id -u)" -eq 0 ] && chmod o+rx / || sudo chmod o+rx /
+fi
+
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   sudo_cmd=""

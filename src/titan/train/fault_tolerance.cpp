@@ -177,7 +177,10 @@ void FaultTolerance::average_gradients() {
   // Gradients go through host memory: Gloo here moves host buffers over TCP.
   AllowHostReadsScope host_reads;
   const std::vector<Tensor> grads = ft_gradients(parts_.model);
+  int64_t elements = 0;
+  for (const Tensor& grad : grads) elements += grad.numel();
   std::vector<float> flat;
+  flat.reserve(static_cast<size_t>(elements));
   for (const Tensor& grad : grads) {
     const std::vector<float> values = grad.to_floats();
     flat.insert(flat.end(), values.begin(), values.end());

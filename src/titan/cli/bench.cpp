@@ -12,6 +12,8 @@
 #include "bench/moe_bench.h"
 #include "bench/ops_bench.h"
 #include "bench/pipeline_bench.h"
+#include "bench/plan_bench.h"
+#include "bench/plan_published.h"
 #include "bench/profiler_bench.h"
 #include "bench/scaling_bench.h"
 #include "bench/startup_bench.h"
@@ -37,25 +39,26 @@ Subcommand make_bench_subcommand() {
   auto families = std::make_shared<bench::FamiliesBenchOptions>();
   auto startup = std::make_shared<bench::StartupBenchOptions>();
   auto failures = std::make_shared<bench::FailuresBenchOptions>();
+  auto plan = std::make_shared<bench::PlanBenchOptions>();
   // The families suite shares --seq, --batch and --dtypes with others but has its own defaults, so it asks
   // the parsed command whether they were given.
   auto bench_app = std::make_shared<CLI::App*>(nullptr);
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
   subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, families,
-                    startup, failures, bench_app, suite](CLI::App& parent) {
+                    startup, failures, plan, bench_app, suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu, families, delta-rule, kv-cache, failures)");
+        "lora, gpu, families, delta-rule, kv-cache, failures, plan, plan-published)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu, families, delta-rule, kv-cache, failures")
+           "gpu, families, delta-rule, kv-cache, failures, plan, plan-published")
         ->required()
-        ->check(
-            CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline", "context-parallel",
-                           "profiler", "lora", "gpu", "families", "startup", "delta-rule", "kv-cache", "failures"}));
+        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
+                               "context-parallel", "profiler", "lora", "gpu", "families", "startup", "delta-rule",
+                               "kv-cache", "failures", "plan", "plan-published"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -67,7 +70,7 @@ Subcommand make_bench_subcommand() {
     app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run (0: all)")
         ->check(at_least(0));
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
-    app->add_option("--steps", train->steps, "train and families suites: timed steps")->check(at_least(1));
+    app->add_option("--steps", train->steps, "train, families and plan suites: timed steps")->check(at_least(1));
     app->add_option("--dtypes", train->dtypes,
                     "train and families suites: training dtypes (default f32 bf16; families f32)")
         ->check(CLI::IsMember({"f32", "bf16"}));
@@ -117,10 +120,30 @@ Subcommand make_bench_subcommand() {
     app->add_option("--models", families->models,
                     "families suite: models whose debugmodel to train (default llama3, the Hugging Face families, "
                     "muse_glimmer and qwen3_5)");
+    app->add_option("--plan-ranks", plan->ranks, "plan suite: rank counts whose layouts to run (default 1 2 4)")
+        ->check(CLI::IsMember({1, 2, 4}));
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
-                    families, startup, failures, bench_app, suite] {
+                    families, startup, failures, plan, bench_app, suite] {
+    if (*suite == "plan-published") {
+      bench::PlanPublishedOptions published;
+      published.json_path = options->json_path;
+      published.quick = options->quick;  // skips the rows that search for a layout
+      return bench::run_plan_published_bench(published);
+    }
+    if (*suite == "plan") {
+      plan->json_path = options->json_path;
+      if ((**bench_app).count("--steps") > 0) plan->steps = train->steps;
+      if (options->quick) {
+        plan->steps = 2;
+        plan->warmup = 1;
+        plan->moe = false;
+        plan->probe_links = false;
+        if ((**bench_app).count("--plan-ranks") == 0) plan->ranks = {1, 2};
+      }
+      return bench::run_plan_bench(*plan);
+    }
     if (*suite == "kv-cache") {
       bench::KvCacheBenchOptions kv_cache;
       kv_cache.json_path = options->json_path;

@@ -33,13 +33,23 @@ Subcommand make_plot_subcommand();
 Subcommand make_compare_subcommand();
 Subcommand make_config_subcommand();
 Subcommand make_lighthouse_subcommand();
+Subcommand make_plan_subcommand();
 
 inline std::vector<Subcommand> all_subcommands() {
-  return {make_train_subcommand(),     make_bench_subcommand(),           make_data_subcommand(),
-          make_tokenizer_subcommand(), make_estimate_memory_subcommand(), make_generate_subcommand(),
-          make_convert_subcommand(),   make_pipeline_subcommand(),        make_debug_subcommand(),
-          make_plot_subcommand(),      make_compare_subcommand(),         make_config_subcommand(),
-          make_lighthouse_subcommand()};
+  return {make_train_subcommand(),
+          make_bench_subcommand(),
+          make_data_subcommand(),
+          make_tokenizer_subcommand(),
+          make_estimate_memory_subcommand(),
+          make_generate_subcommand(),
+          make_convert_subcommand(),
+          make_pipeline_subcommand(),
+          make_debug_subcommand(),
+          make_plot_subcommand(),
+          make_compare_subcommand(),
+          make_config_subcommand(),
+          make_lighthouse_subcommand(),
+          make_plan_subcommand()};
 }
 
 }  // namespace titan::cli

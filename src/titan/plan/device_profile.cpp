@@ -1,5 +1,7 @@
 #include "titan/plan/device_profile.h"
 
+#include "titan/train/device_peak.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -354,11 +356,9 @@ DeviceProfile measure_cpu_profile(const CpuProbeOptions& options) {
   d.memory_bytes_per_second = profile_memory_bandwidth();
   d.memory_efficiency = 1.0;  // measured with titan's own streaming kernel
 
-  // Peaks: a large square product, the trainer's own CPU peak (device_peak.cpp), so MFU agrees with `titan train`'s.
-  constexpr int64_t kLarge = 1536;
-  const double large_flops = 2.0 * kLarge * kLarge * kLarge;
-  d.bf16_flops = large_flops / profile_gemm_seconds(kLarge, kLarge, kLarge, DType::bf16);
-  d.f32_flops = large_flops / profile_gemm_seconds(kLarge, kLarge, kLarge, DType::f32);
+  // Peaks: the trainer's own CPU peak (a large square product), so MFU agrees with `titan train`'s.
+  d.bf16_flops = train::measured_cpu_gemm_tflops(DType::bf16) * kTFLOPS;
+  d.f32_flops = train::measured_cpu_gemm_tflops(DType::f32) * kTFLOPS;
   d.fp8_flops = 0;
 
   // The shape curve f(d) = d / (d + h) fitted in log time to thin and

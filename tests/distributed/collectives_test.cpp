@@ -4,6 +4,7 @@
 // including odd sizes, a non-zero root and uneven splits with empty parts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -51,6 +52,49 @@ TEST(Collectives, AllReduceSumAvgMaxF32) {
     EXPECT_EQ(got_sum[i], static_cast<float>(expected_sum)) << "sum at " << i;
     EXPECT_NEAR(got_avg[i], expected_sum / n, 1e-6 * expected_sum) << "avg at " << i;
     EXPECT_EQ(got_max[i], expected_max) << "max at " << i;
+  }
+}
+
+// From 16 MiB the backend runs its own ring (reduce-scatter, then all-gather)
+// instead of MPI_Allreduce: sums, averages and maxima of a count that does not
+// split evenly over the ranks (the padded path) and of one that does, in f32
+// and i64, equal the values each rank computes for itself on every rank.
+TEST(Collectives, LargeAllReducesTakeTheRingAndStayExact) {
+  ProcessGroup& group = world();
+  const int n = group.size(), me = group.rank();
+  for (const int64_t count : {int64_t{(16 << 20) / 4 + 3}, int64_t{(16 << 20) / 4 * 3}}) {
+    // Small integers times 0.25: exact in f32 whatever order the ring adds them in.
+    const auto small = [](int r, int64_t i) { return static_cast<float>((i * 13 + r * 7) % 97) * 0.25f - 12.0f; };
+    std::vector<float> mine(static_cast<size_t>(count));
+    std::vector<int64_t> mine_i64(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      mine[static_cast<size_t>(i)] = small(me, i);
+      mine_i64[static_cast<size_t>(i)] = (i % 1000003) * (me + 1) - 5;
+    }
+    const Tensor sum = f32_tensor(mine), avg = f32_tensor(mine), max = f32_tensor(mine);
+    const Tensor sum_i64 = i64_tensor(mine_i64);
+    group.all_reduce(sum, ReduceOp::sum)->wait();
+    group.all_reduce(avg, ReduceOp::avg)->wait();
+    group.all_reduce(max, ReduceOp::max)->wait();
+    group.all_reduce(sum_i64, ReduceOp::sum)->wait();
+    const float* got_sum = sum.data<float>();
+    const float* got_avg = avg.data<float>();
+    const float* got_max = max.data<float>();
+    const int64_t* got_i64 = sum_i64.data<int64_t>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      float expected_sum = 0.0f, expected_max = -1e30f;
+      int64_t expected_i64 = 0;
+      for (int r = 0; r < n; ++r) {
+        expected_sum += small(r, i);
+        expected_max = std::max(expected_max, small(r, i));
+        expected_i64 += (i % 1000003) * (r + 1) - 5;
+      }
+      const bool right = got_sum[i] == expected_sum && got_max[i] == expected_max && got_i64[i] == expected_i64 &&
+                         std::abs(got_avg[i] - expected_sum / static_cast<float>(n)) <= 1e-6f * std::abs(expected_sum);
+      if (!right && wrong++ < 5) ADD_FAILURE() << "count " << count << ": wrong at " << i;
+    }
+    EXPECT_EQ(wrong, 0) << "count " << count;
   }
 }
 

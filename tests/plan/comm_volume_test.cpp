@@ -36,6 +36,20 @@ std::string run_command(const std::string& command) {
   return output;
 }
 
+// The main job's corpus (embedded fortunes, 2048-token BPE), prepared once
+// under the temp folder: a clean clone has no data/fortunes until `make run`.
+const fs::path& test_corpus() {
+  static const fs::path folder = [] {
+    const fs::path path = fs::temp_directory_path() / "titan_plan_comm_corpus";
+    if (!fs::exists(path / "manifest.json")) {
+      run_command(std::string("'") + TITAN_CLI_PATH + "' data prepare --train-tokenizer 2048 --output '" +
+                  path.string() + "' 2>&1");
+    }
+    return path;
+  }();
+  return folder;
+}
+
 // "group operation" -> calls and MiB, from the rehearsal report's table.
 std::map<std::string, LedgerEntry> rehearsal_ledger(const Layout& layout, const PlanRequest& request,
                                                     const std::string& name) {
@@ -43,12 +57,13 @@ std::map<std::string, LedgerEntry> rehearsal_ledger(const Layout& layout, const 
   fs::remove_all(folder);
   fs::create_directories(folder);
   std::ofstream(folder / "job.toml") << layout_job_toml(layout, request);
-  const std::string output = run_command(
-      std::string("cd '") + TITAN_SOURCE_DIR + "' && '" + TITAN_CLI_PATH + "' train --config '" +
-      (folder / "job.toml").string() + "' --comm.mode fake_backend --comm.fake_world_size " +
-      std::to_string(layout.devices()) + " --comm.fake_rank 0 --training.steps 1 --validation.enable false" +
-      " --training.dataset_path data/fortunes --model.tokenizer_path data/fortunes/tokenizer.json" +
-      " --job.dump_folder '" + (folder / "dump").string() + "' 2>&1");
+  const std::string output =
+      run_command(std::string("cd '") + TITAN_SOURCE_DIR + "' && '" + TITAN_CLI_PATH + "' train --config '" +
+                  (folder / "job.toml").string() + "' --comm.mode fake_backend --comm.fake_world_size " +
+                  std::to_string(layout.devices()) +
+                  " --comm.fake_rank 0 --training.steps 1 --validation.enable false" + " --training.dataset_path '" +
+                  test_corpus().string() + "' --model.tokenizer_path '" + (test_corpus() / "tokenizer.json").string() +
+                  "'" + " --job.dump_folder '" + (folder / "dump").string() + "' 2>&1");
   std::map<std::string, LedgerEntry> ledger;
   const std::regex row(R"(titan:\s+(\S+)\s+(\S+)\s+([0-9.]+) calls\s+([0-9.]+) MiB)");
   for (auto it = std::sregex_iterator(output.begin(), output.end(), row); it != std::sregex_iterator(); ++it) {

@@ -15,6 +15,12 @@
 namespace titan::comm {
 namespace {
 
+// From this size all_reduce runs titan's ring. Open MPI's default algorithm
+// (tuned component, shared memory) matches a ring up to a few MiB and takes
+// 30-40x its time at 32 MiB on 2-4 ranks (docs/planning.md): DDP's and
+// HSDP's gradient buffers are that large.
+constexpr int64_t kRingAllReduceBytes = 16 << 20;
+
 using Clock = std::chrono::steady_clock;
 
 int world_rank() {
@@ -268,7 +274,11 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp
   return enqueue(
       fmt::format("all_reduce({}) of {} {}", reduce_op_name(op), shape_str(tensor.shape()), dtype_name(tensor.dtype())),
       describe_call(CommOp::all_reduce, tensor, tensor, static_cast<int>(op)), [=, this] {
-        MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, mpi_type(buffer.dtype()), mpi_op(op), comm_);
+        if (buffer.nbytes() >= kRingAllReduceBytes && buffer.numel() >= size()) {
+          ring_all_reduce(buffer.view({-1}), op);
+        } else {
+          MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, mpi_type(buffer.dtype()), mpi_op(op), comm_);
+        }
         if (op == ReduceOp::avg) ops::scale_(buffer, 1.0f / static_cast<float>(size()));
         if (widen) titan::copy_(tensor, buffer);
       });
@@ -339,6 +349,26 @@ void MpiProcessGroup::ring_reduce_scatter(const Tensor& input, const Tensor& out
     const bool last = step == world - 2;
     combine(last ? output : outgoing, block(me - step - 2), incoming, op);
   }
+}
+
+// The ring reduce-scatter, then an in-place all-gather of the reduced blocks:
+// every element is summed once, on one rank, so all ranks hold the same bits.
+// A tensor that does not split evenly is reduced through a padded copy.
+void MpiProcessGroup::ring_all_reduce(const Tensor& buffer, ReduceOp op) {
+  const int world = size();
+  const int64_t block = (buffer.numel() + world - 1) / world;
+  const bool padded = block * world != buffer.numel();
+  Tensor whole = buffer;
+  if (padded) {
+    whole = Tensor::zeros({block * world}, buffer.dtype());
+    titan::copy_(whole.narrow(0, 0, buffer.numel()), buffer);
+  }
+  Tensor mine = Tensor::empty({block}, buffer.dtype());
+  ring_reduce_scatter(whole, mine, op);
+  titan::copy_(whole.narrow(0, rank() * block, block), mine);
+  const MPI_Datatype type = mpi_type(buffer.dtype());
+  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, whole.data_ptr(), checked_count(block, "all_reduce"), type, comm_);
+  if (padded) titan::copy_(buffer, whole.narrow(0, 0, buffer.numel()));
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {

@@ -57,6 +57,8 @@ class MpiProcessGroup final : public ProcessGroup {
   void run_worker();
   // The ring reduce-scatter (on the worker): see reduce_scatter.
   void ring_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op);
+  // All-reduce of a large 1-D buffer in place (on the worker): see all_reduce.
+  void ring_all_reduce(const Tensor& buffer, ReduceOp op);
 
   MPI_Comm comm_;
   // A duplicate of comm_ for the ring's own messages, which no send/recv

@@ -34,7 +34,7 @@ std::string context(int degree, const std::string& extra = "") {
 // differs from one process, within expect_matches' 1e-5.
 TEST(ContextParallelParity, TwoAndFourRanksMatchOneProcess) {
   const JobRun single = jobs().single("single");
-  ASSERT_EQ(single.losses.size(), 10u);
+  ASSERT_EQ(single.losses.size(), static_cast<size_t>(testing::kParitySteps));
   expect_matches(single, jobs().distributed("cp2", 2, 1, context(2)), "CP 2 (allgather, headtail)", true);
   expect_matches(single,
                  jobs().distributed("cp2_ring_none", 2, 1,
@@ -86,7 +86,7 @@ TEST(ContextParallelParity, ComposesWithFsdpTensorExpertAndPipelineParallelism) 
 TEST(ContextParallelParity, PackedDocumentsCheckpointingAndValidation) {
   const std::string extra =
       "--model.document_masking true --activation_checkpoint.mode full --validation.enable true "
-      "--validation.freq 5 --validation.steps 2 ";
+      "--validation.freq 3 --validation.steps 2 ";
   const JobRun single = jobs().single("single_documents", extra);
   expect_matches(single,
                  jobs().distributed("cp2_documents", 2, 1,
@@ -102,15 +102,12 @@ TEST(ContextParallelParity, PackedDocumentsCheckpointingAndValidation) {
 // A CP 2 checkpoint resumes in one process and a single process's under CP 4:
 // the checkpoint does not depend on the CP degree.
 TEST(ContextParallelParity, CheckpointsMoveAcrossContextParallelDegrees) {
-  const std::string saving = "--checkpoint.enable true --checkpoint.interval 5 ";
+  const std::string saving = testing::parity_checkpoint_flags();
   const JobRun single = jobs().single("single_saving", saving);
   jobs().distributed("cp2_saving", 2, 1, context(2, saving));
   const auto resume = [&](const std::string& from, const std::string& name, int ranks, const std::string& extra) {
     const JobRun resumed = jobs().resume(from, name, ranks, 1, saving + extra);
-    ASSERT_EQ(resumed.losses.size(), 5u) << name;
-    for (size_t i = 0; i < 5; ++i) {
-      EXPECT_NEAR(resumed.losses[i], single.losses[i + 5], 1e-5 * single.losses[i + 5]) << name << ", step " << i + 6;
-    }
+    testing::expect_resumes(single, resumed, name);
     ASSERT_EQ(resumed.weights.size(), single.weights.size()) << name;
   };
   resume("cp2_saving", "cp2_to_single", 1, "");

@@ -31,7 +31,7 @@ using testing::JobRun;
 // FSDP 4, HSDP 2 x 2, DDP 2, TP 2 and FSDP 2 x TP 2.
 TEST(ParallelParity, EveryMeshMatchesOneProcess) {
   const JobRun single = jobs().single("single");
-  ASSERT_EQ(single.losses.size(), 10u);
+  ASSERT_EQ(single.losses.size(), static_cast<size_t>(testing::kParitySteps));
 
   const JobRun fsdp = distributed("fsdp4", 4, 4, "--parallelism.data_parallel_shard_degree 4");
   expect_matches(single, fsdp, "FSDP 4");
@@ -179,7 +179,7 @@ TEST(ParallelParity, GptOssMeshesMatchOneProcess) {
 
 // Expert parallelism on the qwen3_moe debug model (8 experts, 2 per token,
 // the aux-loss-free bias on): EP 2, EP 2 x FSDP 2 and EP 2 x TP 2 against one
-// process over 10 steps, then a checkpoint saved by EP 2 x FSDP 2 resumed by
+// process over the parity steps, then a checkpoint saved by EP 2 x FSDP 2 resumed by
 // one process. Hugging Face's auxiliary loss is off here: like every
 // data-parallel run of it, each rank computes it over its own tokens, which is
 // not the loss over the global batch, so it would differ by design.
@@ -188,13 +188,13 @@ TEST(ParallelParity, GptOssMeshesMatchOneProcess) {
 // expert when its scores sit within rounding of a tie, and from then on the
 // runs differ by far more than rounding. With seed 42 (the default) one token does so at
 // step 5 under EP 2 x FSDP 2 (the gradient norms agree to 1e-9 for four
-// steps, then jump to 1e-5 apart); seed 1's ten steps hold no such tie.
+// steps, then jump to 1e-5 apart); seed 1's first ten steps hold no such tie.
 TEST(ParallelParity, ExpertParallelMeshesMatchOneProcess) {
   const std::string moe =
       "--model.name qwen3_moe --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 1e-3 "
-      "--checkpoint.enable true --checkpoint.interval 5 --training.seed 1 ";
+      "--training.seed 1 " +
+      testing::parity_checkpoint_flags();
   const JobRun single = jobs().single("moe_single", moe);
-  ASSERT_EQ(single.losses.size(), 10u);
   const JobRun ep2 = distributed("moe_ep2", 2, 2, moe + "--parallelism.expert_parallel_degree 2");
   expect_matches(single, ep2, "EP 2", true);
   // Each rank holds half the experts: well under the single process's state.
@@ -209,12 +209,8 @@ TEST(ParallelParity, ExpertParallelMeshesMatchOneProcess) {
                                    "--parallelism.data_parallel_shard_degree 2"),
                  "EP 2 x TP 2", true);
 
-  // The step-5 checkpoint of EP 2 x FSDP 2, resumed by one process: steps 6-10 as the single run's.
-  const JobRun resumed = jobs().resume("moe_ep2_fsdp2", "moe_resumed", 1, 1, moe);
-  ASSERT_EQ(resumed.losses.size(), 5u);
-  for (size_t i = 0; i < 5; ++i) {
-    EXPECT_NEAR(resumed.losses[i], single.losses[i + 5], 1e-5 * single.losses[i + 5]) << "step " << i + 6;
-  }
+  // The mid-run checkpoint of EP 2 x FSDP 2, resumed by one process: the rest as the single run's.
+  testing::expect_resumes(single, jobs().resume("moe_ep2_fsdp2", "moe_resumed", 1, 1, moe), "EP 2 x FSDP 2 resumed");
 }
 
 // One expert per ep rank, sharded over two FSDP ranks: a [1, H, D] expert
@@ -228,20 +224,17 @@ TEST(ParallelParity, OneExpertPerRankIsShardedAlongItsRows) {
       testing::write_tiny_moe_config(std::filesystem::path(::testing::TempDir()) / "two_experts",
                                      {.dim = 64, .expert_hidden = 1024, .experts = 2, .top_k = 1, .vocab = 2048});
   const std::string moe = "--model.name qwen3_moe --model.hf_config " + config.string() +
-                          " --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 0 --training.seed 1 "
-                          "--checkpoint.enable true --checkpoint.interval 5 ";
+                          " --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 0 --training.seed 1 " +
+                          testing::parity_checkpoint_flags();
   const JobRun single = jobs().single("one_expert_single", moe);
   const JobRun sharded =
       distributed("one_expert_per_rank", 4, 4,
                   moe + "--parallelism.expert_parallel_degree 2 --parallelism.data_parallel_shard_degree 4");
   expect_matches(single, sharded, "EP 2 x FSDP 2, one expert per ep rank", true);
   EXPECT_LE(static_cast<double>(sharded.state_bytes), 0.3 * static_cast<double>(single.state_bytes));
-  // Its step-5 checkpoint (experts saved as row boxes), resumed by one process: steps 6-10 as the single run's.
-  const JobRun resumed = jobs().resume("one_expert_per_rank", "one_expert_resumed", 1, 1, moe);
-  ASSERT_EQ(resumed.losses.size(), 5u);
-  for (size_t i = 0; i < 5; ++i) {
-    EXPECT_NEAR(resumed.losses[i], single.losses[i + 5], 1e-5 * single.losses[i + 5]) << "step " << i + 6;
-  }
+  // Its mid-run checkpoint (experts saved as row boxes), resumed by one process: the rest as the single run's.
+  testing::expect_resumes(single, jobs().resume("one_expert_per_rank", "one_expert_resumed", 1, 1, moe),
+                          "one expert per ep rank resumed");
 }
 
 TEST(ParallelParity, ExpertParallelDegreeMustFitTheMeshAndTheExperts) {

@@ -23,10 +23,11 @@ std::string ParityJobs::run(const std::string& command) const { return run_ok(co
 std::string ParityJobs::arguments(const std::string& name, int64_t local_batch, const std::string& extra) const {
   return fmt::format(
       " train --config {}/configs/llama3_debug.toml --job.dump_folder {} --training.dataset_path {} "
-      "--model.tokenizer_path {}/tokenizer.json --training.steps 10 --training.seq_len 128 "
+      "--model.tokenizer_path {}/tokenizer.json --training.steps {} --training.seq_len 128 "
       "--training.local_batch_size {} --training.mixed_precision_param f32 --model.document_masking false "
       "--validation.enable false --lr_scheduler.warmup_steps 2 --metrics.peak_tflops 1 --metrics.log_freq 1 {}",
-      TITAN_SOURCE_DIR, (dir_ / name).string(), (dir_ / "data").string(), (dir_ / "data").string(), local_batch, extra);
+      TITAN_SOURCE_DIR, (dir_ / name).string(), (dir_ / "data").string(), (dir_ / "data").string(), kParitySteps,
+      local_batch, extra);
 }
 
 JobRun ParityJobs::collect(const std::string& name, const std::string& output, int64_t final_step) const {
@@ -68,8 +69,8 @@ JobRun ParityJobs::resume(const std::string& from, const std::string& name, int 
                           const std::string& extra) const {
   fs::remove_all(dir_ / name);
   fs::create_directories(dir_ / name / "checkpoint");
-  fs::copy(dir_ / from / "checkpoint" / "step-000005", dir_ / name / "checkpoint" / "step-000005",
-           fs::copy_options::recursive);
+  const std::string step = fmt::format("step-{:06d}", kParityResumeStep);
+  fs::copy(dir_ / from / "checkpoint" / step, dir_ / name / "checkpoint" / step, fs::copy_options::recursive);
   return collect(name, run(launcher(ranks) + arguments(name, 4 / dp, extra)));
 }
 
@@ -94,10 +95,25 @@ std::string ParityJobs::failure(const std::string& name, int ranks, int64_t loca
   return file_text(log);
 }
 
+std::string parity_checkpoint_flags() {
+  return fmt::format("--checkpoint.enable true --checkpoint.interval {} ", kParityResumeStep);
+}
+
+void expect_resumes(const JobRun& uninterrupted, const JobRun& resumed, const std::string& what) {
+  SCOPED_TRACE(what);
+  const size_t from = static_cast<size_t>(kParityResumeStep);
+  ASSERT_EQ(uninterrupted.losses.size(), static_cast<size_t>(kParitySteps));
+  ASSERT_EQ(resumed.losses.size(), uninterrupted.losses.size() - from);
+  for (size_t i = 0; i < resumed.losses.size(); ++i) {
+    const double expected = uninterrupted.losses[i + from];
+    EXPECT_NEAR(resumed.losses[i], expected, 1e-5 * expected) << "step " << i + from + 1;
+  }
+}
+
 // Losses: the same global batch, the gradient averaged over ranks (or over
 // micro-batches) instead of over one batch; only the order of f32 sums
 // differs, so per-step losses agree to ~1e-7 relative, well inside 1e-5 after
-// 10 AdamW steps. Weights: each AdamW update is lr * m / sqrt(v), bounded by
+// the AdamW steps. Weights: each AdamW update is lr * m / sqrt(v), bounded by
 // lr = 2e-3 per step, and rounding differences of ~1e-7 in m and v move whole
 // tensors by far less than 1e-5 of their norm. Gradient norms: AdamW is nearly
 // blind to a gradient's scale, so a wrongly scaled gradient shows there first.

@@ -263,6 +263,8 @@ int run_plan_bench(const PlanBenchOptions& o) {
     plan::DeviceProfile profile = plan::measure_cpu_profile(probe);
     profile.intra_node = links.at(c.ranks).intra_node;
     profile.inter_node = links.at(c.ranks).inter_node;
+    profile.collective_overhead_seconds = links.at(c.ranks).collective_overhead_seconds;
+    profile.contended_collective_seconds = links.at(c.ranks).contended_collective_seconds;
     const PlanBenchRow r = plan_bench_measure(o, c, profile, data, root);
     const double pred_gib = r.predicted.memory_bytes / kPlanBenchGiB;
     std::printf("%-16s %5d %9.3f %9.3f %6.2f %9.1f %9.1f %6.2f %6.1f %8.1f\n", c.name.c_str(), c.ranks,

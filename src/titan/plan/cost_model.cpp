@@ -136,11 +136,19 @@ class StepSimulation {
     if (device_.cores > 0) {
       // On the CPU the collective's worker polls MPI on the cores the rank
       // computes with (tests/plan: measured busy time tracks the sum, not the
-      // overlap), so it overlaps nothing: it runs in line.
+      // overlap), so it overlaps nothing: it runs in line. Issued beside
+      // compute on cores that are all busy, its worker and its peers' wait
+      // for the scheduler as well (a pipeline's send/recv bypasses the worker).
+      const double contended =
+          collective == Collective::send_recv
+              ? cost.seconds
+              : cost.seconds - device_.collective_overhead_seconds + device_.contended_collective_seconds;
+      const double seconds = std::max(cost.seconds, contended);
       const double start = std::max({streams.comm, ready, streams.compute});
-      streams.comm = streams.compute = start + cost.seconds;
-      total.exposed_seconds += cost.seconds;
-      if (timeline_ != nullptr) event(rank, 0, kind + " " + what, "comm", start, cost.seconds);
+      streams.comm = streams.compute = start + seconds;
+      total.exposed_seconds += seconds;
+      total.busy_seconds += seconds - cost.seconds;
+      if (timeline_ != nullptr) event(rank, 0, kind + " " + what, "comm", start, seconds);
       return streams.comm;
     }
     const double start = std::max(streams.comm, ready);

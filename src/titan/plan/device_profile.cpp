@@ -15,9 +15,11 @@
 #include "titan/core/copy.h"
 #include "titan/core/error.h"
 #include "titan/core/generator.h"
+#include "titan/ops/attention.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/gemm.h"
 #include "titan/ops/random.h"
+#include "titan/ops/rms_norm.h"
 #include "titan/plan/link_probe.h"
 
 namespace titan::plan {
@@ -272,6 +274,32 @@ double profile_gemm_seconds(int64_t m, int64_t n, int64_t k, DType dtype) {
   return profile_time(repetitions, [&] { ops::gemm(a, b, c); });
 }
 
+// Attention efficiency (of the bf16 peak `peak_flops`) of titan's flash
+// kernel, forward plus backward, causal, bf16, on 2 sequences of 512 tokens
+// whose heads of `head_dim` make 512 columns: the FLOPs counted as the cost
+// model counts them (forward 2 x tokens x keys/2 x 2 head_dim per head,
+// backward 2.5 forwards).
+double profile_attention_efficiency(int64_t head_dim, double peak_flops) {
+  constexpr int64_t kBatch = 2, kSeq = 512, kWidth = 512;
+  const int64_t heads = kWidth / head_dim;
+  Generator generator(0);
+  const auto random = [&] {
+    Tensor t = Tensor::empty({kBatch, kSeq, heads, head_dim});
+    ops::normal_(t, 0, 1, generator);
+    return t.to(DType::bf16);
+  };
+  const Tensor q = random(), k = random(), v = random(), grad = random();
+  const ops::AttentionMask mask(true);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const double seconds = profile_time(5, [&] {
+    const ops::AttentionOutput out = ops::flash_attention(q, k, v, mask, scale);
+    ops::flash_attention_backward(grad, q, k, v, out.out, out.lse, mask, scale);
+  });
+  const double tokens = static_cast<double>(kBatch * kSeq);
+  const double forward_flops = 2.0 * tokens * (kSeq / 2.0) * 2.0 * static_cast<double>(kWidth);
+  return 3.5 * forward_flops / (seconds * peak_flops);
+}
+
 // The per-op host cost: a tiny elementwise op, whose arithmetic is nothing.
 double profile_op_overhead() {
   const Tensor x = Tensor::full({16}, 1.0);
@@ -354,7 +382,9 @@ DeviceProfile measure_cpu_profile(const CpuProbeOptions& options) {
   d.op_overhead_seconds = profile_op_overhead();
   d.overhead_in_line = true;
   d.memory_bytes_per_second = profile_memory_bandwidth();
-  d.memory_efficiency = 1.0;  // measured with titan's own streaming kernel
+  // Elementwise traffic is titan's kernels, not copies: their rate on a
+  // debug block's shapes over the streaming copy's.
+  d.memory_efficiency = std::min(1.0, elementwise_mix_rate(2048, 256, 768) / d.memory_bytes_per_second);
 
   // Peaks: the trainer's own CPU peak (a large square product), so MFU agrees with `titan train`'s.
   d.bf16_flops = train::measured_cpu_gemm_tflops(DType::bf16) * kTFLOPS;
@@ -403,9 +433,16 @@ DeviceProfile measure_cpu_profile(const CpuProbeOptions& options) {
   }
   d.gemm_half_dim = best_h;
   d.gemm_max_efficiency = best_scale / d.bf16_flops;
-  // Attention runs titan's CPU flash kernel: tiled GEMM-like loops plus the
-  // softmax, at roughly half the GEMM rate (assumption, not measured here).
-  d.attention_efficiency = 0.5;
+  // Attention runs titan's CPU flash kernel, measured at head dimensions 16
+  // and 128: e(hd) = max x hd / (hd + h) through both points (a debug
+  // model's 16-wide heads run at a fraction of a 128-wide one's rate).
+  omp_set_num_threads(d.threads_per_rank);
+  const double narrow = profile_attention_efficiency(16, d.bf16_flops);
+  const double wide = profile_attention_efficiency(128, d.bf16_flops);
+  omp_set_num_threads(previous_threads);
+  const double ratio = std::clamp(narrow / wide, 0.2, 0.99);  // (16/(16+h)) / (128/(128+h)) lies in (1/8, 1)
+  d.attention_half_dim = 2048.0 * (1.0 - ratio) / (128.0 * ratio - 16.0);
+  d.attention_efficiency = wide / profile_shape_factor(128, d.attention_half_dim);
 
   if (options.measure_links) {
     TITAN_CHECK(!options.titan_executable.empty(), "measure_cpu_profile: measure_links needs titan_executable");
@@ -416,6 +453,11 @@ DeviceProfile measure_cpu_profile(const CpuProbeOptions& options) {
     // ranks alone, would flatter it when more ranks than cores run.
     d.intra_node = probe.ring_step_link;
     d.collective_overhead_seconds = probe.collective_overhead_seconds;
+    // When the node's ranks keep every core computing, a call issued beside
+    // compute waits for the scheduler on each rank it involves.
+    if (options.ranks_per_node * d.threads_per_rank >= d.cores) {
+      d.contended_collective_seconds = probe.contended_call_seconds;
+    }
     d.source = fmt::format("measured on this machine (links: titan plan --probe-links on {} ranks)", probe.ranks);
   } else {
     d.intra_node = kCpuFallbackLink;
@@ -438,6 +480,34 @@ double gemm_seconds(const DeviceProfile& device, double m, double n, double k, D
   const double bytes = static_cast<double>(dtype_size(dtype)) * (m * k + k * n + m * n);
   const double memory = bytes / (device.memory_bytes_per_second * device.memory_efficiency);
   return std::max(compute, memory);
+}
+
+double attention_efficiency(const DeviceProfile& device, double head_dim) {
+  if (device.attention_half_dim <= 0) return device.attention_efficiency;
+  return device.attention_efficiency * profile_shape_factor(head_dim, device.attention_half_dim);
+}
+
+double elementwise_mix_rate(int64_t tokens, int64_t width, int64_t hidden) {
+  Generator generator(0);
+  const auto random = [&](int64_t columns) {
+    Tensor t = Tensor::empty({tokens, columns});
+    ops::normal_(t, 0, 1, generator);
+    return t.to(DType::bf16);
+  };
+  const Tensor x = random(width), residual = random(width), gate = random(hidden), up = random(hidden);
+  const Tensor grad_hidden = random(hidden), weight = Tensor::full({width}, 1.0).to(DType::bf16);
+  const double narrow = static_cast<double>(tokens * width) * 2, wide = static_cast<double>(tokens * hidden) * 2;
+  // Reads plus writes, kernel by kernel below (the f32 copy is twice as wide).
+  const double bytes = 2 * narrow + 3 * narrow + 3 * narrow + 3 * wide + 5 * wide + 3 * narrow + 3 * narrow;
+  const double seconds = profile_time(5, [&] {
+    const ops::RmsNormOutput normed = ops::rms_norm(x, weight, 1e-5f);
+    ops::rms_norm_backward(normed.y, x, weight, normed.rstd);
+    ops::add(x, residual);
+    ops::swiglu(gate, up);
+    ops::swiglu_backward(grad_hidden, gate, up);
+    x.to(DType::f32).to(DType::bf16);
+  });
+  return bytes / seconds;
 }
 
 }  // namespace titan::plan

@@ -44,7 +44,12 @@ struct DeviceProfile {
   double gemm_max_efficiency = 0.75;
   double gemm_half_dim = 64.0;
   double attention_efficiency = 0.5;  // of peak, for the attention kernel's FLOPs
-  double memory_efficiency = 0.8;     // of memory bandwidth, for elementwise and norm kernels
+  // > 0: the attention kernel's efficiency also scales by f(head_dim) (the f
+  // above with this half dimension): its inner products reduce over the head
+  // dimension, which a CPU kernel's tiles feel (measured for `cpu`); 0 for
+  // the published profiles, whose figures are for the usual 64-128.
+  double attention_half_dim = 0.0;
+  double memory_efficiency = 0.8;  // of memory bandwidth, for elementwise and norm kernels
   // Host cost per kernel an op launches. Accelerators queue kernels ahead of
   // the device, so it is hidden unless it exceeds the kernel itself; the CPU
   // pays it in line.
@@ -54,6 +59,11 @@ struct DeviceProfile {
   // group hands each call to its worker thread and wakes the caller when done
   // (measured); accelerators queue the launch ahead like any kernel's (0).
   double collective_overhead_seconds = 0.0;
+  // CPU ranks that fill every core: what a collective issued while compute
+  // goes on (FSDP's prefetch and reduce-scatter) costs per call instead, its
+  // worker and its peers' waiting for the scheduler (measured by the link
+  // probe). 0: no such contention (accelerators, or cores to spare).
+  double contended_collective_seconds = 0.0;
   // CPU: the cores the node's ranks share (a rank's threads beyond its share
   // time-slice); 0 for accelerators.
   int cores = 0;
@@ -87,5 +97,16 @@ DeviceProfile measure_cpu_profile(const CpuProbeOptions& options);
 // against the shape's efficiency, or its operands' bytes against memory
 // bandwidth when that takes longer).
 double gemm_seconds(const DeviceProfile& device, double m, double n, double k, DType dtype);
+
+// Bytes per second titan's elementwise kernels read plus write over `tokens`
+// rows of width `width` and FFN width `hidden` (bf16): RMSNorm forward and
+// backward, a residual add, SwiGLU forward and backward, a cast to f32 and
+// back, a block's mix. They run below a streaming copy's rate (arithmetic
+// per element, rows of a few hundred, f32 accumulation). The cpu profile
+// takes it on a debug block's shapes as its memory_efficiency.
+double elementwise_mix_rate(int64_t tokens, int64_t width, int64_t hidden);
+
+// The attention kernel's efficiency (of peak) on `device` for heads of `head_dim`.
+double attention_efficiency(const DeviceProfile& device, double head_dim);
 
 }  // namespace titan::plan

@@ -3,12 +3,14 @@
 #include <mpi.h>
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "titan/comm/world.h"
 #include "titan/core/error.h"
@@ -126,6 +128,36 @@ double link_probe_call_overhead(comm::ProcessGroup& alone) {
     if (rep >= 0) seconds.push_back(link_probe_seconds_since(start));
   }
   return link_probe_median(seconds);
+}
+
+// Seconds per small all-gather on `group` while threads of arithmetic fill
+// this rank's share of the cores (see LinkProbeResult::contended_call_seconds).
+double link_probe_contended_call(comm::ProcessGroup& group) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / group.size());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> compute;
+  compute.reserve(static_cast<size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    compute.emplace_back([&stop] {
+      double x = 1.0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+      }
+      volatile double sink = x;
+      (void)sink;
+    });
+  }
+  const Tensor input = Tensor::zeros({16}), output = Tensor::zeros({16 * group.size()});
+  std::vector<double> seconds;
+  for (int rep = -2; rep < 21; ++rep) {
+    const auto start = LinkProbeClock::now();
+    group.all_gather(output, input)->wait();
+    if (rep >= 0) seconds.push_back(link_probe_seconds_since(start));
+  }
+  stop = true;
+  for (std::thread& thread : compute) thread.join();
+  return link_probe_median(link_probe_slowest(group, seconds));
 }
 
 // The buffers of one collective of about `collective_bytes` (its larger buffer) on the group.
@@ -290,6 +322,7 @@ int run_link_probe() {
     if (rep >= 0) overhead_seconds.push_back(overhead);
   }
   result.collective_overhead_seconds = link_probe_median(link_probe_slowest(group, overhead_seconds));
+  result.contended_call_seconds = link_probe_contended_call(group);
   MPI_Comm_free(&comm);
   for (size_t i = 0; i < kRingStepSizes.size(); ++i) {
     result.ring_step.push_back({kRingStepSizes[i], link_probe_median(link_probe_slowest(group, step_seconds[i]))});
@@ -313,6 +346,7 @@ int run_link_probe() {
                                 {"ring_step", link_probe_samples_json(result.ring_step)},
                                 {"ring_step_link", link_probe_link_json(result.ring_step_link)},
                                 {"collective_overhead_seconds", result.collective_overhead_seconds},
+                                {"contended_call_seconds", result.contended_call_seconds},
                                 {"collectives", collectives}};
     std::cout << out.dump() << std::endl;
   }
@@ -333,6 +367,7 @@ LinkProbeResult parse_link_probe(const std::string& output) {
     result.ping_pong_link = fit_link(result.ping_pong);
     result.ring_step_link = fit_link(result.ring_step);
     result.collective_overhead_seconds = in.at("collective_overhead_seconds").get<double>();
+    result.contended_call_seconds = in.at("contended_call_seconds").get<double>();
     for (const auto& item : in.at("collectives")) {
       result.collectives.push_back({link_probe_collective_named(item.at("collective").get<std::string>()),
                                     item.at("bytes").get<double>(), item.at("seconds").get<double>()});

@@ -40,6 +40,12 @@ struct LinkProbeResult {
   // A collective on a group of one (each rank its own, all at once): what
   // issuing a call costs beyond its messages (DeviceProfile::collective_overhead_seconds).
   double collective_overhead_seconds = 0.0;
+  // A small collective on the whole group while every rank also runs
+  // threads of arithmetic on its share of the cores (a training step's
+  // compute): the cores are all busy,
+  // so each rank's worker, and its peers', wait for the scheduler before they
+  // move the messages. What a call costs inside a job whose ranks fill the cores.
+  double contended_call_seconds = 0.0;
   std::vector<LinkProbeCollective> collectives;
 };
 

@@ -170,9 +170,12 @@ UnitCost LayoutCosts::block_cost(const UnitParameters& unit, const nn::Transform
                                        : 2.0 * static_cast<double>(block.attention.head_size());
     attention_flops = 2.0 * T * (keys / 2.0) * head_dims * static_cast<double>(block.attention.n_heads) / tp;
   }
-  const double attention_efficiency = request_.software == "torchtitan"
-                                          ? std::min(device_.attention_efficiency, kFlashAttention2Efficiency)
-                                          : device_.attention_efficiency;
+  const double head_dim = block.delta_net ? static_cast<double>(block.delta_net->key_head_dim)
+                          : block.mla     ? static_cast<double>(block.mla->qk_head_dim())
+                                          : static_cast<double>(block.attention.head_size());
+  const double device_attention = plan::attention_efficiency(device_, head_dim);
+  const double attention_efficiency =
+      request_.software == "torchtitan" ? std::min(device_attention, kFlashAttention2Efficiency) : device_attention;
   const double attention_rate = device_.peak_flops(request_.compute_dtype) * attention_efficiency * share_;
   const double attention_forward = attention_rate > 0 ? attention_flops / attention_rate : 0.0;
 

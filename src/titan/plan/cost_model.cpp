@@ -130,24 +130,23 @@ class StepSimulation {
     if (group.size <= 1 || bytes <= 0) return ready;
     const CollectiveCost cost = collective_cost(collective, bytes, group, device_);
     CommCost& total = comm(kind, cost.cross_node);
+    // On the CPU a collective issued beside compute on cores that are all
+    // busy also waits for the scheduler, its worker and its peers' (a
+    // pipeline's send/recv bypasses the worker).
+    const bool contended = device_.cores > 0 && collective != Collective::send_recv;
+    const double seconds = contended ? std::max(cost.seconds, cost.seconds - device_.collective_overhead_seconds +
+                                                                  device_.contended_collective_seconds)
+                                     : cost.seconds;
     total.calls += 1;
     total.bytes += bytes;
-    total.busy_seconds += cost.seconds;
+    total.busy_seconds += seconds;
     if (device_.cores > 0) {
       // On the CPU the collective's worker polls MPI on the cores the rank
       // computes with (tests/plan: measured busy time tracks the sum, not the
-      // overlap), so it overlaps nothing: it runs in line. Issued beside
-      // compute on cores that are all busy, its worker and its peers' wait
-      // for the scheduler as well (a pipeline's send/recv bypasses the worker).
-      const double contended =
-          collective == Collective::send_recv
-              ? cost.seconds
-              : cost.seconds - device_.collective_overhead_seconds + device_.contended_collective_seconds;
-      const double seconds = std::max(cost.seconds, contended);
+      // overlap), so it overlaps nothing: it runs in line.
       const double start = std::max({streams.comm, ready, streams.compute});
       streams.comm = streams.compute = start + seconds;
       total.exposed_seconds += seconds;
-      total.busy_seconds += seconds - cost.seconds;
       if (timeline_ != nullptr) event(rank, 0, kind + " " + what, "comm", start, seconds);
       return streams.comm;
     }

@@ -259,14 +259,17 @@ double profile_time(int repetitions, Body&& body) {
   return profile_median(seconds);
 }
 
+// Standard-normal values of `shape`, in `dtype`.
+Tensor profile_random(const std::vector<int64_t>& shape, DType dtype, Generator& generator) {
+  Tensor t = Tensor::empty(shape);
+  ops::normal_(t, 0, 1, generator);
+  return t.to(dtype);
+}
+
 // Median seconds of one [m, k] x [k, n] product in `dtype`.
 double profile_gemm_seconds(int64_t m, int64_t n, int64_t k, DType dtype) {
   Generator generator(0);
-  Tensor a = Tensor::empty({m, k}), b = Tensor::empty({k, n});
-  ops::normal_(a, 0, 1, generator);
-  ops::normal_(b, 0, 1, generator);
-  a = a.to(dtype);
-  b = b.to(dtype);
+  const Tensor a = profile_random({m, k}, dtype, generator), b = profile_random({k, n}, dtype, generator);
   const Tensor c = Tensor::empty({m, n}, dtype);
   const double flops = 2.0 * static_cast<double>(m * n * k);
   // Enough repetitions for ~0.1 s of small products, at least 3 of large ones.
@@ -283,11 +286,7 @@ double profile_attention_efficiency(int64_t head_dim, double peak_flops) {
   constexpr int64_t kBatch = 2, kSeq = 512, kWidth = 512;
   const int64_t heads = kWidth / head_dim;
   Generator generator(0);
-  const auto random = [&] {
-    Tensor t = Tensor::empty({kBatch, kSeq, heads, head_dim});
-    ops::normal_(t, 0, 1, generator);
-    return t.to(DType::bf16);
-  };
+  const auto random = [&] { return profile_random({kBatch, kSeq, heads, head_dim}, DType::bf16, generator); };
   const Tensor q = random(), k = random(), v = random(), grad = random();
   const ops::AttentionMask mask(true);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -489,11 +488,7 @@ double attention_efficiency(const DeviceProfile& device, double head_dim) {
 
 double elementwise_mix_rate(int64_t tokens, int64_t width, int64_t hidden) {
   Generator generator(0);
-  const auto random = [&](int64_t columns) {
-    Tensor t = Tensor::empty({tokens, columns});
-    ops::normal_(t, 0, 1, generator);
-    return t.to(DType::bf16);
-  };
+  const auto random = [&](int64_t columns) { return profile_random({tokens, columns}, DType::bf16, generator); };
   const Tensor x = random(width), residual = random(width), gate = random(hidden), up = random(hidden);
   const Tensor grad_hidden = random(hidden), weight = Tensor::full({width}, 1.0).to(DType::bf16);
   const double narrow = static_cast<double>(tokens * width) * 2, wide = static_cast<double>(tokens * hidden) * 2;

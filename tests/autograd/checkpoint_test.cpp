@@ -10,7 +10,7 @@
 #include "titan/nn/functional.h"
 
 namespace titan {
-namespace {
+namespace checkpoint_test {
 
 using testing::random_leaf;
 
@@ -123,5 +123,5 @@ TEST(Checkpoint, GradcheckThroughRecompute) {
                                        {random_leaf({3, 32}, 5)}));
 }
 
-}  // namespace
+}  // namespace checkpoint_test
 }  // namespace titan

@@ -8,7 +8,7 @@
 #include "titan/ops/elementwise.h"
 
 namespace titan {
-namespace {
+namespace engine_test {
 
 Tensor leaf(std::vector<float> values) {
   Tensor t = Tensor::from_floats(values, {static_cast<int64_t>(values.size())});
@@ -108,5 +108,5 @@ TEST(Engine, CastRoutesGradientToMasterDtype) {
   EXPECT_EQ(x.grad().to_floats(), (std::vector<float>{3.0f, -4.0f}));
 }
 
-}  // namespace
+}  // namespace engine_test
 }  // namespace titan

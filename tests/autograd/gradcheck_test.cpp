@@ -8,7 +8,7 @@
 #include "titan/ops/elementwise.h"
 
 namespace titan {
-namespace {
+namespace gradcheck_test {
 
 using testing::check_gradients;
 using testing::random_leaf;
@@ -112,5 +112,5 @@ TEST(Gradcheck, CrossEntropyWithCapAndZLoss) {
   }
 }
 
-}  // namespace
+}  // namespace gradcheck_test
 }  // namespace titan

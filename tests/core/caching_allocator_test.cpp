@@ -12,7 +12,7 @@
 #include "support/expect_error.h"
 
 namespace titan {
-namespace {
+namespace caching_allocator_test {
 
 struct FakeDevice {
   size_t capacity = size_t{1} << 30;
@@ -212,5 +212,5 @@ TEST(CachingAllocator, RandomTrafficNeverOverlapsAndEmptiesCompletely) {
   EXPECT_EQ(f.device.used, 0u);
 }
 
-}  // namespace
+}  // namespace caching_allocator_test
 }  // namespace titan

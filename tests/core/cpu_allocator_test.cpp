@@ -9,7 +9,7 @@
 #include "titan/core/allocator.h"
 
 namespace titan {
-namespace {
+namespace cpu_allocator_test {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
@@ -77,5 +77,5 @@ TEST(CpuAllocator, ReservedStaysWithinThePeakOfLiveBytesAndAnEighth) {
   allocator.release_cached();
 }
 
-}  // namespace
+}  // namespace cpu_allocator_test
 }  // namespace titan

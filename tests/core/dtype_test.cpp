@@ -10,7 +10,7 @@
 #include "titan/core/error.h"
 
 namespace titan {
-namespace {
+namespace dtype_test {
 
 float from_bits(uint32_t bits) {
   float value;
@@ -86,5 +86,5 @@ TEST(DType, Fp8E5M2) {
   }
 }
 
-}  // namespace
+}  // namespace dtype_test
 }  // namespace titan

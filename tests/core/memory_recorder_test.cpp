@@ -22,7 +22,7 @@
 #include "titan/core/trace_context.h"
 
 namespace titan {
-namespace {
+namespace memory_recorder_test {
 
 namespace fs = std::filesystem;
 using memory::Action;
@@ -465,5 +465,5 @@ TEST(MemoryRecorder, FreedAndReallocatedStorageIsRecorded) {
   EXPECT_EQ(cpu->peak_untracked_bytes, base);
 }
 
-}  // namespace
+}  // namespace memory_recorder_test
 }  // namespace titan

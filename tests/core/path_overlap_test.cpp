@@ -10,7 +10,7 @@
 #include "support/expect_error.h"
 
 namespace titan {
-namespace {
+namespace path_overlap_test {
 
 namespace fs = std::filesystem;
 
@@ -46,5 +46,5 @@ TEST(PathOverlap, TheRefusalNamesBothRolesAndPaths) {
   EXPECT_NO_THROW(check_output_apart_from_input(root / "in", "--output", "", "--input"));
 }
 
-}  // namespace
+}  // namespace path_overlap_test
 }  // namespace titan

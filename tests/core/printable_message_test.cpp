@@ -9,7 +9,7 @@
 #include "titan/core/error.h"
 
 namespace titan {
-namespace {
+namespace printable_message_test {
 
 TEST(PrintableMessage, EscapesWhatATerminalWouldActOnAndKeepsText) {
   using namespace std::string_literals;
@@ -38,5 +38,5 @@ TEST(PrintableMessage, ErrorsCarryTheWholeEscapedMessage) {
   }
 }
 
-}  // namespace
+}  // namespace printable_message_test
 }  // namespace titan

@@ -12,7 +12,7 @@
 #include "titan/ops/random.h"
 
 namespace titan {
-namespace {
+namespace random_test {
 
 // Known-answer tests from Random123 (kat_vectors, philox4x32 10 rounds).
 TEST(Philox, KnownAnswers) {
@@ -184,5 +184,5 @@ TEST(Random, RejectsIntegerTensors) {
   EXPECT_THROW(ops::normal_(ids, 0, 1, generator), Error);
 }
 
-}  // namespace
+}  // namespace random_test
 }  // namespace titan

@@ -11,7 +11,7 @@
 #include <string>
 
 namespace titan {
-namespace {
+namespace staging_folder_test {
 
 namespace fs = std::filesystem;
 
@@ -59,5 +59,5 @@ TEST(StagingFolder, PublishesOverTheOldFolderAndRemovesWhatIsAbandoned) {
   EXPECT_EQ(text(target / "file"), "second");
 }
 
-}  // namespace
+}  // namespace staging_folder_test
 }  // namespace titan

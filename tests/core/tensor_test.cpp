@@ -6,7 +6,7 @@
 #include "titan/core/tensor.h"
 
 namespace titan {
-namespace {
+namespace tensor_test {
 
 Tensor iota(const Shape& shape) {
   std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
@@ -108,11 +108,11 @@ TEST(Device, Parse) {
   EXPECT_THROW(Device::parse("cuda:x"), Error);
 }
 
-}  // namespace
+}  // namespace tensor_test
 }  // namespace titan
 
 namespace titan {
-namespace {
+namespace tensor_test {
 
 // The trainer runs each step's device work under this scope; a host read
 // there would make a recorded CUDA graph replay stale values.
@@ -127,5 +127,5 @@ TEST(NoHostReadsScope, HostReadsInsideAreErrorsNamingTheTensorAndOutsideAreFine)
   EXPECT_EQ(t.to_floats()[0], 1.5f);
 }
 
-}  // namespace
+}  // namespace tensor_test
 }  // namespace titan

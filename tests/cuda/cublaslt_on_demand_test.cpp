@@ -7,7 +7,7 @@
 #include <string>
 
 namespace titan::testing {
-namespace {
+namespace cublaslt_on_demand_test {
 
 bool cublaslt_is_mapped() {
   std::ifstream maps("/proc/self/maps");
@@ -28,5 +28,5 @@ TEST(CublasLtOnDemand, IsOpenedByTheFirstCallNotAtStart) {
   EXPECT_TRUE(cublaslt_is_mapped());
 }
 
-}  // namespace
+}  // namespace cublaslt_on_demand_test
 }  // namespace titan::testing

@@ -3,7 +3,7 @@
 #include "support/cuda.h"
 
 namespace titan::testing {
-namespace {
+namespace device_test {
 
 TEST(CudaDevice, RoundTripThroughTheDeviceKeepsEveryBit) {
   TITAN_REQUIRE_CUDA();
@@ -14,5 +14,5 @@ TEST(CudaDevice, RoundTripThroughTheDeviceKeepsEveryBit) {
   }
 }
 
-}  // namespace
+}  // namespace device_test
 }  // namespace titan::testing

@@ -12,7 +12,7 @@
 #include "titan/core/trace_context.h"
 
 namespace titan::testing {
-namespace {
+namespace memory_recorder_cuda_test {
 
 namespace fs = std::filesystem;
 
@@ -59,5 +59,5 @@ TEST(CudaMemoryRecorder, OutOfDeviceMemoryWritesASnapshot) {
   fs::remove_all(folder);
 }
 
-}  // namespace
+}  // namespace memory_recorder_cuda_test
 }  // namespace titan::testing

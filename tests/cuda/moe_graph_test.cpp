@@ -15,7 +15,7 @@
 #include "titan/ops/moe_routing.h"
 
 namespace titan::testing {
-namespace {
+namespace moe_graph_test {
 
 Tensor from_floats(const std::vector<float>& values, const Shape& shape, DType dtype = DType::f32) {
   return Tensor::from_floats(values, shape).to(dtype);
@@ -82,5 +82,5 @@ TEST(CudaMoe, RoutingRecordsIntoAGraphAndReplaysLikeEager) {
   }
 }
 
-}  // namespace
+}  // namespace moe_graph_test
 }  // namespace titan::testing

@@ -7,7 +7,7 @@
 #include "titan/ops/gemm.h"
 
 namespace titan {
-namespace {
+namespace profiler_timer_test {
 
 using testing::on_cuda;
 using testing::random_cpu;
@@ -38,5 +38,5 @@ TEST(CudaProfilerTimer, EachOpGetsADeviceSpanInsideTheProfiledStretch) {
   }
 }
 
-}  // namespace
+}  // namespace profiler_timer_test
 }  // namespace titan

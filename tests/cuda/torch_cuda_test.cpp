@@ -50,7 +50,7 @@
 #include "titan/ops/softmax.h"
 
 namespace titan::testing {
-namespace {
+namespace torch_cuda_test {
 
 constexpr const char* kCasesVariable = "TITAN_TORCH_CUDA_CASES";
 
@@ -425,5 +425,5 @@ TEST_P(TorchAdamW, StepsMatchTorch) {
 
 INSTANTIATE_TEST_SUITE_P(torch, TorchAdamW, ::testing::Combine(::testing::Values("adamw"), kDtypes), param_name);
 
-}  // namespace
+}  // namespace torch_cuda_test
 }  // namespace titan::testing

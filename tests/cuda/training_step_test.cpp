@@ -7,7 +7,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan::testing {
-namespace {
+namespace training_step_test {
 
 train::JobConfig small_job(const std::string& name, const std::string& device) {
   train::JobConfig config;
@@ -82,5 +82,5 @@ TEST(CudaTraining, OffloadedActivationsChangeNothingAndLowerThePeak) {
   EXPECT_LT(b.peak_gib, a.peak_gib);
 }
 
-}  // namespace
+}  // namespace training_step_test
 }  // namespace titan::testing

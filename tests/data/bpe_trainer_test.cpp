@@ -12,7 +12,7 @@
 #include "titan/data/split_pattern.h"
 
 namespace titan::data {
-namespace {
+namespace bpe_trainer_test {
 
 // The textbook algorithm, slow and obvious: count every adjacent pair of every
 // word, merge the most frequent (smallest ids on ties), repeat.
@@ -142,5 +142,5 @@ TEST(BpeTrainer, Errors) {
   EXPECT_THROW(train_bpe({"text"}, options), Error);
 }
 
-}  // namespace
+}  // namespace bpe_trainer_test
 }  // namespace titan::data

@@ -14,7 +14,7 @@
 #include "titan/data/tokenizer_loader.h"
 
 namespace titan::data {
-namespace {
+namespace chat_dataset_test {
 
 // The Llama 3 tokenizer's special tokens, as Meta publishes them.
 constexpr uint32_t kBeginOfText = 128000, kStartHeader = 128006, kEndHeader = 128007, kEndOfTurn = 128009;
@@ -251,5 +251,5 @@ TEST(ChatDataset, TemplateComesFromTheNameOrBesideTheTokenizer) {
   expect_error([] { parse_chat_overlong("cut", "chat.overlong"); }, {"chat.overlong", "cut"});
 }
 
-}  // namespace
+}  // namespace chat_dataset_test
 }  // namespace titan::data

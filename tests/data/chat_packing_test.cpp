@@ -19,7 +19,7 @@
 #include "titan/data/token_shard.h"
 
 namespace titan::data {
-namespace {
+namespace chat_packing_test {
 
 using testing::batch_rows;
 using testing::Rows;
@@ -521,5 +521,5 @@ TEST(ChatPrepare, CliShardsMatchTheInMemoryPath) {
   EXPECT_NE(flag.output.find("--train-on"), std::string::npos) << flag.output;
 }
 
-}  // namespace
+}  // namespace chat_packing_test
 }  // namespace titan::data

@@ -17,7 +17,7 @@
 #include "titan/data/chat_template.h"
 
 namespace titan::data {
-namespace {
+namespace chat_template_test {
 
 using testing::TempDir;
 using testing::write_bytes;
@@ -357,5 +357,5 @@ TEST(ChatTemplate, BadTokenizerConfigIsAnError) {
       << message;
 }
 
-}  // namespace
+}  // namespace chat_template_test
 }  // namespace titan::data

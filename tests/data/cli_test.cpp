@@ -11,7 +11,7 @@
 #include "titan/data/token_corpus.h"
 
 namespace titan::data {
-namespace {
+namespace cli_test {
 
 using testing::run_titan;
 using testing::shell_quote;
@@ -126,5 +126,5 @@ TEST(Cli, BadInputIsAClearError) {
       {"ids.txt", "'200000'"});
 }
 
-}  // namespace
+}  // namespace cli_test
 }  // namespace titan::data

@@ -7,7 +7,7 @@
 #include "titan/data/corpus_reader.h"
 
 namespace titan::data {
-namespace {
+namespace corpus_reader_test {
 
 TEST(CorpusReader, FortuneFormat) {
   testing::TempDir dir;
@@ -61,5 +61,5 @@ TEST(CorpusReader, FolderWalkSkipsIndexesAndLinks) {
   EXPECT_THROW(parse_corpus_format("csv"), Error);
 }
 
-}  // namespace
+}  // namespace corpus_reader_test
 }  // namespace titan::data

@@ -11,7 +11,7 @@
 #include "titan/data/data_loader.h"
 
 namespace titan::data {
-namespace {
+namespace data_loader_test {
 
 using testing::batch_rows;
 using testing::Rows;
@@ -199,5 +199,5 @@ TEST_F(DataLoaderTest, BadConfigurations) {
   }
 }
 
-}  // namespace
+}  // namespace data_loader_test
 }  // namespace titan::data

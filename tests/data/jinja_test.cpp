@@ -23,7 +23,7 @@
 #include "titan/data/jinja/jinja_interpreter.h"
 
 namespace titan::data::jinja {
-namespace {
+namespace jinja_test {
 
 std::string render(const std::string& source, const std::string& variables = "{}", const Limits& limits = {}) {
   return Template(source, "test.jinja: chat_template").render(nlohmann::ordered_json::parse(variables), limits);
@@ -748,5 +748,5 @@ TEST(JinjaMemory, RandomTemplatesStayUnderTheLimitsAndTheAccountingHolds) {
   EXPECT_GE(memory_errors, 5);
 }
 
-}  // namespace
+}  // namespace jinja_test
 }  // namespace titan::data::jinja

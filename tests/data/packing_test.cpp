@@ -7,7 +7,7 @@
 #include "titan/data/packed_stream.h"
 
 namespace titan::data {
-namespace {
+namespace packing_test {
 
 constexpr uint32_t kBos = 1, kEos = 2;
 
@@ -156,5 +156,5 @@ TEST(Packing, SkipRowsEqualsReadingThem) {
   EXPECT_EQ(next_row(read, 16).inputs, next_row(skipped, 16).inputs);
 }
 
-}  // namespace
+}  // namespace packing_test
 }  // namespace titan::data

@@ -10,7 +10,7 @@
 #include "titan/data/token_shard.h"
 
 namespace titan::data {
-namespace {
+namespace token_shard_test {
 
 using titan::testing::expect_error;
 
@@ -79,5 +79,5 @@ TEST(TokenShard, ManifestErrors) {
   expect_error([&] { TokenCorpus({(dir / "set").string()}, {}); }, {"manifest.json", "not valid JSON"});
 }
 
-}  // namespace
+}  // namespace token_shard_test
 }  // namespace titan::data

@@ -15,7 +15,7 @@
 #include "titan/data/tokenizer_loader.h"
 
 namespace titan::data {
-namespace {
+namespace tokenizer_files_test {
 
 using json = nlohmann::json;
 
@@ -145,5 +145,5 @@ TEST(TokenizerFiles, MalformedTokenizerJson) {
   expect_error([&] { parse(j); }, {"post_processor", "'<s>' is not in added_tokens"});
 }
 
-}  // namespace
+}  // namespace tokenizer_files_test
 }  // namespace titan::data

@@ -20,7 +20,7 @@
 #include "titan/data/tokenizer_loader.h"
 
 namespace titan::data {
-namespace {
+namespace tokenizer_peer_test {
 
 const Tokenizer& builtin(const std::string& name) {
   static std::mutex mutex;
@@ -180,5 +180,5 @@ TEST(TokenizerPeer, BuiltinVocabularies) {
   EXPECT_THROW(builtin("cl100k_base").special_token_id("<|not_a_token|>"), Error);
 }
 
-}  // namespace
+}  // namespace tokenizer_peer_test
 }  // namespace titan::data

@@ -12,7 +12,7 @@
 #include "titan/data/tokenizer_loader.h"
 
 namespace titan::data {
-namespace {
+namespace tokenizer_roundtrip_test {
 
 const Tokenizer& cached(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
@@ -112,5 +112,5 @@ TEST(TokenizerRoundTrip, BosEosAndSpecials) {
   EXPECT_THROW(llama3.decode(std::vector<uint32_t>{128256}), Error);
 }
 
-}  // namespace
+}  // namespace tokenizer_roundtrip_test
 }  // namespace titan::data

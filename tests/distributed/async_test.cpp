@@ -9,7 +9,7 @@
 #include "distributed/mpi_test_support.h"
 
 namespace titan::comm {
-namespace {
+namespace async_test {
 
 using testing::world;
 
@@ -84,5 +84,5 @@ TEST(Async, StatsCountCollectivesAndWaiting) {
   EXPECT_EQ(group.stats().collectives, 0);
 }
 
-}  // namespace
+}  // namespace async_test
 }  // namespace titan::comm

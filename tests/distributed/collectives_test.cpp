@@ -13,7 +13,7 @@
 #include "titan/core/profiler.h"
 
 namespace titan::comm {
-namespace {
+namespace collectives_test {
 
 using testing::f32_tensor;
 using testing::i64_tensor;
@@ -308,11 +308,11 @@ TEST(Collectives, AllToAllUnevenSplits) {
   EXPECT_THROW(group.all_to_all(output, input, output_splits, std::vector<int64_t>(n + 1, 0)), Error);
 }
 
-}  // namespace
+}  // namespace collectives_test
 }  // namespace titan::comm
 
 namespace titan::comm {
-namespace {
+namespace collectives_test {
 
 // Under the profiler each collective is a span on its group's own track (the
 // worker thread) carrying its byte counts, group and sequence number, and the
@@ -349,5 +349,5 @@ TEST(Collectives, ProfilerRecordsEachCollectiveWithItsBytes) {
   for (const profiler::Event* wait : waits) EXPECT_EQ(wait->thread, caller);
 }
 
-}  // namespace
+}  // namespace collectives_test
 }  // namespace titan::comm

@@ -11,7 +11,7 @@
 #include "titan/comm/device_mesh.h"
 
 namespace titan::comm {
-namespace {
+namespace groups_test {
 
 using testing::member_world_ranks;
 using testing::world;
@@ -173,5 +173,5 @@ TEST(Groups, MeshOneDimSpansTheWorld) {
   EXPECT_THROW(DeviceMesh({.dp_shard = n + 1}, World::instance().group()), Error);
 }
 
-}  // namespace
+}  // namespace groups_test
 }  // namespace titan::comm

@@ -7,7 +7,7 @@
 #include "distributed/mpi_test_support.h"
 
 namespace titan::comm {
-namespace {
+namespace point_to_point_test {
 
 using testing::world;
 
@@ -107,5 +107,5 @@ TEST(PointToPoint, BarrierHoldsEveryRankUntilTheLastArrives) {
                                     << " ms before the last rank entered it";
 }
 
-}  // namespace
+}  // namespace point_to_point_test
 }  // namespace titan::comm

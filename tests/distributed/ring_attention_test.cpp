@@ -20,7 +20,7 @@
 #include "titan/parallel/context_parallel.h"
 
 namespace titan::parallel {
-namespace {
+namespace ring_attention_test {
 
 using comm::testing::world;
 
@@ -201,5 +201,5 @@ TEST(RingAttention, GatherUndoesTheShard) {
   }
 }
 
-}  // namespace
+}  // namespace ring_attention_test
 }  // namespace titan::parallel

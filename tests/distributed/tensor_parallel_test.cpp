@@ -19,7 +19,7 @@
 #include "titan/parallel/tensor_parallel.h"
 
 namespace titan::parallel {
-namespace {
+namespace tensor_parallel_test {
 
 using comm::testing::world;
 
@@ -111,5 +111,5 @@ TEST(TensorParallel, VocabParallelEmbeddingIsTheWholeLookupsSequencePart) {
                                         whole_weight.grad().narrow(0, rank * rows, rows).contiguous(), 0.0, 0.0));
 }
 
-}  // namespace
+}  // namespace tensor_parallel_test
 }  // namespace titan::parallel

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace fault_test {
 
 struct JobResult {
   int exit_code = -1;
@@ -131,4 +131,4 @@ TEST(Faults, ErrorOnOneRankEndsTheJobAtOnce) {
   EXPECT_EQ(job.exit_code, 1) << job.output;  // abort_job's code, passed on by mpirun
 }
 
-}  // namespace
+}  // namespace fault_test

@@ -19,7 +19,7 @@
 #include "titan/comm/process_group.h"
 
 namespace titan::comm {
-namespace {
+namespace flight_recorder_test {
 
 namespace fs = std::filesystem;
 
@@ -332,5 +332,5 @@ TEST(FlightRecorderJob, Sigusr1DumpsAndKeepsRunning) {
   EXPECT_EQ(dump.records.back().sequence, 3u);
 }
 
-}  // namespace
+}  // namespace flight_recorder_test
 }  // namespace titan::comm

@@ -13,7 +13,7 @@
 #include "titan/comm/lighthouse_server.h"
 
 namespace titan::comm {
-namespace {
+namespace gloo_process_group_test {
 
 class GlooGroupTest : public ::testing::Test {
  protected:
@@ -115,5 +115,5 @@ TEST_F(GlooGroupTest, UnsupportedCollectivesSaySo) {
   EXPECT_NO_THROW(group->all_reduce(t, ReduceOp::sum));
 }
 
-}  // namespace
+}  // namespace gloo_process_group_test
 }  // namespace titan::comm

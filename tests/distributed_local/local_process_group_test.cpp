@@ -7,7 +7,7 @@
 #include "titan/comm/world.h"
 
 namespace titan::comm {
-namespace {
+namespace local_process_group_test {
 
 TEST(LocalProcessGroup, CollectivesOfOneRank) {
   LocalProcessGroup group;
@@ -105,5 +105,5 @@ TEST(World, MakeProcessGroupPicksTheBackend) {
   }
 }
 
-}  // namespace
+}  // namespace local_process_group_test
 }  // namespace titan::comm

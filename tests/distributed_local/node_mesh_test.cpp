@@ -19,7 +19,7 @@
 #include "titan/comm/flight_recorder_analysis.h"
 
 namespace titan::comm {
-namespace {
+namespace node_mesh_test {
 
 using Groups = std::set<std::vector<int>>;
 
@@ -263,5 +263,5 @@ TEST(NodeMesh, CrossNodeCollectivesAreCountedAndRecorded) {
   EXPECT_FALSE(read.records[0].cross_node);
 }
 
-}  // namespace
+}  // namespace node_mesh_test
 }  // namespace titan::comm

@@ -8,7 +8,7 @@
 #include "titan/comm/local_process_group.h"
 
 namespace titan::comm {
-namespace {
+namespace parallel_dims_test {
 
 // The error message of resolving `dims` over `world` ranks ("" if it resolves).
 std::string resolve_error(const ParallelDims& dims, int64_t world) {
@@ -96,5 +96,5 @@ TEST(DeviceMesh, WorldOfOneHasGroupsOfOne) {
   EXPECT_THROW(DeviceMesh({.dp_shard = 2}, std::make_shared<LocalProcessGroup>()), Error);
 }
 
-}  // namespace
+}  // namespace parallel_dims_test
 }  // namespace titan::comm

@@ -18,7 +18,7 @@
 #include "titan/parallel/pipeline_schedule_csv.h"
 
 namespace titan::parallel::pipeline {
-namespace {
+namespace pipeline_schedule_test {
 
 namespace fs = std::filesystem;
 using titan::testing::expect_error;
@@ -410,5 +410,5 @@ TEST(PipelineScheduleCheck, OrderingErrorsNameTheRankAndAction) {
   expect_error([&] { check_schedule(no_forward); }, {"micro-batch 1 is skipped", "rank 0", "'0F1'"});
 }
 
-}  // namespace
+}  // namespace pipeline_schedule_test
 }  // namespace titan::parallel::pipeline

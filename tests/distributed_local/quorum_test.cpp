@@ -8,7 +8,7 @@
 #include "titan/core/error.h"
 
 namespace titan::comm {
-namespace {
+namespace quorum_test {
 
 JoinRequest joiner(int64_t replica, uint64_t incarnation, int64_t seq, int64_t step, int64_t min_size = 1) {
   return {replica, incarnation, seq, step, min_size, false};
@@ -265,5 +265,5 @@ TEST(Lighthouse, Addresses) {
   EXPECT_THROW(split_host_port("h:99999", "x"), Error);
 }
 
-}  // namespace
+}  // namespace quorum_test
 }  // namespace titan::comm

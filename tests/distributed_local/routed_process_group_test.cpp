@@ -9,7 +9,7 @@
 #include "titan/comm/local_process_group.h"
 
 namespace titan::comm {
-namespace {
+namespace routed_process_group_test {
 
 // A world-of-one group that counts the calls it serves.
 class CountingGroup final : public ProcessGroup {
@@ -80,5 +80,5 @@ TEST(RoutedProcessGroup, BackendsMustSpanTheSameRanks) {
       {"routed group 'host'", "rank 1 of 2"});
 }
 
-}  // namespace
+}  // namespace routed_process_group_test
 }  // namespace titan::comm

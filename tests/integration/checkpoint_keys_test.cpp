@@ -22,7 +22,7 @@
 #include "titan/checkpoint/safetensors.h"
 
 namespace titan {
-namespace {
+namespace checkpoint_keys_test {
 
 namespace fs = std::filesystem;
 using testing::CommandResult;
@@ -242,5 +242,5 @@ TEST_F(CheckpointKeys, InitialLoadPathThatCannotMeanWhatTheKeysSayIsRefused) {
   expect_user_error(hf_state, {"checkpoint.last_save_in_hf = true needs checkpoint.last_save_model_only = true"});
 }
 
-}  // namespace
+}  // namespace checkpoint_keys_test
 }  // namespace titan

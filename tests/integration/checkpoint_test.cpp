@@ -22,7 +22,7 @@
 #include "titan/train/hf_convert.h"
 
 namespace titan {
-namespace {
+namespace checkpoint_test {
 
 namespace fs = std::filesystem;
 using testing::file_text;
@@ -551,5 +551,5 @@ TEST_F(Checkpoints, ConvertHoldsOneTensorAtATimeNotTheModel) {
   }
 }
 
-}  // namespace
+}  // namespace checkpoint_test
 }  // namespace titan

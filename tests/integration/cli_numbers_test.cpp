@@ -19,7 +19,7 @@
 #include "cli_job.h"
 
 namespace titan {
-namespace {
+namespace cli_numbers_test {
 
 namespace fs = std::filesystem;
 
@@ -144,5 +144,5 @@ TEST(CliNumbers, BoundsAreSaidInWords) {
   EXPECT_NE(output.find("--ranks: 2.5 is not a whole number >= 1"), std::string::npos) << output;
 }
 
-}  // namespace
+}  // namespace cli_numbers_test
 }  // namespace titan

@@ -13,7 +13,7 @@
 #include "parity_job.h"
 
 namespace titan {
-namespace {
+namespace context_parallel_parity_test {
 
 using testing::expect_matches;
 using testing::JobRun;
@@ -181,5 +181,5 @@ TEST(ContextParallelParity, RefusedConfigurationsNameTheKey) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace context_parallel_parity_test
 }  // namespace titan

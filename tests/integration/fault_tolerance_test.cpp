@@ -25,7 +25,7 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 
 namespace titan {
-namespace {
+namespace fault_tolerance_test {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -331,5 +331,5 @@ TEST_F(FaultTolerance, BadSettingsAreUserErrors) {
       {"TORCHFT_LIGHTHOUSE"});
 }
 
-}  // namespace
+}  // namespace fault_tolerance_test
 }  // namespace titan

@@ -15,7 +15,7 @@
 #include "titan/data/tokenizer_loader.h"
 
 namespace titan {
-namespace {
+namespace generate_chat_test {
 
 namespace fs = std::filesystem;
 
@@ -195,5 +195,5 @@ TEST_F(GenerateChat, BadInputIsAClearError) {
   EXPECT_NE(output.find("--message needs --chat"), std::string::npos) << output;
 }
 
-}  // namespace
+}  // namespace generate_chat_test
 }  // namespace titan

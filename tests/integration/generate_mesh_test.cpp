@@ -15,7 +15,7 @@
 #include "cli_job.h"
 
 namespace titan {
-namespace {
+namespace generate_mesh_test {
 
 namespace fs = std::filesystem;
 
@@ -129,5 +129,5 @@ TEST(GenerationOnAMeshErrors, DegreesMustMatchTheProcesses) {
       {"--tp 2 x --dp-shard 2 = 4 ranks", "2 process(es)"});
 }
 
-}  // namespace
+}  // namespace generate_mesh_test
 }  // namespace titan

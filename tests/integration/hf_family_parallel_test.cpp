@@ -16,7 +16,7 @@
 #include "support/reference.h"
 
 namespace titan {
-namespace {
+namespace hf_family_parallel_test {
 
 namespace fs = std::filesystem;
 
@@ -106,5 +106,5 @@ TEST_P(HfFamilyParallel, FsdpTwoByTpTwoMatchesOneProcess) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyParallel, ::testing::ValuesIn(testing::families_from_hf_config()),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace hf_family_parallel_test
 }  // namespace titan

@@ -20,7 +20,7 @@
 #include "cli_job.h"
 
 namespace titan {
-namespace {
+namespace hostile_input_round2_test {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -235,5 +235,5 @@ TEST_F(HostileInputRound2, PrepareLeavesNoStagingFolderAfterAFailureOrASignal) {
   }
 }
 
-}  // namespace
+}  // namespace hostile_input_round2_test
 }  // namespace titan

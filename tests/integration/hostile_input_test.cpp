@@ -18,7 +18,7 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 
 namespace titan {
-namespace {
+namespace hostile_input_test {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -237,5 +237,5 @@ TEST_F(HostileInput, ADumpFolderThatCannotBeCreatedIsAUserError) {
                     {"job.dump_folder '/dev/null/outputs'", "cannot create it"});
 }
 
-}  // namespace
+}  // namespace hostile_input_test
 }  // namespace titan

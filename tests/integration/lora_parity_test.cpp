@@ -14,7 +14,7 @@
 #include "titan/checkpoint/safetensors.h"
 
 namespace titan {
-namespace {
+namespace lora_parity_test {
 
 using testing::JobRun;
 
@@ -75,5 +75,5 @@ TEST(LoraParity, OptimizerStateOnlyForAdapters) {
   EXPECT_GE(static_cast<double>(lora.state_bytes), 0.30 * static_cast<double>(full.state_bytes));
 }
 
-}  // namespace
+}  // namespace lora_parity_test
 }  // namespace titan

@@ -30,7 +30,7 @@
 #include "titan/train/memory_check.h"
 
 namespace titan {
-namespace {
+namespace memory_estimate_test {
 
 namespace fs = std::filesystem;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -166,5 +166,5 @@ INSTANTIATE_TEST_SUITE_P(
              "--parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 1", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
-}  // namespace
+}  // namespace memory_estimate_test
 }  // namespace titan

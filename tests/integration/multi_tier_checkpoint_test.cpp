@@ -18,7 +18,7 @@
 #include "titan/train/checkpointer.h"
 
 namespace titan {
-namespace {
+namespace multi_tier_checkpoint_test {
 
 namespace fs = std::filesystem;
 using testing::file_text;
@@ -203,5 +203,5 @@ TEST(MultiTierKeys, BadValuesAreRefusedNamingTheKey) {
   fs::remove_all(dump);
 }
 
-}  // namespace
+}  // namespace multi_tier_checkpoint_test
 }  // namespace titan

@@ -15,7 +15,7 @@
 #include "integration/cli_job.h"
 
 namespace titan {
-namespace {
+namespace node_mesh_test {
 
 namespace fs = std::filesystem;
 
@@ -114,5 +114,5 @@ TEST(NodeMesh, TensorParallelAcrossNodesIsRefused) {
       result, {"parallelism.tensor_parallel_degree 4", "would span nodes 0 and 1", "2 nodes of 2 ranks each"});
 }
 
-}  // namespace
+}  // namespace node_mesh_test
 }  // namespace titan

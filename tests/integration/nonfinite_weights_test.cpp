@@ -17,7 +17,7 @@
 #include "titan/checkpoint/safetensors.h"
 
 namespace titan {
-namespace {
+namespace nonfinite_weights_test {
 
 namespace fs = std::filesystem;
 
@@ -111,5 +111,5 @@ TEST_F(NonFiniteWeights, TrainingRefusesThemBeforeTheFirstStepOrStopsOnTheNanLos
   expect_user_error(allowed, {"step 1: the loss is", "nan and the gradient norm"});
 }
 
-}  // namespace
+}  // namespace nonfinite_weights_test
 }  // namespace titan

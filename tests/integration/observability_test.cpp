@@ -22,7 +22,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace observability_test {
 
 namespace fs = std::filesystem;
 
@@ -362,5 +362,5 @@ TEST(NonFinite, SkipNonfiniteStepsSkipsAndCountsWithoutTouchingTheWeights) {
   }
 }
 
-}  // namespace
+}  // namespace observability_test
 }  // namespace titan

@@ -15,7 +15,7 @@
 #include "cli_job.h"
 
 namespace titan {
-namespace {
+namespace overlap_test {
 
 namespace fs = std::filesystem;
 
@@ -191,5 +191,5 @@ TEST_F(Overlap, PreparedDatasetsAndTokenShardsAreNotText) {
   EXPECT_FALSE(fs::exists(workdir() / "elsewhere"));
 }
 
-}  // namespace
+}  // namespace overlap_test
 }  // namespace titan

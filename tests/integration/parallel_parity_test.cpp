@@ -14,7 +14,7 @@
 #include "support/reference.h"
 
 namespace titan {
-namespace {
+namespace parallel_parity_test {
 
 const testing::ParityJobs& jobs() {
   static const testing::ParityJobs instance("parallel_parity");
@@ -307,5 +307,5 @@ TEST(ParallelParity, Qwen35LinearLayersRefuseContextParallelismAndUnevenHeads) {
       << output;
 }
 
-}  // namespace
+}  // namespace parallel_parity_test
 }  // namespace titan

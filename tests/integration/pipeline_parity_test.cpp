@@ -13,7 +13,7 @@
 #include "parity_job.h"
 
 namespace titan {
-namespace {
+namespace pipeline_parity_test {
 
 namespace fs = std::filesystem;
 using testing::expect_matches;
@@ -278,5 +278,5 @@ TEST(PipelineParity, RefusedConfigurationsNameTheKey) {
              "rank 1, action 4 '1RECV_F1'");
 }
 
-}  // namespace
+}  // namespace pipeline_parity_test
 }  // namespace titan

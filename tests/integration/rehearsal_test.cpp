@@ -14,7 +14,7 @@
 #include "cli_job.h"
 
 namespace titan {
-namespace {
+namespace rehearsal_test {
 
 namespace fs = std::filesystem;
 
@@ -179,5 +179,5 @@ TEST_F(Rehearsal, RefusesWhatARealJobOfThatSizeRefuses) {
                              {"comm.mode = fake_backend", "without a launcher", "2 processes"});
 }
 
-}  // namespace
+}  // namespace rehearsal_test
 }  // namespace titan

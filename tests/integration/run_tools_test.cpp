@@ -17,7 +17,7 @@
 #include "titan/train/run_history.h"
 
 namespace titan {
-namespace {
+namespace run_tools_test {
 
 namespace fs = std::filesystem;
 using testing::file_text;
@@ -429,5 +429,5 @@ TEST_F(RunTools, RunHistoryTakesTheLaterRecordOfAStepAndSkipsSummaries) {
   }
 }
 
-}  // namespace
+}  // namespace run_tools_test
 }  // namespace titan

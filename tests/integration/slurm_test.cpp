@@ -20,7 +20,7 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 
 namespace titan {
-namespace {
+namespace slurm_test {
 
 namespace fs = std::filesystem;
 using testing::file_text;
@@ -227,5 +227,5 @@ TEST(Slurm, SbatchJobStoppedTwiceResumesBitwise) {
   expect_same_run(work / "straight", work / "stopped", kSteps);
 }
 
-}  // namespace
+}  // namespace slurm_test
 }  // namespace titan

@@ -20,7 +20,7 @@
 #include "titan/data/data_loader.h"
 
 namespace titan {
-namespace {
+namespace token_weighted_loss_test {
 
 namespace fs = std::filesystem;
 using testing::JobRun;
@@ -153,5 +153,5 @@ TEST_F(TokenWeightedLossJobs, PipelineMicroBatchesMatchOneProcess) {
             testing::metrics_column(dir_ / "single_accumulate" / "metrics.jsonl", "trained_tokens"));
 }
 
-}  // namespace
+}  // namespace token_weighted_loss_test
 }  // namespace titan

@@ -14,7 +14,7 @@
 #include "cli_job.h"
 
 namespace titan {
-namespace {
+namespace torchtitan_configs_test {
 
 namespace fs = std::filesystem;
 
@@ -79,5 +79,5 @@ TEST_F(TorchTitanConfigs, DeepseekV3DebugTrains) {
   EXPECT_TRUE(std::isfinite(losses.back()));
 }
 
-}  // namespace
+}  // namespace torchtitan_configs_test
 }  // namespace titan

@@ -26,7 +26,7 @@
 #include "titan/models/model_spec.h"
 
 namespace titan {
-namespace {
+namespace deepseek_v3_mtp_test {
 
 // tests/reference/deepseek_v3.py's TINY["mtp"] as Args (TINY["latent"] with `depths` MTP depths).
 models::deepseek_v3::Args tiny_mtp(int64_t depths) {
@@ -221,5 +221,5 @@ TEST(DeepseekV3Mtp, HfFolderRoundTripIsBitwise) {
   EXPECT_NE(missing.find("model.layers.5."), std::string::npos) << missing;
 }
 
-}  // namespace
+}  // namespace deepseek_v3_mtp_test
 }  // namespace titan

@@ -30,7 +30,7 @@
 #include "titan/parallel/mixed_precision.h"
 
 namespace titan {
-namespace {
+namespace deepseek_v3_test {
 
 using models::deepseek_v3::Args;
 
@@ -384,5 +384,5 @@ TEST(DeepseekV3, TwentyTrainingStepsTrackTheFloat64Reference) {
               drift.weight);
 }
 
-}  // namespace
+}  // namespace deepseek_v3_test
 }  // namespace titan

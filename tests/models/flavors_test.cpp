@@ -6,7 +6,7 @@
 #include "titan/models/model_spec.h"
 
 namespace titan {
-namespace {
+namespace flavors_test {
 
 int64_t meta_count(const std::string& model, const std::string& flavor) {
   const int64_t live = memory_stats(DeviceType::cpu).live_bytes;
@@ -76,5 +76,5 @@ TEST(Flavors, UnknownNamesAreErrors) {
   }
 }
 
-}  // namespace
+}  // namespace flavors_test
 }  // namespace titan

@@ -14,7 +14,7 @@
 #include "titan/ops/random.h"
 
 namespace titan {
-namespace {
+namespace generate_test {
 
 models::SamplingOptions sampling(double temperature, int64_t top_k = 0, double top_p = 1.0, int64_t max_new = 64) {
   models::SamplingOptions options;
@@ -125,5 +125,5 @@ TEST(Sampler, FrequenciesFollowTemperature) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(counts[i] / 20000.0, expected[i] / total, 0.015) << i;
 }
 
-}  // namespace
+}  // namespace generate_test
 }  // namespace titan

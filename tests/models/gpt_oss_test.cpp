@@ -37,7 +37,7 @@
 #include "titan/parallel/mixed_precision.h"
 
 namespace titan {
-namespace {
+namespace gpt_oss_test {
 
 using models::gpt_oss::Args;
 
@@ -490,5 +490,5 @@ TEST(GptOss, TwentyTrainingStepsTrackTheFloat64Reference) {
               drift.weight);
 }
 
-}  // namespace
+}  // namespace gpt_oss_test
 }  // namespace titan

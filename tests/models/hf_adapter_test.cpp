@@ -21,7 +21,7 @@
 #include "titan/models/model_spec.h"
 
 namespace titan {
-namespace {
+namespace hf_adapter_test {
 
 // The keys that give the weights their shapes are required (a class default
 // such as transformers' hidden_size 4096 would build another model); tests of
@@ -892,5 +892,5 @@ TEST(HfAdapter, PeftAdaptersOfFusedFamiliesAreRefused) {
   }
 }
 
-}  // namespace
+}  // namespace hf_adapter_test
 }  // namespace titan

@@ -38,7 +38,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace hf_family_parity_test {
 
 namespace fs = std::filesystem;
 using data::testing::run_command;
@@ -434,5 +434,5 @@ TEST_P(HfFamilyParity, TrainingTracksTheReference) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyParity, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return info.param; });
 
-}  // namespace
+}  // namespace hf_family_parity_test
 }  // namespace titan

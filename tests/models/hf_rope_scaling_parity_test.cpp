@@ -31,7 +31,7 @@
 #include "titan/models/hf/hf_weights.h"
 
 namespace titan {
-namespace {
+namespace hf_rope_scaling_parity_test {
 
 namespace fs = std::filesystem;
 using data::testing::run_command;
@@ -173,5 +173,5 @@ TEST_P(HfRopeScalingParity, LogitsGradientsAndGenerationMatch) {
 INSTANTIATE_TEST_SUITE_P(Configs, HfRopeScalingParity, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
 
-}  // namespace
+}  // namespace hf_rope_scaling_parity_test
 }  // namespace titan

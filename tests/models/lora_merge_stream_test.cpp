@@ -15,7 +15,7 @@
 #include "titan/ops/random.h"
 
 namespace titan::models {
-namespace {
+namespace lora_merge_stream_test {
 
 struct LoraModel {
   std::shared_ptr<Decoder> model;
@@ -99,5 +99,5 @@ TEST(LoraMergeStream, AWeightWithoutItsAdapterIsAnErrorNamingIt) {
   }
 }
 
-}  // namespace
+}  // namespace lora_merge_stream_test
 }  // namespace titan::models

@@ -7,7 +7,7 @@
 #include "titan/models/model_spec.h"
 
 namespace titan::models {
-namespace {
+namespace memory_estimate_test {
 
 TEST(MemoryEstimate, ActivationModesKeepTheirNumberOfBlocks) {
   const DecoderConfig config = model_config("llama3", "1B");
@@ -119,5 +119,5 @@ TEST(MemoryEstimate, PipelineRanksCountTheirStagesAndMicrobatchesInFlight) {
   EXPECT_DOUBLE_EQ(estimate_memory(config, o).activation_bytes, 8 * 8 * block);
 }
 
-}  // namespace
+}  // namespace memory_estimate_test
 }  // namespace titan::models

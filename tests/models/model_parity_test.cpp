@@ -13,7 +13,7 @@
 #include "titan/parallel/mixed_precision.h"
 
 namespace titan {
-namespace {
+namespace model_parity_test {
 
 using testing::ReferenceCase;
 
@@ -126,5 +126,5 @@ TEST(ModelParityBf16, MixtureOfExpertsTracksTheReference) {
   }
 }
 
-}  // namespace
+}  // namespace model_parity_test
 }  // namespace titan

@@ -25,7 +25,7 @@
 #include "titan/models/model_spec.h"
 
 namespace titan {
-namespace {
+namespace muse_glimmer_hf_test {
 
 namespace fs = std::filesystem;
 
@@ -206,5 +206,5 @@ TEST(MuseGlimmerHf, RefusesWhatTitanDoesNotImplement) {
   testing::expect_error([&] { models::hf_config_from_decoder("llama3", flavor, DType::f32); }, {"LlamaForCausalLM"});
 }
 
-}  // namespace
+}  // namespace muse_glimmer_hf_test
 }  // namespace titan

@@ -22,7 +22,7 @@
 #include "titan/parallel/mixed_precision.h"
 
 namespace titan {
-namespace {
+namespace muse_glimmer_test {
 
 using testing::ReferenceCase;
 
@@ -280,5 +280,5 @@ TEST(MuseGlimmer, InitDrawsTorchTitansDistributions) {
   EXPECT_EQ(testing::max_abs(logits), 0.0);
 }
 
-}  // namespace
+}  // namespace muse_glimmer_test
 }  // namespace titan

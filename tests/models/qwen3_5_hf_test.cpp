@@ -25,7 +25,7 @@
 #include "titan/models/model_spec.h"
 
 namespace titan {
-namespace {
+namespace qwen3_5_hf_test {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
@@ -261,5 +261,5 @@ TEST_P(Qwen3_5HfFolder, WritesBackTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Forms, Qwen3_5HfFolder, ::testing::Values("dense", "moe"));
 
-}  // namespace
+}  // namespace qwen3_5_hf_test
 }  // namespace titan

@@ -26,7 +26,7 @@
 #include "titan/parallel/mixed_precision.h"
 
 namespace titan {
-namespace {
+namespace qwen3_5_test {
 
 using testing::ReferenceCase;
 
@@ -308,5 +308,5 @@ TEST(Qwen35, TwentyTrainingStepsTrackTheFloat64Reference) {
               drift.weight);
 }
 
-}  // namespace
+}  // namespace qwen3_5_test
 }  // namespace titan

@@ -15,7 +15,7 @@
 #include "titan/nn/functional.h"
 
 namespace titan::nn {
-namespace {
+namespace attention_partial_rotary_test {
 
 AttentionConfig partial_config(ops::RopeStyle style, int64_t rotary_dim) {
   AttentionConfig config;
@@ -80,5 +80,5 @@ TEST(AttentionPartialRotary, BadWidthIsRefused) {
   EXPECT_THROW(partial_config(ops::RopeStyle::half, 10).build(), Error);
 }
 
-}  // namespace
+}  // namespace attention_partial_rotary_test
 }  // namespace titan::nn

@@ -18,7 +18,7 @@
 #include "titan/nn/functional.h"
 
 namespace titan::nn {
-namespace {
+namespace attention_sinks_test {
 
 AttentionConfig sinks_config(const std::string& impl) {
   AttentionConfig config;
@@ -103,5 +103,5 @@ TEST(AttentionSinks, SinksMoveTheOutputAndVanishAtMinusInfinity) {
   expect_close(attention->forward(x, inputs).detach(), without, "sinks at -100");
 }
 
-}  // namespace
+}  // namespace attention_sinks_test
 }  // namespace titan::nn

@@ -14,7 +14,7 @@
 #include "titan/nn/transformer_block.h"
 
 namespace titan {
-namespace {
+namespace block_test {
 
 using testing::ReferenceCase;
 
@@ -125,5 +125,5 @@ INSTANTIATE_TEST_SUITE_P(
                       BlockCase{"qwen2", "flash", DType::f32}, BlockCase{"qwen2", "naive", DType::bf16}),
     [](const auto& info) { return info.param.name + "_" + info.param.impl + "_" + dtype_name(info.param.dtype); });
 
-}  // namespace
+}  // namespace block_test
 }  // namespace titan

@@ -13,7 +13,7 @@
 #include "titan/nn/feed_forward.h"
 
 namespace titan {
-namespace {
+namespace feed_forward_test {
 
 using Matrix = std::vector<double>;  // row-major
 
@@ -136,5 +136,5 @@ TEST(FeedForward, DefaultsToSwigluAndKeepsItsNames) {
   EXPECT_EQ(names, (std::vector<std::string>{"w1.weight", "w2.weight", "w3.weight"}));
 }
 
-}  // namespace
+}  // namespace feed_forward_test
 }  // namespace titan

@@ -14,7 +14,7 @@
 #include "titan/nn/lora.h"
 
 namespace titan {
-namespace {
+namespace linear_test {
 
 // Row-major values, N(0, scale) rounded to bf16, so that the same numbers are
 // exact in both dtypes and the reference sees exactly what the kernels see.
@@ -172,5 +172,5 @@ TEST(LinearBias, LoraAdapterAddsOnTop) {
   EXPECT_TRUE(adapter->lora_B->weight->data.grad().defined());
 }
 
-}  // namespace
+}  // namespace linear_test
 }  // namespace titan

@@ -13,7 +13,7 @@
 #include "titan/nn/initialize.h"
 
 namespace titan {
-namespace {
+namespace memory_attribution_test {
 
 TEST(MemoryAttribution, ForwardAndBackwardOfAFeedForwardNameTheirModules) {
   auto block = nn::FeedForwardConfig{.dim = 32, .hidden_dim = 96}.build();
@@ -65,5 +65,5 @@ TEST(MemoryAttribution, ForwardAndBackwardOfAFeedForwardNameTheirModules) {
   EXPECT_NE(html.find("layers.0.feed_forward.w"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace memory_attribution_test
 }  // namespace titan

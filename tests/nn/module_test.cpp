@@ -6,7 +6,7 @@
 #include "titan/nn/transformer_block.h"
 
 namespace titan {
-namespace {
+namespace module_test {
 
 nn::TransformerBlockConfig small_block(bool qk_norm = false) {
   nn::TransformerBlockConfig config;
@@ -92,5 +92,5 @@ TEST(Module, RejectsBadConfigs) {
   EXPECT_THROW(bad_impl.build(), Error);
 }
 
-}  // namespace
+}  // namespace module_test
 }  // namespace titan

@@ -12,7 +12,7 @@
 #include "titan/ops/random.h"
 
 namespace titan {
-namespace {
+namespace moe_test {
 
 nn::MoEConfig small_moe(double load_balance_coeff) {
   return {.dim = 16, .hidden_dim = 8, .num_experts = 8, .top_k = 2, .load_balance_coeff = load_balance_coeff};
@@ -145,5 +145,5 @@ TEST(MoE, GroupLimitedRoutingPicksWithinTheBestGroups) {
   EXPECT_THROW(config.build(), std::exception);
 }
 
-}  // namespace
+}  // namespace moe_test
 }  // namespace titan

@@ -18,7 +18,7 @@
 #include "titan/ops/random.h"
 
 namespace titan {
-namespace {
+namespace split_backward_test {
 
 struct SplitCase {
   std::string name;
@@ -197,5 +197,5 @@ TEST(SplitBackward, RootWithoutInputPathIsAllWeightWork) {
   EXPECT_THROW(weights.run(), Error);
 }
 
-}  // namespace
+}  // namespace split_backward_test
 }  // namespace titan

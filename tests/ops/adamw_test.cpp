@@ -15,7 +15,7 @@
 #include "titan/ops/reduction.h"
 
 namespace titan {
-namespace {
+namespace adamw_test {
 
 using testing::ReferenceCase;
 
@@ -77,12 +77,12 @@ TEST(ClipGradNorm, ScalesOnlyAboveMax) {
   EXPECT_NEAR(grads[1].to_floats()[0], 4.0 / std::sqrt(52.0) * (1.0 / (1.0 + 1e-6 * 0)), 1e-5);
 }
 
-}  // namespace
+}  // namespace adamw_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace adamw_test {
 
 struct Group {
   std::vector<Tensor> params, grads, exp_avg, exp_avg_sq;
@@ -170,5 +170,5 @@ TEST(CudaAdamW, RejectsMomentsOfDifferentDtypes) {
   EXPECT_THROW(ops::adamw_step(params, grads, m, v, {}), Error);
 }
 
-}  // namespace
+}  // namespace adamw_test
 }  // namespace titan::testing

@@ -9,7 +9,7 @@
 #include "titan/ops/attention.h"
 
 namespace titan::testing {
-namespace {
+namespace attention_mask_test {
 
 // Documents of uneven lengths, different in each batch row.
 Tensor document_ids(int64_t batch, int64_t k_len, DType dtype) {
@@ -58,5 +58,5 @@ TEST(CudaAttentionMask, StridedDocumentIds) {
             expected.to_floats());
 }
 
-}  // namespace
+}  // namespace attention_mask_test
 }  // namespace titan::testing

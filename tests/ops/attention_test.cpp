@@ -59,7 +59,7 @@
 #include "titan/ops/attention.h"
 
 namespace titan {
-namespace {
+namespace attention_test {
 
 using testing::ReferenceCase;
 
@@ -434,12 +434,12 @@ TEST_P(FlashAttentionTest, BadInputNamesTheOp) {
 INSTANTIATE_TEST_SUITE_P(attention, FlashAttentionTest, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace attention_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace attention_test {
 
 // Whether the CUDA kernels take the tensor-core path (attention_tensor_cores()).
 bool tensor_cores(DType dtype, int64_t dim) { return dtype == DType::bf16 && (dim == 64 || dim == 128); }
@@ -733,5 +733,5 @@ TEST_P(CudaAttentionDTypeTest, MergeMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionDTypeTest, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace attention_test
 }  // namespace titan::testing

@@ -34,7 +34,7 @@
 #include "titan/ops/attention.h"
 
 namespace titan {
-namespace {
+namespace attention_value_dim_sinks_test {
 
 using testing::ReferenceCase;
 
@@ -282,5 +282,5 @@ TEST_P(CudaAttentionValueDimSinksTest, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(attention, CudaAttentionValueDimSinksTest, kCases, case_name);
 
-}  // namespace
+}  // namespace attention_value_dim_sinks_test
 }  // namespace titan

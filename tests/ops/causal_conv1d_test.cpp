@@ -14,7 +14,7 @@
 #include "titan/ops/elementwise.h"
 
 namespace titan {
-namespace {
+namespace causal_conv1d_test {
 
 using testing::random_cpu;
 
@@ -126,12 +126,12 @@ TEST(CausalConv1d, BadInputsNameTheTensor) {
       {"document_ids is [1, 5], expected [B, T]"});
 }
 
-}  // namespace
+}  // namespace causal_conv1d_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace causal_conv1d_test {
 
 // f32: the CPU sums in f64, CUDA in f32 (K = 4 terms, and the weight
 // gradient's B x T terms in f64): 2e-5 relative. bf16: one bf16 step.
@@ -160,5 +160,5 @@ TEST_P(CudaCausalConv1d, ForwardAndBackwardMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaCausalConv1d, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace causal_conv1d_test
 }  // namespace titan::testing

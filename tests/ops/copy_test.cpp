@@ -10,7 +10,7 @@
 #include "support/cuda.h"
 
 namespace titan::testing {
-namespace {
+namespace copy_test {
 
 constexpr DType kAllDTypes[] = {DType::f32,    DType::bf16, DType::f16, DType::f8e4m3,
                                 DType::f8e5m2, DType::i32,  DType::i64, DType::u8};
@@ -223,5 +223,5 @@ TEST(CudaTransfer, IsCompleteWhenItReturns) {
   }
 }
 
-}  // namespace
+}  // namespace copy_test
 }  // namespace titan::testing

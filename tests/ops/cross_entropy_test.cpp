@@ -47,7 +47,7 @@
 #endif
 
 namespace titan {
-namespace {
+namespace cross_entropy_test {
 
 ops::FusedCrossEntropyOptions fused_options(const ops::CrossEntropyOptions& loss, int64_t token_chunk,
                                             int64_t vocab_chunk) {
@@ -362,12 +362,12 @@ TEST(CrossEntropy, FusedMemoryIsOneTile) {
   }
 }
 
-}  // namespace
+}  // namespace cross_entropy_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace cross_entropy_test {
 
 // Targets in [0, vocab), every fifth row ignore_index.
 Tensor make_targets(int64_t rows, int64_t vocab, int64_t ignore_index, DType dtype) {
@@ -751,5 +751,5 @@ TEST(CudaFusedCrossEntropy, MemoryIsOneTile) {
   }
 }
 
-}  // namespace
+}  // namespace cross_entropy_test
 }  // namespace titan::testing

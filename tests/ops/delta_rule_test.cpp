@@ -45,7 +45,7 @@
 #include "titan/ops/delta_rule.h"
 
 namespace titan {
-namespace {
+namespace delta_rule_test {
 
 using ops::DeltaRuleAlgorithm;
 using ops::DeltaRuleOptions;
@@ -400,12 +400,12 @@ TEST(DeltaRule, BadInputsNameTheTensor) {
   (void)p;
 }
 
-}  // namespace
+}  // namespace delta_rule_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace delta_rule_test {
 
 // Each CUDA algorithm (the recurrence, and the chunked kernels of
 // delta_rule_chunked.cu) against the CPU's same algorithm, with the f32
@@ -464,5 +464,5 @@ INSTANTIATE_TEST_SUITE_P(DTypes, CudaDeltaRule,
                                                                                                : "_recurrent");
                          });
 
-}  // namespace
+}  // namespace delta_rule_test
 }  // namespace titan::testing

@@ -29,7 +29,7 @@
 #include "titan/ops/elementwise.h"
 
 namespace titan {
-namespace {
+namespace elementwise_test {
 
 using testing::expect_matches_reference;
 using testing::ReferenceCase;
@@ -106,12 +106,12 @@ TEST(Elementwise, ErrorsNameOpDeviceAndDtype) {
   }
 }
 
-}  // namespace
+}  // namespace elementwise_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace elementwise_test {
 
 const Shape kShapes[] = {{1}, {1000}, {257, 33}, {3, 5, 7}, {(1 << 16) + 5}};
 
@@ -283,5 +283,5 @@ TEST(CudaElementwiseErrors, NonFloatDtypesAreRejected) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaElementwise, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace elementwise_test
 }  // namespace titan::testing

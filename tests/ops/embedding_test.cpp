@@ -16,7 +16,7 @@
 #include "titan/ops/embedding.h"
 
 namespace titan {
-namespace {
+namespace embedding_test {
 
 using testing::expect_matches_reference;
 using testing::ReferenceCase;
@@ -38,12 +38,12 @@ TEST_P(EmbeddingTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(DTypes, EmbeddingTest, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace embedding_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace embedding_test {
 
 // Ids in [0, vocab) with heavy repeats: every third token is id 3, the rest spread out.
 Tensor repeated_ids(int64_t count, int64_t vocab, DType dtype, const Shape& shape) {
@@ -103,5 +103,5 @@ TEST(CudaEmbedding, BadIdIsAnError) {
   EXPECT_TRUE(all_close(on_cpu(ops::embedding(weight, good)), ops::embedding(on_cpu(weight), on_cpu(good)), 0, 0));
 }
 
-}  // namespace
+}  // namespace embedding_test
 }  // namespace titan::testing

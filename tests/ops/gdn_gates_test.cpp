@@ -14,7 +14,7 @@
 #include "titan/ops/gdn_gates.h"
 
 namespace titan {
-namespace {
+namespace gdn_gates_test {
 
 using testing::random_cpu;
 
@@ -106,12 +106,12 @@ TEST(GdnGates, BadInputsNameTheTensor) {
                         {"gdn_gates", "A_log [2] and dt_bias [3] must be [H] = [3]"});
 }
 
-}  // namespace
+}  // namespace gdn_gates_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace gdn_gates_test {
 
 // The CPU computes in f64, CUDA in f32 (expf, log1pf): 2e-5 relative; bf16
 // gradients within one bf16 step.
@@ -141,5 +141,5 @@ TEST_P(CudaGdnGates, ForwardAndBackwardMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaGdnGates, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace gdn_gates_test
 }  // namespace titan::testing

@@ -26,7 +26,7 @@
 #include "titan/ops/gemm.h"
 
 namespace titan {
-namespace {
+namespace gemm_test {
 
 using testing::ReferenceCase;
 
@@ -125,12 +125,12 @@ TEST(Gemm, ShapeAndDtypeErrorsNameTheOp) {
   EXPECT_THROW(ops::matmul(Tensor::zeros({3, 4}, DType::i32), Tensor::zeros({4, 2}, DType::i32)), Error);
 }
 
-}  // namespace
+}  // namespace gemm_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace gemm_test {
 
 // Elementwise |t| as a contiguous f32 host tensor.
 Tensor abs_of(const Tensor& t) {
@@ -331,5 +331,5 @@ TEST(CudaGemm, EmptyInnerDimensionZeroesC) {
   EXPECT_EQ(on_cpu(c).to_floats(), std::vector<float>(12, 0.0f));
 }
 
-}  // namespace
+}  // namespace gemm_test
 }  // namespace titan::testing

@@ -15,7 +15,7 @@
 #include "titan/ops/grad_clip.h"
 
 namespace titan {
-namespace {
+namespace grad_clip_test {
 
 TEST(GradClip, ScalarsAreTheNormAndTorchsFactor) {
   const float sum_squares = 7.25f;
@@ -47,12 +47,12 @@ TEST(GradClip, ScaleByReadsTheFactorFromMemoryLikeScale) {
   testing::expect_error([&] { ops::scaled_by(x, Tensor::zeros({1}, DType::bf16), 0); }, {"scale_by"});
 }
 
-}  // namespace
+}  // namespace grad_clip_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace grad_clip_test {
 
 TEST(CudaGradClip, ScalarsAndScalingMatchTheCpuBitwise) {
   TITAN_REQUIRE_CUDA();
@@ -76,5 +76,5 @@ TEST(CudaGradClip, ScalarsAndScalingMatchTheCpuBitwise) {
   }
 }
 
-}  // namespace
+}  // namespace grad_clip_test
 }  // namespace titan::testing

@@ -24,7 +24,7 @@
 #include "titan/ops/grouped_gemm.h"
 
 namespace titan {
-namespace {
+namespace grouped_gemm_test {
 
 // Integer values in [-3, 3]: products and sums exact in f32 (and in bf16 operands).
 Tensor small_integers(const Shape& shape, uint32_t seed) {
@@ -120,12 +120,12 @@ TEST(GroupedGemm, BadShapesAreClearErrors) {
   EXPECT_THROW(ops::grouped_gemm(Tensor::zeros({4, 3}), Tensor::zeros({2, 5, 3}), counts_of({1, 2})), Error);
 }
 
-}  // namespace
+}  // namespace grouped_gemm_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace grouped_gemm_test {
 
 Tensor from_floats(const std::vector<float>& values, const Shape& shape, DType dtype = DType::f32) {
   return Tensor::from_floats(values, shape).to(dtype);
@@ -225,5 +225,5 @@ TEST(CudaGroupedGemm, CountsOnTheHostAreAnError) {
   EXPECT_THROW(ops::grouped_gemm(x, w, counts_of({2, 2})), Error);
 }
 
-}  // namespace
+}  // namespace grouped_gemm_test
 }  // namespace titan::testing

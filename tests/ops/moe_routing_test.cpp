@@ -32,7 +32,7 @@
 #include "titan/ops/moe_routing.h"
 
 namespace titan {
-namespace {
+namespace moe_routing_test {
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 random(seed);
@@ -239,12 +239,12 @@ TEST(MoeRouting, DifferentiableRoutingPassesFiniteDifferences) {
                                        {testing::random_leaf({3, 7}, 14, 2.0)}));
 }
 
-}  // namespace
+}  // namespace moe_routing_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace moe_routing_test {
 
 // Each token's k experts, distinct, drawn from the first `used` of them (the rest get no rows).
 Tensor random_routing(int64_t tokens, int64_t used, int64_t k, uint32_t seed) {
@@ -495,5 +495,5 @@ TEST(CudaMoeRouting, SigmoidMatchesCpu) {
   }
 }
 
-}  // namespace
+}  // namespace moe_routing_test
 }  // namespace titan::testing

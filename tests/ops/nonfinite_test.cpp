@@ -26,7 +26,7 @@
 #include "titan/ops/softmax.h"
 
 namespace titan {
-namespace {
+namespace nonfinite_test {
 
 using testing::ReferenceCase;
 
@@ -247,5 +247,5 @@ TEST(NonFinite, RouterTopKRanksNanFirstAsPyTorchDoes) {
   EXPECT_NONFINITE_LIKE(ops::sigmoid(sigmoid.get("x")), sigmoid, "y", DType::f32);
 }
 
-}  // namespace
+}  // namespace nonfinite_test
 }  // namespace titan

@@ -23,7 +23,7 @@
 #include "support/cuda.h"
 
 namespace titan::testing {
-namespace {
+namespace random_test {
 
 uint64_t element_bits(const Tensor& t, int64_t i) {
   const size_t size = t.element_size();
@@ -162,5 +162,5 @@ TEST(CudaRandom, ShardsDrawnByNameEqualTheCpu) {
   }
 }
 
-}  // namespace
+}  // namespace random_test
 }  // namespace titan::testing

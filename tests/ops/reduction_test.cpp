@@ -17,7 +17,7 @@
 #include "titan/ops/reduction.h"
 
 namespace titan {
-namespace {
+namespace reduction_test {
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
   Generator generator(seed);
@@ -81,12 +81,12 @@ TEST(Reduction, SumToShape) {
   EXPECT_THROW(ops::sum_to_shape(x, {5}), Error);
 }
 
-}  // namespace
+}  // namespace reduction_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace reduction_test {
 
 double sum_of_magnitudes(const Tensor& x) {
   double total = 0.0;
@@ -162,5 +162,5 @@ TEST(CudaReduction, SumToShapeMatchesCpuExactly) {
   }
 }
 
-}  // namespace
+}  // namespace reduction_test
 }  // namespace titan::testing

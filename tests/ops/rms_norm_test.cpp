@@ -26,7 +26,7 @@
 #include "titan/ops/rms_norm.h"
 
 namespace titan {
-namespace {
+namespace rms_norm_test {
 
 using testing::expect_matches_reference;
 using testing::ReferenceCase;
@@ -50,12 +50,12 @@ TEST_P(RmsNormTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(DTypes, RmsNormTest, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace rms_norm_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace rms_norm_test {
 
 const Shape kShapes[] = {{8}, {1, 8}, {5, 33}, {70, 1000}, {3, 7, 4100}, {2100, 64}, {33000, 24}};
 constexpr float kEps = 1e-5f;
@@ -128,5 +128,5 @@ TEST(CudaRmsNormEdge, EmptyBatchGivesZeroWeightGradient) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaRmsNorm, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace rms_norm_test
 }  // namespace titan::testing

@@ -22,7 +22,7 @@
 #include "titan/ops/rope.h"
 
 namespace titan {
-namespace {
+namespace rope_scaling_test {
 
 using testing::expect_matches_reference;
 using testing::ReferenceCase;
@@ -139,5 +139,5 @@ TEST(CudaRopePartial, MatchesCpu) {
   }
 }
 
-}  // namespace
+}  // namespace rope_scaling_test
 }  // namespace titan

@@ -21,7 +21,7 @@
 #include "titan/ops/rope.h"
 
 namespace titan {
-namespace {
+namespace rope_test {
 
 using testing::expect_matches_reference;
 using testing::ReferenceCase;
@@ -54,12 +54,12 @@ TEST_P(RopeTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(DTypes, RopeTest, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace rope_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace rope_test {
 
 struct Case {
   Shape shape;  // [B, S, H, D]
@@ -141,5 +141,5 @@ TEST(CudaRopeErrors, PositionOutsideTheTableGivesNaN) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaRope, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace rope_test
 }  // namespace titan::testing

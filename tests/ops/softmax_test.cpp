@@ -24,7 +24,7 @@
 #include "titan/ops/softmax.h"
 
 namespace titan {
-namespace {
+namespace softmax_test {
 
 using testing::expect_matches_reference;
 using testing::ReferenceCase;
@@ -43,12 +43,12 @@ TEST_P(SoftmaxTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(DTypes, SoftmaxTest, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace softmax_test
 }  // namespace titan
 
 // ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
 namespace titan::testing {
-namespace {
+namespace softmax_test {
 
 const Shape kShapes[] = {{}, {1, 1}, {7, 1}, {3, 5}, {37, 1000}, {4, 4099}, {2, 3, 129}, {1000, 17}};
 
@@ -107,5 +107,5 @@ TEST_P(CudaSoftmax, MaskedRows) {
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaSoftmax, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-}  // namespace
+}  // namespace softmax_test
 }  // namespace titan::testing

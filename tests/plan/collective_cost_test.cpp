@@ -21,7 +21,7 @@
 #include "titan/plan/link_probe.h"
 
 namespace titan::plan {
-namespace {
+namespace collective_cost_test {
 
 // Under mpirun (the measurement test below launches it): the probe itself, on every rank.
 TEST(LinkProbeWorker, Run) {
@@ -348,5 +348,5 @@ TEST(CollectiveCost, PredictsTitansCollectivesOnCpuRanks) {
   std::printf("outside the 25%% target (load %.1f on %u cores):%s\n", load, cores, report.c_str());
 }
 
-}  // namespace
+}  // namespace collective_cost_test
 }  // namespace titan::plan

@@ -18,7 +18,7 @@
 #include "titan/plan/cost_model.h"
 
 namespace titan::plan {
-namespace {
+namespace comm_volume_test {
 
 namespace fs = std::filesystem;
 
@@ -164,5 +164,5 @@ TEST(CommVolume, ExpertParallelAllToAllMatchesTheRehearsalLedger) {
   EXPECT_NEAR(predicted(prediction, "fsdp_reduce_scatter").mib, reductions.mib, 0.1 * reductions.mib);
 }
 
-}  // namespace
+}  // namespace comm_volume_test
 }  // namespace titan::plan

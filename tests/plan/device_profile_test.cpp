@@ -21,7 +21,7 @@
 #include "titan/plan/device_profile.h"
 
 namespace titan::plan {
-namespace {
+namespace device_profile_test {
 
 TEST(DeviceProfile, NamesEveryPublishedProfileAndCpuLast) {
   const auto names = device_profile_names();
@@ -252,5 +252,5 @@ TEST(DeviceProfile, MeasuredCpuProfileProbesItsLinks) {
   EXPECT_NE(cpu.source.find("probe-links"), std::string::npos) << cpu.source;
 }
 
-}  // namespace
+}  // namespace device_profile_test
 }  // namespace titan::plan

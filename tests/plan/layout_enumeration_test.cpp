@@ -32,7 +32,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan::plan {
-namespace {
+namespace layout_enumeration_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -426,5 +426,5 @@ TEST(LayoutEnumeration, LargeClustersEnumerateQuickly) {
   }
 }
 
-}  // namespace
+}  // namespace layout_enumeration_test
 }  // namespace titan::plan

@@ -25,7 +25,7 @@
 #include "titan/plan/layout.h"
 
 namespace titan::plan {
-namespace {
+namespace memory_prediction_test {
 
 namespace fs = std::filesystem;
 
@@ -147,5 +147,5 @@ INSTANTIATE_TEST_SUITE_P(CpuLayouts, PredictedMemoryAgainstJobs,
                                            MemoryPredictionCase{"pp2", 2, 1, 1, 2, "1F1B"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-}  // namespace
+}  // namespace memory_prediction_test
 }  // namespace titan::plan

@@ -12,7 +12,7 @@
 #include "titan/plan/pipeline_timing.h"
 
 namespace titan::plan {
-namespace {
+namespace pipeline_timing_test {
 
 using parallel::pipeline::Action;
 using parallel::pipeline::ActionType;
@@ -87,5 +87,5 @@ TEST(PipelineTiming, ZeroBubbleSchedulesTakeNoLongerThan1F1B) {
   }
 }
 
-}  // namespace
+}  // namespace pipeline_timing_test
 }  // namespace titan::plan

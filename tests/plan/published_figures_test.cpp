@@ -19,7 +19,7 @@
 #include "titan/plan/layout.h"
 
 namespace titan::plan {
-namespace {
+namespace published_figures_test {
 
 namespace fs = std::filesystem;
 
@@ -209,5 +209,5 @@ TEST(PublishedFigures, LoaderRefusesRowsThatDoNotAddUp) {
   fs::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace published_figures_test
 }  // namespace titan::plan

@@ -19,7 +19,7 @@
 #include "titan/checkpoint/checkpoint_folder.h"
 
 namespace titan {
-namespace {
+namespace signal_test {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -146,5 +146,5 @@ TEST_F(Signals, WithoutATrainingLoopASignalEndsTheCommand) {
   EXPECT_LT(Clock::now() - sent, std::chrono::seconds(5));
 }
 
-}  // namespace
+}  // namespace signal_test
 }  // namespace titan

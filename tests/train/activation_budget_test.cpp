@@ -11,7 +11,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace activation_budget_test {
 
 train::JobConfig budget_job(double budget) {
   train::JobConfig config;
@@ -77,5 +77,5 @@ TEST(ActivationBudget, TheChosenPlanTrainsAsThePlainRun) {
   EXPECT_EQ(runs[0], runs[1]);
 }
 
-}  // namespace
+}  // namespace activation_budget_test
 }  // namespace titan

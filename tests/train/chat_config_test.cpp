@@ -7,7 +7,7 @@
 #include "titan/train/config_loader.h"
 
 namespace titan::train {
-namespace {
+namespace chat_config_test {
 
 TEST(ChatConfig, KeysLoadAndParse) {
   JobConfig config;
@@ -44,5 +44,5 @@ TEST(ChatConfig, BadValuesNameTheKey) {
   EXPECT_THROW(load_toml_string(config, "[chat]\ntemplates = \"llama3\"\n", "job.toml"), Error);
 }
 
-}  // namespace
+}  // namespace chat_config_test
 }  // namespace titan::train

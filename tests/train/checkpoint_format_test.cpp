@@ -14,7 +14,7 @@
 #include "titan/core/error.h"
 
 namespace titan {
-namespace {
+namespace checkpoint_format_test {
 
 namespace fs = std::filesystem;
 using checkpoint::crc32c;
@@ -156,5 +156,5 @@ TEST(SafetensorsReader, ReadBoxIsTheNarrowedTensorAndReadsOnlyItsBytes) {
   EXPECT_THROW(reader.read_box("missing", {0}, {1}), Error);
 }
 
-}  // namespace
+}  // namespace checkpoint_format_test
 }  // namespace titan

@@ -14,7 +14,7 @@
 #include "titan/train/config_loader.h"
 
 namespace titan {
-namespace {
+namespace config_test {
 
 std::string error_of(const std::function<void()>& body) {
   try {
@@ -336,5 +336,5 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_GE(shipped, 2);
 }
 
-}  // namespace
+}  // namespace config_test
 }  // namespace titan

@@ -26,7 +26,7 @@
 #include "titan/train/model_export.h"
 
 namespace titan {
-namespace {
+namespace dcp_interop_test {
 
 namespace fs = std::filesystem;
 using data::testing::run_command;
@@ -231,5 +231,5 @@ TEST(DcpInterop, ConvertAndInitialLoad) {
                         {".metadata", "has shape", "this job's model expects"});
 }
 
-}  // namespace
+}  // namespace dcp_interop_test
 }  // namespace titan

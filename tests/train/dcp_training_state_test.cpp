@@ -27,7 +27,7 @@
 #include "titan/checkpoint/safetensors.h"
 
 namespace titan {
-namespace {
+namespace dcp_training_state_test {
 
 namespace fs = std::filesystem;
 using data::testing::CommandResult;
@@ -244,5 +244,5 @@ TEST_F(DcpTrainingState, MismatchedLayoutsAreRefusedNamingTheItem) {
   }
 }
 
-}  // namespace
+}  // namespace dcp_training_state_test
 }  // namespace titan

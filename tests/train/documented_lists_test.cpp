@@ -16,7 +16,7 @@
 #include "titan/train/job_config.h"
 
 namespace titan {
-namespace {
+namespace documented_lists_test {
 
 using FlavorTable = std::map<std::string, std::set<std::string>>;
 
@@ -101,5 +101,5 @@ TEST(DocumentedLists, ModelKeysHelpNamesEveryFamilyAndArchitecture) {
   }
 }
 
-}  // namespace
+}  // namespace documented_lists_test
 }  // namespace titan

@@ -8,7 +8,7 @@
 #include <fstream>
 
 namespace titan::train {
-namespace {
+namespace goodput_test {
 
 namespace fs = std::filesystem;
 
@@ -31,5 +31,5 @@ TEST(LastLoggedStep, ADeviceInPlaceOfTheFileHoldsNoRecords) {
   EXPECT_EQ(last_logged_step(::testing::TempDir()), 0);  // a folder
 }
 
-}  // namespace
+}  // namespace goodput_test
 }  // namespace titan::train

@@ -28,7 +28,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace hf_interop_test {
 
 namespace fs = std::filesystem;
 using data::testing::read_bytes;
@@ -538,5 +538,5 @@ TEST(HfConvert, TrainerBuildsTheModelOfHfConfig) {
   EXPECT_TRUE(std::isfinite(history.back().loss));
 }
 
-}  // namespace
+}  // namespace hf_interop_test
 }  // namespace titan

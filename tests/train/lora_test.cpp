@@ -25,7 +25,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace lora_test {
 
 namespace fs = std::filesystem;
 using testing::ReferenceCase;
@@ -343,5 +343,5 @@ TEST(Lora, ConfigurationErrorsNameTheKey) {
   }
 }
 
-}  // namespace
+}  // namespace lora_test
 }  // namespace titan

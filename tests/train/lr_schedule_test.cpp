@@ -16,7 +16,7 @@
 #include "titan/optim/lr_schedule.h"
 
 namespace titan {
-namespace {
+namespace lr_schedule_test {
 
 using data::testing::run_command;
 using data::testing::shell_quote;
@@ -100,5 +100,5 @@ TEST(LrSchedule, EqualsTorchTitansOnAThousandRandomSchedules) {
   EXPECT_EQ(compared, 1000u);
 }
 
-}  // namespace
+}  // namespace lr_schedule_test
 }  // namespace titan

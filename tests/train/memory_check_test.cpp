@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace titan::train {
-namespace {
+namespace memory_check_test {
 
 TEST(MemoryCheck, AJobMustLeaveAMarginAndSaysHowCloseItIs) {
   MemoryBudget budget;
@@ -25,5 +25,5 @@ TEST(MemoryCheck, AJobMustLeaveAMarginAndSaysHowCloseItIs) {
   EXPECT_TRUE(budget.fits());
 }
 
-}  // namespace
+}  // namespace memory_check_test
 }  // namespace titan::train

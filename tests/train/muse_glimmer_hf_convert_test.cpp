@@ -14,7 +14,7 @@
 #include "titan/models/hf/hf_folder.h"
 
 namespace titan {
-namespace {
+namespace muse_glimmer_hf_convert_test {
 
 using data::testing::run_titan;
 using data::testing::shell_quote;
@@ -49,5 +49,5 @@ TEST(MuseGlimmerHfConvert, RoundTripThroughTitanIsBitwise) {
   EXPECT_EQ(written.config().architecture, "MuseGlimmerForConditionalGeneration");
 }
 
-}  // namespace
+}  // namespace muse_glimmer_hf_convert_test
 }  // namespace titan

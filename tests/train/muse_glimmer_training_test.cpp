@@ -18,7 +18,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace muse_glimmer_training_test {
 
 TEST(MuseGlimmerTraining, FirstStepsTrackPyTorch) {
   const testing::ReferenceCase ref("train_muse_glimmer_debug");
@@ -64,5 +64,5 @@ TEST(MuseGlimmerTraining, FirstStepsTrackPyTorch) {
   EXPECT_GT(std::abs(losses[1] - losses[0]), 1e-3 * losses[0]);
 }
 
-}  // namespace
+}  // namespace muse_glimmer_training_test
 }  // namespace titan

@@ -11,7 +11,7 @@
 #include "titan/core/error.h"
 
 namespace titan {
-namespace {
+namespace mxfp4_test {
 
 // The OCP MX specification's E2M1 values, codes 0 to 15.
 constexpr float kSpecE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
@@ -80,5 +80,5 @@ TEST(Mxfp4, RefusesNanScalesOverflowAndMismatchedShapes) {
       Error);
 }
 
-}  // namespace
+}  // namespace mxfp4_test
 }  // namespace titan

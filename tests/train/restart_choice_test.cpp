@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace titan {
-namespace {
+namespace restart_choice_test {
 
 // The choice alone: the newest step every rank holds (own copy or the partner's), unless persistent is newer.
 TEST(RestartChoice, NewestStepEveryRankCanRestore) {
@@ -25,5 +25,5 @@ TEST(RestartChoice, NewestStepEveryRankCanRestore) {
   EXPECT_EQ(choice.tier, RestoreSource::none);
 }
 
-}  // namespace
+}  // namespace restart_choice_test
 }  // namespace titan

@@ -23,7 +23,7 @@
 #include "train/sharded_layouts.h"
 
 namespace titan::train {
-namespace {
+namespace sharded_init_test {
 
 using testing::build_rank;
 using testing::dense_layouts;
@@ -107,5 +107,5 @@ TEST(ShardedInit, NoRankAllocatesAWholeShardedParameter) {
   EXPECT_THROW(models::model_spec("llama3").build(config, Device::cpu()), Error);
 }
 
-}  // namespace
+}  // namespace sharded_init_test
 }  // namespace titan::train

@@ -23,7 +23,7 @@
 #include "train/sharded_layouts.h"
 
 namespace titan::train {
-namespace {
+namespace sharded_load_test {
 
 using data::testing::TempDir;
 using testing::build_rank;
@@ -195,5 +195,5 @@ TEST(ShardedLoad, NoRankAllocatesAWholeMatrixWhileLoading) {
   }
 }
 
-}  // namespace
+}  // namespace sharded_load_test
 }  // namespace titan::train

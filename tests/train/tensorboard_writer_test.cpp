@@ -18,7 +18,7 @@
 #include "titan/train/tensorboard_writer.h"
 
 namespace titan {
-namespace {
+namespace tensorboard_writer_test {
 
 namespace fs = std::filesystem;
 using data::testing::read_bytes;
@@ -269,5 +269,5 @@ TEST(TensorBoardWriter, CliJobEventsMatchMetricsJsonl) {
   }
 }
 
-}  // namespace
+}  // namespace tensorboard_writer_test
 }  // namespace titan

@@ -18,7 +18,7 @@
 #include "train/batch_split.h"
 
 namespace titan {
-namespace {
+namespace token_weighted_loss_test {
 
 constexpr int64_t kSeq = 64, kVocab = 300;
 // Labels kept per row (the rest are ignored): with local batch 2 the four
@@ -150,5 +150,5 @@ TEST(TokenWeightedLoss, AStepWithNoTrainedLabelIsAClearError) {
   }
 }
 
-}  // namespace
+}  // namespace token_weighted_loss_test
 }  // namespace titan

@@ -25,7 +25,7 @@
 #include "titan/train/model_export.h"
 
 namespace titan {
-namespace {
+namespace torch_files_test {
 
 namespace fs = std::filesystem;
 using checkpoint::PickleKind;
@@ -280,5 +280,5 @@ TEST(MetaParams, ScaledRopeAndTiedOutputMapToHfKeys) {
   EXPECT_NE(message.find("n_heads"), std::string::npos) << message;
 }
 
-}  // namespace
+}  // namespace torch_files_test
 }  // namespace titan

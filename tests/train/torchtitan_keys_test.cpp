@@ -31,7 +31,7 @@
 #include "titan/train/torchtitan_keys.h"
 
 namespace titan {
-namespace {
+namespace torchtitan_keys_test {
 
 using testing::expect_error;
 
@@ -605,5 +605,5 @@ TEST(ConfigRegistry, EveryShippedConfigLoadsValidatesAndBuildsOnMeta) {
   for (const char* module : {"llama3", "qwen3", "titan"}) EXPECT_TRUE(modules.contains(module)) << module;
 }
 
-}  // namespace
+}  // namespace torchtitan_keys_test
 }  // namespace titan

@@ -16,7 +16,7 @@
 #include "train/batch_split.h"
 
 namespace titan {
-namespace {
+namespace trainer_test {
 
 namespace fs = std::filesystem;
 
@@ -219,5 +219,5 @@ TEST(Trainer, MissingOrEmptyDataIsAClearError) {
   EXPECT_THROW(train::Trainer trainer(config), Error);
 }
 
-}  // namespace
+}  // namespace trainer_test
 }  // namespace titan

@@ -9,7 +9,7 @@
 #include "titan/train/trainer.h"
 
 namespace titan {
-namespace {
+namespace training_parity_test {
 
 using testing::ReferenceCase;
 
@@ -74,5 +74,5 @@ TEST_P(TrainingParityTest, TracksPyTorchLossCurve) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainingParityTest, ::testing::Values("llama3", "qwen3", "qwen3_moe"));
 
-}  // namespace
+}  // namespace training_parity_test
 }  // namespace titan

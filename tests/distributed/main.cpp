@@ -15,8 +15,8 @@ namespace {
 // sanitizers the limit is longer: with four ranks on two cores, the ranks
 // already waiting in Open MPI's collectives poll (yielding) while the last
 // one still computes, and an instrumented rank then gets so little of a core
-// that a 64 Ki-element check took 24 s under ThreadSanitizer (CI timed out
-// at 30 s once).
+// that checking four received 64 Ki-element messages took 16 s under
+// ThreadSanitizer (CI timed out at 30 s once).
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr double kCollectiveTimeoutSeconds = 180.0;
 #else

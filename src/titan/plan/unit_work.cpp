@@ -159,20 +159,20 @@ UnitCost LayoutCosts::block_cost(const UnitParameters& unit, const nn::Transform
 
   // The attention kernel: causal, so a query sees half the keys on average
   // (context parallelism's head-tail split keeps that per rank).
-  double attention_flops = 0.0;
+  // `head_dim`: what the kernel's inner products reduce over (its efficiency depends on it).
+  double attention_flops = 0.0, head_dim = 0.0;
   if (block.delta_net) {
     const nn::GatedDeltaNetConfig& d = *block.delta_net;
     attention_flops = 2.0 * 3.0 * static_cast<double>(d.n_value_heads * d.key_head_dim * d.value_head_dim) / tp * T;
+    head_dim = static_cast<double>(d.key_head_dim);
   } else {
     const double keys =
         block.attention.sliding_window > 0 ? std::min(seq, static_cast<double>(block.attention.sliding_window)) : seq;
-    const double head_dims = block.mla ? static_cast<double>(block.mla->qk_head_dim() + block.mla->v_head_dim)
-                                       : 2.0 * static_cast<double>(block.attention.head_size());
+    head_dim =
+        block.mla ? static_cast<double>(block.mla->qk_head_dim()) : static_cast<double>(block.attention.head_size());
+    const double head_dims = block.mla ? head_dim + static_cast<double>(block.mla->v_head_dim) : 2.0 * head_dim;
     attention_flops = 2.0 * T * (keys / 2.0) * head_dims * static_cast<double>(block.attention.n_heads) / tp;
   }
-  const double head_dim = block.delta_net ? static_cast<double>(block.delta_net->key_head_dim)
-                          : block.mla     ? static_cast<double>(block.mla->qk_head_dim())
-                                          : static_cast<double>(block.attention.head_size());
   const double device_attention = plan::attention_efficiency(device_, head_dim);
   const double attention_efficiency =
       request_.software == "torchtitan" ? std::min(device_attention, kFlashAttention2Efficiency) : device_attention;

@@ -50,6 +50,16 @@ double block_activation_elements(const nn::TransformerBlockConfig& block, int64_
   return tokens * (3.0 * dim + attention + ffn);
 }
 
+// Elements one block's backward holds beyond what it saved, at its widest:
+// the FFN's, the gradients of its hidden activations (w2's input, the gate and
+// the up projection) for every row it computes, routed or shared.
+double block_backward_transient_elements(const nn::TransformerBlockConfig& block, int64_t batch, int64_t seq) {
+  const double tokens = static_cast<double>(batch * seq);
+  if (!block.moe) return tokens * 3.0 * static_cast<double>(block.feed_forward.hidden_dim);
+  const nn::MoEConfig& moe = *block.moe;
+  return tokens * 3.0 * static_cast<double>(moe.top_k * moe.hidden_dim + moe.num_shared_experts * moe.hidden_dim);
+}
+
 // Elements the per-op policy keeps from one block (autograd/saved_ops.h):
 // its matmuls run wq, wk, wv, wo, then the dense FFN's w3, w1, w2 (a MoE
 // layer's router gate is always recomputed, its experts' grouped GEMMs are not
@@ -202,6 +212,7 @@ int64_t split_by(const std::string& name, int64_t tp, int64_t ep) {
 // Under pipelining (UnitLifetime) the stage's units may be held longer.
 struct FsdpUnitBytes {
   double at_loss = 0.0, in_blocks = 0.0, at_end = 0.0;  // see fsdp_unit_bytes
+  double reduction = 0.0;  // of in_blocks: a reduce-scatter in flight, from the second block's backward on
   double largest() const { return std::max({at_loss, in_blocks, at_end}); }
 };
 
@@ -265,7 +276,8 @@ FsdpUnitBytes fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_l
   const double prefetch = blocks_in_flight > 1.0 ? gathering : 0.0;
   return {output_side * unit_size + largest_layer * compute_size,
           blocks_in_flight * largest_layer * unit_size + prefetch + reduction_in_flight,
-          (frozen_base ? 0.0 : embedding * unit_size) + largest_layer * unit_size + reduction_in_flight};
+          (frozen_base ? 0.0 : embedding * unit_size) + largest_layer * unit_size + reduction_in_flight,
+          reduction_in_flight};
 }
 
 }  // namespace
@@ -293,6 +305,8 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   const LoraShape lora = lora_shape(*model, config, o);
   std::vector<int64_t> held_layers;
   bool holds_loss = true;
+  // Pipeline: (activation bytes, f32 gradient copies) alive at each of the rank's actions.
+  std::vector<std::pair<double, double>> pipeline_moments;
   double activation_bytes = 0.0;
   if (o.pipeline) {
     const PipelinePlacement& p = *o.pipeline;
@@ -305,9 +319,14 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     model->retain_modules(held);
     held_layers = layer_indices(held);
     holds_loss = p.schedule.stage_rank.back() == p.rank;
-    // Walk the rank's actions: a forward adds its stage's activations, a full or weight backward frees them.
+    // Walk the rank's actions: a forward adds its stage's activations, a
+    // full or weight backward frees them and makes the micro-batch's weight
+    // gradients. Each moment records the activations alive and the f32
+    // gradient copies beside them: none before the first backward, the
+    // accumulated one after it, and at the end of every later backward a
+    // fresh one not yet added to it.
     double live = 0.0;
-    int64_t in_flight = 0;
+    int64_t in_flight = 0, backwards = 0;
     for (const parallel::pipeline::Action& a : p.schedule.actions[static_cast<size_t>(p.rank)]) {
       using parallel::pipeline::ActionType;
       const double bytes = stage_bytes[static_cast<size_t>(a.stage)];
@@ -315,9 +334,11 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
         live += bytes;
         activation_bytes = std::max(activation_bytes, live);
         e.in_flight_microbatches = std::max(e.in_flight_microbatches, ++in_flight);
+        pipeline_moments.push_back({live, backwards > 0 ? 1.0 : 0.0});
       } else if (a.type == ActionType::full_backward || a.type == ActionType::backward_weight) {
         live -= bytes;
         --in_flight;
+        pipeline_moments.push_back({live, ++backwards > 1 ? 2.0 : 1.0});
       }
     }
   } else {
@@ -338,12 +359,13 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   const double trainable_shard =
       o.lora_rank > 0 ? static_cast<double>(e.adapter_parameters) / static_cast<double>(o.dp_shard * o.tp) : shard;
   e.parameter_bytes = 4.0 * shard;
-  // A pipeline stage's backward of one micro-batch makes a fresh f32 gradient
-  // while the one before is still being added to the accumulated one: three
-  // gradient-sized buffers at the peak (seen in its memory snapshots). Under
-  // FSDP the micro-batches add into the units' gathered f32 buckets (counted
-  // with the compute copies) and the shards' gradients are made once.
-  e.gradient_bytes = (o.pipeline && o.dp_shard == 1 ? 3.0 : 1.0) * 4.0 * trainable_shard;
+  // A pipeline stage's backward of one micro-batch makes a fresh f32
+  // gradient beside the accumulated one: two gradient-sized buffers at most
+  // (seen in its memory snapshots; when, the walk above says). Under FSDP the
+  // micro-batches add into the units' gathered f32 buckets (counted with the
+  // compute copies) and the shards' gradients are made once.
+  const double gradient_copy = 4.0 * trainable_shard;
+  e.gradient_bytes = (o.pipeline && o.dp_shard == 1 ? 2.0 : 1.0) * gradient_copy;
   e.optimizer_bytes = 2.0 * static_cast<double>(dtype_size(o.optimizer_state_dtype)) * trainable_shard;
   const double compute_size = static_cast<double>(dtype_size(o.compute_dtype));
   // A stage boundary's activation arriving and its gradient leaving, beyond what the blocks save.
@@ -366,49 +388,53 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     e.compute_copy_bytes = compute_size * held_elements;
   }
   e.activation_bytes = activation_bytes / static_cast<double>(o.tp);
+  // Under TP with sequence parallelism a block's norms run on the rank's
+  // slice of the sequence, but attention's and the FFN's inputs are gathered
+  // whole and kept for backward: 2 BSD per block beyond the split count.
+  if (o.tp > 1 && o.activation_checkpoint == "none") {
+    const double gathered = 2.0 * static_cast<double>(o.batch * o.seq_len * config.dim()) * compute_size *
+                            (1.0 - 1.0 / static_cast<double>(o.tp));
+    e.activation_bytes += gathered * static_cast<double>(held_layers.size());
+  }
   e.ring_attention_bytes = ring_attention_bytes(config, options);
+  double loss_backward_residue = 0.0;  // what of the loss's buffers outlives its backward
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
     // Under TP the output projection holds vocab / tp rows (its f32 weight
     // gradient too, unless LoRA froze it) and the loss sees the whole sequence, gathered.
     const int64_t vocab_rows = config.vocab_size / o.tp;
     const double output_gradient = o.lora_rank > 0 ? 0.0 : 4.0 * static_cast<double>(vocab_rows * config.dim());
-    e.loss_bytes = hidden * compute_size + output_gradient;
-    // The fused loss's f32 logits tile and its gradient: token_chunk x vocab_chunk (0: the rank's whole vocabulary).
+    // The final norm's output, kept for the loss's backward, and the hidden state's gradient the loss returns.
+    e.loss_bytes = 2.0 * hidden * compute_size + output_gradient;
+    loss_backward_residue = hidden * compute_size + output_gradient;
+    // The fused loss's f32 logits tile: token_chunk x vocab_chunk (0: the rank's whole vocabulary).
     const double tile_tokens = static_cast<double>(std::min(o.batch * o.seq_len, config.loss.token_chunk));
     const double tile_vocab =
         static_cast<double>(config.loss.vocab_chunk > 0 ? std::min(config.loss.vocab_chunk, vocab_rows) : vocab_rows);
     // Under TP the loss is always the fused vocabulary-parallel one.
     const bool fused = o.fused_loss || o.tp > 1;
-    if (fused) e.loss_bytes += 2.0 * 4.0 * tile_tokens * tile_vocab;
+    if (fused) {
+      // In a narrower compute dtype the tile's gradient has a tile of its
+      // own, and a split vocabulary adds up the hidden gradient in f32
+      // (ops/fused_cross_entropy_tiles.cpp); in f32 the logits tile becomes its gradient.
+      const bool narrow = compute_size < 4.0;
+      const bool split_vocabulary = tile_vocab < static_cast<double>(vocab_rows);
+      e.loss_bytes += tile_tokens * tile_vocab * (4.0 + (narrow ? compute_size : 0.0));
+      if (narrow && split_vocabulary) e.loss_bytes += 4.0 * tile_tokens * static_cast<double>(config.dim());
+    }
     // Unfused: the logits, their f32 log-softmax statistics and gradient, whole.
     if (!fused) {
       e.loss_bytes += static_cast<double>(o.batch * o.seq_len) * static_cast<double>(config.vocab_size) *
                       (2.0 * compute_size + 4.0);
     }
   }
-  // Under FSDP with one micro-batch per step the gradient shards are made
-  // during backward, as the activations and the loss's buffers are freed:
-  // the peak is the largest of the loss's backward (every activation, the
-  // loss, no gradient yet), the blocks' (activations going as gradients
-  // come: at most the larger of the two) and the end of backward (every
-  // gradient shard, no activation), not their sum. Accumulation and
-  // pipelining keep earlier micro-batches' gradients through later
-  // forwards: no overlap.
-  if (o.dp_shard > 1 && !o.pipeline && o.microbatches == 1) {
-    // A block's backward holds f32 gradients of about what it saved (its input's, its FFN's, ...).
-    double block_gradients = 0.0;
-    for (int64_t i : held_layers) {
-      block_gradients = std::max(
-          block_gradients, 4.0 * block_activation_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len));
+  // Pipelining without FSDP: the fullest moment of the walk, not its largest activations and two gradients.
+  if (o.pipeline && o.dp_shard == 1) {
+    double fullest = 0.0;
+    for (const auto& [activations, copies] : pipeline_moments) {
+      fullest = std::max(fullest, activations / static_cast<double>(o.tp) + copies * gradient_copy);
     }
-    block_gradients /= static_cast<double>(o.tp);
-    const double at_loss = e.activation_bytes + e.loss_bytes + units.at_loss + block_gradients;
-    const double in_blocks = std::max(e.activation_bytes, e.gradient_bytes) + units.in_blocks + block_gradients;
-    const double at_end = e.gradient_bytes + units.at_end;
-    // (None when a block's gradients outweigh what the sum over-counts: small models.)
-    e.overlap_bytes = std::max(0.0, e.gradient_bytes + e.activation_bytes + e.loss_bytes + e.compute_copy_bytes -
-                                        std::max({at_loss, in_blocks, at_end}));
+    e.overlap_bytes = std::max(0.0, e.activation_bytes + e.gradient_bytes - fullest);
   }
   if (o.cpu_threads > 0) {
     double queries = 0.0;
@@ -417,6 +443,42 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
       queries = std::max(queries, static_cast<double>(o.batch * o.seq_len * a.n_heads * a.head_size()));
     }
     e.workspace_bytes = cpu_attention_workspace_bytes(config, o.cpu_threads, true, queries);
+  }
+  // With one micro-batch per step the gradients are made during backward,
+  // as the activations and the loss's buffers are freed (a step starts with
+  // none: the optimizer step ends by dropping them). The peak is the largest
+  // of three moments, not their sum:
+  //   the loss: every activation, the loss's buffers, the compute copies;
+  //   a block's backward: the activations not yet freed and the gradients
+  //     made so far (at most the larger of the two, plus what the loss
+  //     leaves behind), the copies, and the block's own transient gradients
+  //     or the attention kernel's workspace, whichever is larger;
+  //   the end of backward: every gradient, what FSDP still holds.
+  // Accumulation and pipelining keep earlier micro-batches' gradients
+  // through later forwards: no overlap.
+  if (!o.pipeline && o.microbatches == 1) {
+    double transient = 0.0;
+    for (int64_t i : held_layers) {
+      transient = std::max(
+          transient, block_backward_transient_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len));
+    }
+    transient = std::max(transient * compute_size / static_cast<double>(o.tp), e.workspace_bytes);
+    const bool sharded = o.dp_shard > 1;
+    const double at_loss = e.activation_bytes + e.loss_bytes + (sharded ? units.at_loss : e.compute_copy_bytes);
+    double in_blocks = std::max(e.activation_bytes + loss_backward_residue, e.gradient_bytes) +
+                       (sharded ? units.in_blocks - units.reduction : e.compute_copy_bytes) + transient;
+    if (sharded && held_layers.size() > 1) {
+      // FSDP's second block in backward also has the first's reduction in
+      // flight, and the first's activations freed.
+      const double freed_block =
+          saved_activation_bytes(config, o, {held_layers.back()}, lora.elements_per_token) / static_cast<double>(o.tp);
+      in_blocks =
+          std::max(in_blocks, std::max(e.activation_bytes - freed_block + loss_backward_residue, e.gradient_bytes) +
+                                  units.in_blocks + transient);
+    }
+    const double at_end = e.gradient_bytes + (sharded ? units.at_end : 0.0);
+    e.overlap_bytes = std::max(0.0, e.gradient_bytes + e.activation_bytes + e.loss_bytes + e.compute_copy_bytes +
+                                        e.workspace_bytes - std::max({at_loss, in_blocks, at_end}));
   }
   // Naive attention's scores, probabilities and their gradients for the layer in backward, beyond what it saves.
   if (o.naive_attention) {

@@ -5,8 +5,8 @@
 // conversations to a row, ring attention under
 // context parallelism, pipeline stages and their micro-batches in flight,
 // FSDP shards (alone, accumulating micro-batches, whose gradients then
-// outlive a forward, with LoRA's frozen base, and under pipelining resharding
-// after forward), tensor parallelism's split tables, MoE experts under FSDP,
+// outlive a forward, with LoRA's frozen base, and under pipelining, keeping
+// the stage gathered or resharding after forward), tensor parallelism's split tables, MoE experts under FSDP,
 // expert and tensor parallelism), a tiny job runs a few steps and the allocator's peak on every
 // rank (metrics.jsonl) is set beside the estimate the job's memory check
 // makes for the same config (train::job_memory_budget). The estimate is the
@@ -146,6 +146,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"fsdp_2", 2, "--parallelism.data_parallel_shard_degree 2"},
         Case{"fsdp_2_accumulating_2", 2, "--parallelism.data_parallel_shard_degree 2 --training.global_batch_size 16"},
         Case{"lora_fsdp_2", 2, "--parallelism.data_parallel_shard_degree 2 --lora.enable true --lora.rank 8"},
+        Case{"pipeline_2_fsdp_2", 4,
+             "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule 1F1B "
+             "--parallelism.pipeline_parallel_microbatch_size 1 --parallelism.data_parallel_shard_degree 2"},
         Case{"pipeline_2_fsdp_2_resharding", 4,
              "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule 1F1B "
              "--parallelism.pipeline_parallel_microbatch_size 1 --parallelism.data_parallel_shard_degree 2 "

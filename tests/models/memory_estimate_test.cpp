@@ -80,7 +80,9 @@ TEST(MemoryEstimate, ContextParallelRanksHoldTheirSliceAndRingBuffers) {
   o.cp_rotate_method = "allgather";
   EXPECT_DOUBLE_EQ(estimate_memory(config, o).ring_attention_bytes,
                    2.0 * 4.0 * tokens * 2048.0 + 4.0 * kv * (2.0 + 2.0 * 4.0));
-  EXPECT_DOUBLE_EQ(ring.total() - ring.ring_attention_bytes, local.total());
+  // The ring's buffers live while attention runs, not at the loss: they add at most their size.
+  EXPECT_GE(ring.total(), local.total());
+  EXPECT_LE(ring.total(), local.total() + ring.ring_attention_bytes);
   o.seq_len = 65537;
   EXPECT_THROW(estimate_memory(config, o), Error);
 }

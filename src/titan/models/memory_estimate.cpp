@@ -212,7 +212,10 @@ int64_t split_by(const std::string& name, int64_t tp, int64_t ep) {
 // Under pipelining (UnitLifetime) the stage's units may be held longer.
 struct FsdpUnitBytes {
   double at_loss = 0.0, in_blocks = 0.0, at_end = 0.0;  // see fsdp_unit_bytes
-  double reduction = 0.0;  // of in_blocks: a reduce-scatter in flight, from the second block's backward on
+  // Of in_blocks: a reduce-scatter in flight, from the second block's
+  // backward on (stage_all_step: after the step's last backward).
+  double reduction = 0.0;
+  double buckets = 0.0;  // stage_all_step: of every moment, the f32 gradient buckets, made by the first backward
   double largest() const { return std::max({at_loss, in_blocks, at_end}); }
 };
 
@@ -259,7 +262,7 @@ FsdpUnitBytes fsdp_unit_bytes(Decoder& model, const std::vector<int64_t>& held_l
   const double reduction_in_flight = 3.0 * gradient_size * largest_layer / shards;
   if (lifetime == UnitLifetime::stage_all_step) {
     const double all = (output_side + all_layers) * unit_size + reduction_in_flight;
-    return {all, all, all};
+    return {all, all, all, reduction_in_flight, (output_side + all_layers) * gradient_size};
   }
   // An all-gather lands in a buffer of its own (copied into place when the
   // block runs) from this rank's shard, packed to send.
@@ -305,8 +308,13 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   const LoraShape lora = lora_shape(*model, config, o);
   std::vector<int64_t> held_layers;
   bool holds_loss = true;
-  // Pipeline: (activation bytes, f32 gradient copies) alive at each of the rank's actions.
-  std::vector<std::pair<double, double>> pipeline_moments;
+  // Pipeline: what is alive at each of the rank's actions.
+  struct PipelineMoment {
+    double activations = 0.0;        // bytes the rank's stages saved, before TP splits them
+    double loss_microbatches = 0.0;  // micro-batches whose loss ran and whose backward has not
+    double gradient_copies = 0.0;    // f32 gradients of the rank's parameters
+  };
+  std::vector<PipelineMoment> pipeline_moments;
   double activation_bytes = 0.0;
   if (o.pipeline) {
     const PipelinePlacement& p = *o.pipeline;
@@ -319,26 +327,41 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     model->retain_modules(held);
     held_layers = layer_indices(held);
     holds_loss = p.schedule.stage_rank.back() == p.rank;
-    // Walk the rank's actions: a forward adds its stage's activations, a
-    // full or weight backward frees them and makes the micro-batch's weight
-    // gradients. Each moment records the activations alive and the f32
-    // gradient copies beside them: none before the first backward, the
-    // accumulated one after it, and at the end of every later backward a
-    // fresh one not yet added to it.
-    double live = 0.0;
+    // Walk the rank's actions: a forward adds its stage's activations; a
+    // full or weight backward goes through the stage's blocks from the last,
+    // making each block's f32 weight gradients before freeing what it saved.
+    // A micro-batch's gradients are a fresh copy beside the accumulated one
+    // (from the second backward on) until the backward ends and adds them
+    // in. Moments: after each forward, and at each block of a backward.
+    // The fused loss makes its gradients in the forward; the last stage's
+    // micro-batches keep them until their backward.
+    const int last_stage = static_cast<int>(p.parts.size()) - 1;
+    double live = 0.0, loss_in_flight = 0.0;
     int64_t in_flight = 0, backwards = 0;
     for (const parallel::pipeline::Action& a : p.schedule.actions[static_cast<size_t>(p.rank)]) {
       using parallel::pipeline::ActionType;
       const double bytes = stage_bytes[static_cast<size_t>(a.stage)];
+      const double loss = a.stage == last_stage ? 1.0 : 0.0;
+      const double accumulated = backwards > 0 ? 1.0 : 0.0;
       if (a.type == ActionType::forward) {
         live += bytes;
+        loss_in_flight += loss;
         activation_bytes = std::max(activation_bytes, live);
         e.in_flight_microbatches = std::max(e.in_flight_microbatches, ++in_flight);
-        pipeline_moments.push_back({live, backwards > 0 ? 1.0 : 0.0});
+        pipeline_moments.push_back({live, loss_in_flight, accumulated});
       } else if (a.type == ActionType::full_backward || a.type == ActionType::backward_weight) {
+        // The stage's share of the rank's gradients, by its blocks.
+        const size_t blocks = std::max<size_t>(1, layer_indices(p.parts[static_cast<size_t>(a.stage)]).size());
+        const double share = static_cast<double>(blocks) / static_cast<double>(std::max<size_t>(1, held_layers.size()));
+        for (size_t block = 1; block <= blocks; ++block) {
+          const double done = static_cast<double>(block) / static_cast<double>(blocks);
+          const double freed = static_cast<double>(block - 1) / static_cast<double>(blocks);
+          pipeline_moments.push_back({live - freed * bytes, loss_in_flight, accumulated + share * done});
+        }
         live -= bytes;
+        loss_in_flight -= loss;
         --in_flight;
-        pipeline_moments.push_back({live, ++backwards > 1 ? 2.0 : 1.0});
+        ++backwards;
       }
     }
   } else {
@@ -397,16 +420,26 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     e.activation_bytes += gathered * static_cast<double>(held_layers.size());
   }
   e.ring_attention_bytes = ring_attention_bytes(config, options);
-  double loss_backward_residue = 0.0;  // what of the loss's buffers outlives its backward
+  double loss_backward_residue = 0.0;     // what of the loss's buffers outlives its backward
+  double loss_kept_per_microbatch = 0.0;  // what a micro-batch's loss keeps from its forward to its backward
+  double loss_kept_bytes = 0.0;           // ... for the most micro-batches in flight at once
   if (holds_loss) {
     const double hidden = static_cast<double>(o.batch * o.seq_len * config.dim());
     // Under TP the output projection holds vocab / tp rows (its f32 weight
     // gradient too, unless LoRA froze it) and the loss sees the whole sequence, gathered.
     const int64_t vocab_rows = config.vocab_size / o.tp;
     const double output_gradient = o.lora_rank > 0 ? 0.0 : 4.0 * static_cast<double>(vocab_rows * config.dim());
-    // The final norm's output, kept for the loss's backward, and the hidden state's gradient the loss returns.
-    e.loss_bytes = 2.0 * hidden * compute_size + output_gradient;
+    // The final norm's output, kept for the loss's backward, and the hidden
+    // state's and the output projection's gradients the loss returns; under
+    // pipelining, for every micro-batch in flight.
     loss_backward_residue = hidden * compute_size + output_gradient;
+    loss_kept_per_microbatch = 2.0 * hidden * compute_size + output_gradient;
+    double loss_microbatches = 1.0;
+    for (const PipelineMoment& moment : pipeline_moments) {
+      loss_microbatches = std::max(loss_microbatches, moment.loss_microbatches);
+    }
+    loss_kept_bytes = loss_microbatches * loss_kept_per_microbatch;
+    e.loss_bytes = loss_kept_bytes;
     // The fused loss's f32 logits tile: token_chunk x vocab_chunk (0: the rank's whole vocabulary).
     const double tile_tokens = static_cast<double>(std::min(o.batch * o.seq_len, config.loss.token_chunk));
     const double tile_vocab =
@@ -428,13 +461,25 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
                       (2.0 * compute_size + 4.0);
     }
   }
-  // Pipelining without FSDP: the fullest moment of the walk, not its largest activations and two gradients.
-  if (o.pipeline && o.dp_shard == 1) {
+  // Pipelining: the fullest moment of the walk, not its largest
+  // activations, losses in flight and gradients together. Without FSDP the
+  // gradients are up to two copies; with FSDP keeping the stage gathered all
+  // step, its f32 buckets fill during the first backward and the
+  // micro-batches add into them (one copy).
+  if (o.pipeline && (o.dp_shard == 1 || units.buckets > 0.0)) {
+    const bool sharded = o.dp_shard > 1;
     double fullest = 0.0;
-    for (const auto& [activations, copies] : pipeline_moments) {
-      fullest = std::max(fullest, activations / static_cast<double>(o.tp) + copies * gradient_copy);
+    for (const PipelineMoment& m : pipeline_moments) {
+      const double gradients =
+          sharded ? std::min(1.0, m.gradient_copies) * units.buckets : m.gradient_copies * gradient_copy;
+      fullest = std::max(fullest, m.activations / static_cast<double>(o.tp) +
+                                      m.loss_microbatches * loss_kept_per_microbatch + gradients);
     }
-    e.overlap_bytes = std::max(0.0, e.activation_bytes + e.gradient_bytes - fullest);
+    // With FSDP the reductions run after the last backward into the
+    // gradients' shards, beside the buckets and no activation.
+    const double gradients = sharded ? units.buckets + units.reduction + e.gradient_bytes : e.gradient_bytes;
+    if (sharded) fullest = std::max(fullest, gradients);
+    e.overlap_bytes = std::max(0.0, e.activation_bytes + gradients + loss_kept_bytes - fullest);
   }
   if (o.cpu_threads > 0) {
     double queries = 0.0;
@@ -452,7 +497,7 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
   //   a block's backward: the activations not yet freed and the gradients
   //     made so far (at most the larger of the two, plus what the loss
   //     leaves behind), the copies, and the block's own transient gradients
-  //     or the attention kernel's workspace, whichever is larger;
+  //     or the attention kernel's workspace and ring buffers, whichever is larger;
   //   the end of backward: every gradient, what FSDP still holds.
   // Accumulation and pipelining keep earlier micro-batches' gradients
   // through later forwards: no overlap.
@@ -462,7 +507,9 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
       transient = std::max(
           transient, block_backward_transient_elements(config.layers[static_cast<size_t>(i)], o.batch, o.seq_len));
     }
-    transient = std::max(transient * compute_size / static_cast<double>(o.tp), e.workspace_bytes);
+    // Ring attention's buffers live while a layer's attention runs, beside the kernel's workspace.
+    transient =
+        std::max(transient * compute_size / static_cast<double>(o.tp), e.workspace_bytes + e.ring_attention_bytes);
     const bool sharded = o.dp_shard > 1;
     const double at_loss = e.activation_bytes + e.loss_bytes + (sharded ? units.at_loss : e.compute_copy_bytes);
     double in_blocks = std::max(e.activation_bytes + loss_backward_residue, e.gradient_bytes) +
@@ -477,8 +524,9 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
                                   units.in_blocks + transient);
     }
     const double at_end = e.gradient_bytes + (sharded ? units.at_end : 0.0);
-    e.overlap_bytes = std::max(0.0, e.gradient_bytes + e.activation_bytes + e.loss_bytes + e.compute_copy_bytes +
-                                        e.workspace_bytes - std::max({at_loss, in_blocks, at_end}));
+    e.overlap_bytes =
+        std::max(0.0, e.gradient_bytes + e.activation_bytes + e.loss_bytes + e.compute_copy_bytes + e.workspace_bytes +
+                          e.ring_attention_bytes - std::max({at_loss, in_blocks, at_end}));
   }
   // Naive attention's scores, probabilities and their gradients for the layer in backward, beyond what it saves.
   if (o.naive_attention) {

@@ -92,7 +92,7 @@ struct MemoryEstimate {
   double optimizer_bytes = 0;          // AdamW moments (this rank's shard)
   double compute_copy_bytes = 0;       // parameters materialised in the compute dtype while alive for backward
   double activation_bytes = 0;         // saved for backward at the peak (end of forward)
-  double loss_bytes = 0;               // fused loss: its hidden and weight gradients
+  double loss_bytes = 0;               // final norm output, loss gradients (per micro-batch in flight), tile
   double ring_attention_bytes = 0;     // context parallelism: one layer's K/V and gradient buffers in flight
   double pipeline_buffer_bytes = 0;    // pipeline: a boundary activation and its gradient in transit
   double workspace_bytes = 0;          // one layer's attention workspace (CPU: per-thread tiles)

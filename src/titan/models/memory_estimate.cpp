@@ -433,7 +433,7 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     // state's and the output projection's gradients the loss returns; under
     // pipelining, for every micro-batch in flight.
     loss_backward_residue = hidden * compute_size + output_gradient;
-    loss_kept_per_microbatch = 2.0 * hidden * compute_size + output_gradient;
+    loss_kept_per_microbatch = loss_backward_residue + hidden * compute_size;
     double loss_microbatches = 1.0;
     for (const PipelineMoment& moment : pipeline_moments) {
       loss_microbatches = std::max(loss_microbatches, moment.loss_microbatches);
@@ -477,9 +477,9 @@ MemoryEstimate estimate_memory(const DecoderConfig& config, const MemoryEstimate
     }
     // With FSDP the reductions run after the last backward into the
     // gradients' shards, beside the buckets and no activation.
-    const double gradients = sharded ? units.buckets + units.reduction + e.gradient_bytes : e.gradient_bytes;
-    if (sharded) fullest = std::max(fullest, gradients);
-    e.overlap_bytes = std::max(0.0, e.activation_bytes + gradients + loss_kept_bytes - fullest);
+    const double all_gradients = sharded ? units.buckets + units.reduction + e.gradient_bytes : e.gradient_bytes;
+    if (sharded) fullest = std::max(fullest, all_gradients);
+    e.overlap_bytes = std::max(0.0, e.activation_bytes + all_gradients + loss_kept_bytes - fullest);
   }
   if (o.cpu_threads > 0) {
     double queries = 0.0;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include "titan/autograd/engine.h"
 #include "titan/autograd/grad_mode.h"
+#include "titan/core/copy.h"
 #include "titan/models/generate.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/adamw.h"
@@ -15,6 +17,18 @@
 #include "titan/optim/lr_schedule.h"
 
 namespace titan::testing {
+
+void load_reference_parameters(nn::Module& module, const ReferenceCase& ref) {
+  const auto parameters = module.named_parameters();
+  for (const auto& [name, parameter] : parameters) {
+    EXPECT_TRUE(ref.has("param." + name)) << name << " is not a parameter of the reference";
+    if (ref.has("param." + name)) titan::copy_(parameter->data, ref.get("param." + name));
+  }
+  const std::vector<std::string> names = ref.tensor_names();
+  EXPECT_EQ(parameters.size(), static_cast<size_t>(std::count_if(names.begin(), names.end(), [](const std::string& n) {
+              return n.rfind("param.", 0) == 0;
+            })));
+}
 
 void expect_f32_parity_with_reference(models::Decoder& model, const ReferenceCase& ref,
                                       const models::DecoderInputs& inputs) {

@@ -12,6 +12,11 @@
 
 namespace titan::testing {
 
+// Copies each of the module's parameters from the case's "param.<name>",
+// expecting the two sets of names to be the same (a test failure names a
+// parameter the case lacks, and counts a difference the other way).
+void load_reference_parameters(nn::Module& module, const ReferenceCase& ref);
+
 // The model's f32 logits, loss and every parameter's gradient on `inputs`
 // against the case's float64 "logits", "loss" and "grad.<name>": the op-level
 // f32 tolerance of each tensor's scale for the logits (a few blocks of f32

@@ -209,3 +209,58 @@ class Flux(nn.Module):
         for block in self.single_blocks:
             x = block(x, vec, cos, sin)
         return self.final_layer(x[:, txt.shape[1]:], vec)
+
+
+def diffusers_state(model):
+    """The model's weights under Diffusers' FluxTransformer2DModel names: q, k
+    and v (and a single block's MLP input) as separate projections, and the
+    final modulation's halves in Diffusers' order (scale, then shift)."""
+    c, out = model.c, {}
+    hidden, mlp = c["hidden_size"], int(c["hidden_size"] * c["mlp_ratio"])
+    p = {name: t.detach() for name, t in model.named_parameters()}
+
+    def linear(src, dst):
+        for kind in ("weight", "bias"):
+            if f"{src}.{kind}" in p:
+                out[f"{dst}.{kind}"] = p[f"{src}.{kind}"]
+
+    def split(src, dsts, sizes):
+        for kind in ("weight", "bias"):
+            for dst, piece in zip(dsts, p[f"{src}.{kind}"].split(sizes, dim=0)):
+                out[f"{dst}.{kind}"] = piece
+
+    linear("img_in", "x_embedder")
+    linear("txt_in", "context_embedder")
+    for src, dst in (("time_in", "timestep_embedder"), ("vector_in", "text_embedder"),
+                     ("guidance_in", "guidance_embedder")):
+        linear(f"{src}.in_layer", f"time_text_embed.{dst}.linear_1")
+        linear(f"{src}.out_layer", f"time_text_embed.{dst}.linear_2")
+    for i in range(c["depth"]):
+        s, d = f"double_blocks.{i}", f"transformer_blocks.{i}"
+        linear(f"{s}.img_mod.lin", f"{d}.norm1.linear")
+        linear(f"{s}.txt_mod.lin", f"{d}.norm1_context.linear")
+        split(f"{s}.img_attn.qkv", [f"{d}.attn.to_q", f"{d}.attn.to_k", f"{d}.attn.to_v"], hidden)
+        split(f"{s}.txt_attn.qkv", [f"{d}.attn.add_q_proj", f"{d}.attn.add_k_proj", f"{d}.attn.add_v_proj"], hidden)
+        out[f"{d}.attn.norm_q.weight"] = p[f"{s}.img_attn.norm.query_norm.weight"]
+        out[f"{d}.attn.norm_k.weight"] = p[f"{s}.img_attn.norm.key_norm.weight"]
+        out[f"{d}.attn.norm_added_q.weight"] = p[f"{s}.txt_attn.norm.query_norm.weight"]
+        out[f"{d}.attn.norm_added_k.weight"] = p[f"{s}.txt_attn.norm.key_norm.weight"]
+        linear(f"{s}.img_attn.proj", f"{d}.attn.to_out.0")
+        linear(f"{s}.txt_attn.proj", f"{d}.attn.to_add_out")
+        linear(f"{s}.img_mlp.0", f"{d}.ff.net.0.proj")
+        linear(f"{s}.img_mlp.2", f"{d}.ff.net.2")
+        linear(f"{s}.txt_mlp.0", f"{d}.ff_context.net.0.proj")
+        linear(f"{s}.txt_mlp.2", f"{d}.ff_context.net.2")
+    for i in range(c["depth_single_blocks"]):
+        s, d = f"single_blocks.{i}", f"single_transformer_blocks.{i}"
+        split(f"{s}.linear1", [f"{d}.attn.to_q", f"{d}.attn.to_k", f"{d}.attn.to_v", f"{d}.proj_mlp"],
+              [hidden, hidden, hidden, mlp])
+        linear(f"{s}.linear2", f"{d}.proj_out")
+        linear(f"{s}.modulation.lin", f"{d}.norm.linear")
+        out[f"{d}.attn.norm_q.weight"] = p[f"{s}.norm.query_norm.weight"]
+        out[f"{d}.attn.norm_k.weight"] = p[f"{s}.norm.key_norm.weight"]
+    linear("final_layer.linear", "proj_out")
+    for kind in ("weight", "bias"):
+        shift, scale = p[f"final_layer.adaLN_modulation.1.{kind}"].chunk(2, dim=0)
+        out[f"norm_out.linear.{kind}"] = torch.cat([scale, shift], dim=0)
+    return out

@@ -1,7 +1,8 @@
 """Writes the FLUX reference cases: the transformer's (tests/reference/flux.py)
 random weights and inputs (each rounded to float32 first, so that titan's f32
 copies are the same numbers), the predicted velocity, the flow-matching loss
-against a random target and every parameter's gradient, in float64; and the
+against a random target and every parameter's gradient, in float64, and the
+weights under Diffusers' names; and the
 T5 encoder's (tests/reference/t5_encoder.py): weights, token ids with padding,
 the hidden states, and its relative-position buckets; and the CLIP text
 encoder's (tests/reference/clip_text.py): weights, token ids ending in the
@@ -78,6 +79,8 @@ def main():
     for (name, p), g in zip(params.items(), grads):
         tensors["param." + name] = p
         tensors["grad." + name] = g
+    for name, t in flux.diffusers_state(model).items():
+        tensors["diffusers." + name] = t
     save(os.path.join(outdir, "flux_tiny.safetensors"), tensors)
     t5_case(outdir)
     clip_case(outdir)

@@ -215,6 +215,35 @@ TEST(FluxFlavors, SizesAreThePublishedModels) {
   EXPECT_EQ(debug.config.hidden_size, 1536);
 }
 
+// TorchTitan's initialisation: zero modulations and output (every block
+// starts as the identity and the velocity as zero), Xavier-uniform
+// projections (within sqrt(6 / (in + out)), spread bound / sqrt(3)).
+TEST(FluxFlavors, InitialisationIsTorchTitans) {
+  FluxModel model(tiny());
+  model.init_weights(Generator(1));
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    const std::vector<float> values = parameter->data.to_floats();
+    const bool zero = name.find("_mod.") != std::string::npos || name.find("modulation") != std::string::npos ||
+                      name.rfind("final_layer.", 0) == 0 || name.find(".bias") != std::string::npos;
+    if (zero) {
+      EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; })) << name;
+    }
+    if (name.find("qkv.weight") != std::string::npos || name.find("linear1.weight") != std::string::npos) {
+      const Shape& shape = parameter->data.shape();
+      const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
+      double sum_squares = 0.0;
+      for (const float v : values) {
+        EXPECT_LE(std::abs(v), bound) << name;
+        sum_squares += double{v} * v;
+      }
+      EXPECT_NEAR(std::sqrt(sum_squares / static_cast<double>(values.size())), bound / std::sqrt(3.0), 0.05 * bound)
+          << name;
+    }
+  }
+  const std::vector<float> velocity = model.forward(reference_inputs()).to_floats();
+  EXPECT_TRUE(std::all_of(velocity.begin(), velocity.end(), [](float v) { return v == 0.0f; }));
+}
+
 TEST(FluxFlavors, BadConfigsAndInputsNameTheField) {
   const auto message = [](const std::function<void()>& action) {
     try {

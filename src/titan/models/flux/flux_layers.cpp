@@ -104,15 +104,13 @@ Tensor apply_axes_rope(const Tensor& x, const AxesRope& rope) {
 
 // ---- modules ----
 
-namespace {
-
-// TorchTitan's initialisation: Xavier-uniform weights and zero biases for the
-// attention and MLP projections.
 void xavier_uniform(nn::Linear& linear) {
   const double bound = std::sqrt(6.0 / static_cast<double>(linear.config.in_features + linear.config.out_features));
   linear.weight->init = nn::InitRule::uniform(-bound, bound);
   if (linear.bias) linear.bias->init = nn::InitRule::constant(0.0);
 }
+
+namespace {
 
 void zero_init(nn::Linear& linear) {
   linear.weight->init = nn::InitRule::constant(0.0);

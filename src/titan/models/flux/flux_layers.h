@@ -52,6 +52,10 @@ Tensor apply_axes_rope(const Tensor& x, const AxesRope& rope);
 
 // ---- modules ----
 
+// TorchTitan's initialisation of FLUX's projections: Xavier-uniform weights
+// (bound sqrt(6 / (in + out))) and zero biases.
+void xavier_uniform(nn::Linear& linear);
+
 // Shift, scale and gate [B, D] for one LayerNorm'd branch.
 struct Modulated {
   Tensor shift, scale, gate;

@@ -1,6 +1,5 @@
 #include "titan/models/flux/flux_model.h"
 
-#include <cmath>
 #include <string>
 #include <tuple>
 
@@ -17,8 +16,7 @@ constexpr int64_t kTimestepWidth = 256;  // the sinusoidal embedding MLPEmbedder
 
 std::shared_ptr<nn::Linear> xavier_linear(int64_t in, int64_t out, Device device) {
   auto linear = nn::LinearConfig{in, out, true}.build(device);
-  const double bound = std::sqrt(6.0 / static_cast<double>(in + out));
-  linear->weight->init = nn::InitRule::uniform(-bound, bound);
+  xavier_uniform(*linear);
   return linear;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "models/flux_tiny_case.h"
 #include "support/model_checks.h"
 #include "support/reference.h"
 #include "titan/models/flux/flux_diffusers.h"
@@ -19,26 +20,8 @@ using models::flux::FluxConfig;
 using models::flux::FluxModel;
 using models::flux::StateDict;
 
-// tests/reference/flux.py's TINY.
-FluxConfig tiny() {
-  FluxConfig config;
-  config.in_channels = 16;
-  config.out_channels = 16;
-  config.vec_in_dim = 32;
-  config.context_in_dim = 48;
-  config.hidden_size = 64;
-  config.num_heads = 4;
-  config.depth = 2;
-  config.depth_single_blocks = 2;
-  config.axes_dim = {4, 6, 6};
-  config.guidance_embed = true;
-  return config;
-}
-
-const testing::ReferenceCase& reference() {
-  static const testing::ReferenceCase ref("flux_tiny");
-  return ref;
-}
+FluxConfig tiny() { return testing::flux_tiny_config(); }
+const testing::ReferenceCase& reference() { return testing::flux_tiny_case(); }
 
 // The case's tensors named "<prefix><name>", by name.
 StateDict with_prefix(const std::string& prefix) {

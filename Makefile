@@ -97,11 +97,12 @@ tidy:
 # shards, safetensors headers, checkpoint metadata, TOML job configs, Hugging
 # Face config.json and model.safetensors.index.json, pipeline schedule CSVs,
 # flight recorder dumps, run histories' metrics.jsonl, chat JSONL lines, chat templates, pickles, torch.save
-# zip directories, DCP .metadata), FUZZ_SECONDS each, from
+# zip directories, DCP .metadata, PNG and JPEG images), FUZZ_SECONDS each, from
 # the seed corpora in tests/fuzz/corpus (copied: libFuzzer adds to its corpus).
 FUZZ_SECONDS ?= 12
 FUZZ_TARGETS = tokenizer_json tiktoken_ranks shard_header safetensors_header checkpoint_metadata job_config \
-	hf_config hf_index pipeline_schedule_csv flight_dump run_history chat_jsonl chat_template pickle zip_directory dcp_metadata
+	hf_config hf_index pipeline_schedule_csv flight_dump run_history chat_jsonl chat_template pickle zip_directory dcp_metadata \
+	flux_config image_decode text_encoder_config
 FUZZ_MEMORY = -rss_limit_mb=2048
 # Chat templates render under 32 MiB held and 256 MiB allocated (chat_template_fuzz.cpp), so
 # no allocation tops 64 MB and the process (with AddressSanitizer's quarantine) stays near

@@ -12,8 +12,12 @@ packages=(
   slurmctld slurmd slurm-client munge  # a real Slurm that the cluster tests start on this machine
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libpcre2-dev libzstd-dev
+  libicu-dev                        # Unicode forms and case for tokenizer.json normalizers
+  sentencepiece                     # spm_train: real SentencePiece models for the T5 tokenizer tests
+  libpng-dev libjpeg62-turbo-dev    # image datasets (FLUX): PNG and JPEG decoding, PNG writing
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy       # the PyTorch reference the tests compare against
+  python3-pil                       # PIL: the independent image decoder and resizer the image tests compare against
   python3-protobuf                  # the independent TensorBoard event-file reader (tests/reference)
   libopenblas0-pthread              # an optimised BLAS for that peer (Debian's torch uses the system BLAS)
   clang-format clang-tidy clang libclang-rt-14-dev  # formatting and lint checks, libFuzzer

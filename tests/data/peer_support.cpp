@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -78,7 +79,7 @@ void check_peers_installed() {
       throw std::runtime_error("node is not on PATH; " + kSetupHint);
     }
     const std::filesystem::path modules = std::filesystem::path(TITAN_TEST_PEERS_DIR) / "node_modules";
-    for (const char* package : {"tiktoken", "llama3-tokenizer-js", "@huggingface/tokenizers"}) {
+    for (const char* package : {"tiktoken", "llama3-tokenizer-js", "@huggingface/tokenizers", "@anush008/tokenizers"}) {
       if (!std::filesystem::exists(modules / package / "package.json")) {
         throw std::runtime_error(std::string("npm package ") + package + " is not installed in " + modules.string() +
                                  "; " + kSetupHint);
@@ -124,6 +125,39 @@ std::vector<uint32_t> peer_encode(const std::string& peer, const std::string& en
   std::vector<uint32_t> ids(bytes.size() / 4);
   std::memcpy(ids.data(), bytes.data(), ids.size() * 4);
   return ids;
+}
+
+namespace {
+
+nlohmann::json run_encode_batch(const std::string& tokenizer_json, const nlohmann::json& request) {
+  check_peers_installed();
+  TempDir dir;
+  write_bytes(dir / "input.json", request.dump());
+  run_node_script("encode_batch.cjs",
+                  shell_quote(tokenizer_json) + " " + shell_quote((dir / "input.json").string()) + " " +
+                      shell_quote((dir / "ids.json").string()),
+                  "@anush008/tokenizers");
+  return nlohmann::json::parse(read_bytes(dir / "ids.json"));
+}
+
+}  // namespace
+
+std::vector<std::vector<uint32_t>> hf_rust_encode(const std::string& tokenizer_json,
+                                                  const std::vector<std::string>& texts, bool add_special_tokens) {
+  return run_encode_batch(tokenizer_json, {{"texts", texts}, {"add_special_tokens", add_special_tokens}})
+      .get<std::vector<std::vector<uint32_t>>>();
+}
+
+std::vector<PaddedPeerIds> hf_rust_encode_padded(const std::string& tokenizer_json,
+                                                 const std::vector<std::string>& texts, size_t max_length,
+                                                 uint32_t pad_id) {
+  const nlohmann::json rows = run_encode_batch(
+      tokenizer_json, {{"texts", texts}, {"add_special_tokens", true}, {"max_length", max_length}, {"pad_id", pad_id}});
+  std::vector<PaddedPeerIds> out;
+  for (const auto& row : rows) {
+    out.push_back({row.at("ids").get<std::vector<uint32_t>>(), row.at("mask").get<std::vector<uint32_t>>()});
+  }
+  return out;
 }
 
 }  // namespace titan::data::testing

@@ -1,5 +1,6 @@
-// Running the independent tokenizer peers (npm `tiktoken`, `llama3-tokenizer-js`
-// under Node) and the `titan` CLI from the data tests, plus temporary folders.
+// Running the independent tokenizer peers (npm `tiktoken`, `llama3-tokenizer-js`,
+// `@huggingface/tokenizers` and Hugging Face's Rust tokenizers as the Node module
+// `@anush008/tokenizers`) and the `titan` CLI from the data tests, plus temporary folders.
 // A missing Node or npm package is a test failure that says to run
 // scripts/setup.sh, never a silent skip.
 #pragma once
@@ -33,6 +34,21 @@ std::string read_bytes(const std::filesystem::path& path);
 // Throws std::runtime_error (with the setup hint) when the peer cannot run.
 std::vector<uint32_t> peer_encode(const std::string& peer, const std::string& encoding, const std::string& text,
                                   bool allow_special = false);
+
+// Ids from Hugging Face tokenizers itself (the Rust library, through the npm
+// package @anush008/tokenizers) for each of `texts`, with the tokenizer.json at
+// `tokenizer_json`; `add_special_tokens` applies its post-processor (BOS/EOS).
+std::vector<std::vector<uint32_t>> hf_rust_encode(const std::string& tokenizer_json,
+                                                  const std::vector<std::string>& texts, bool add_special_tokens);
+
+// The same with the peer's truncation and padding to `max_length` (pad id
+// `pad_id`, its post-processor applied): each text's ids and attention mask.
+struct PaddedPeerIds {
+  std::vector<uint32_t> ids, mask;
+};
+std::vector<PaddedPeerIds> hf_rust_encode_padded(const std::string& tokenizer_json,
+                                                 const std::vector<std::string>& texts, size_t max_length,
+                                                 uint32_t pad_id);
 
 struct CommandResult {
   int exit_code = -1;

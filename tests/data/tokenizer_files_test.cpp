@@ -131,14 +131,14 @@ TEST(TokenizerFiles, MalformedTokenizerJson) {
   j["added_tokens"][0].erase("id");
   expect_error([&] { parse(j); }, {"added_tokens[0]", "missing key \"id\""});
   j = tiny_tokenizer_json();
-  j["normalizer"] = {{"type", "NFC"}};
-  expect_error([&] { parse(j); }, {"normalizer.type", "NFC"});
+  j["normalizer"] = {{"type", "BertNormalizer"}};
+  expect_error([&] { parse(j); }, {"normalizer.type", "BertNormalizer"});
   j = tiny_tokenizer_json();
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   expect_error([&] { parse(j); }, {"bad/tokenizer.json", "does not compile"});
   j = tiny_tokenizer_json();
-  j["pre_tokenizer"] = {{"type", "Metaspace"}};
-  expect_error([&] { parse(j); }, {"pre_tokenizer.type", "Metaspace"});
+  j["pre_tokenizer"] = {{"type", "Punctuation"}};
+  expect_error([&] { parse(j); }, {"pre_tokenizer.type", "Punctuation"});
   j = tiny_tokenizer_json();
   j["post_processor"] = {{"type", "TemplateProcessing"},
                          {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}})}};

@@ -6,10 +6,14 @@ weights under Diffusers' names; and the
 T5 encoder's (tests/reference/t5_encoder.py): weights, token ids with padding,
 the hidden states, and its relative-position buckets; and the CLIP text
 encoder's (tests/reference/clip_text.py): weights, token ids ending in the
-end-of-text id and padded with it, the hidden states and the pooled output.
+end-of-text id and padded with it, the hidden states and the pooled output;
+and the autoencoder's (tests/reference/flux_autoencoder.py): weights (also
+alone, as an ae.safetensors of the tiny config), an image, the encoder's
+moments, the scaled latent, and the image decoded from that latent.
 
 Usage: make_flux_cases.py OUTDIR
 """
+import math
 import os
 import sys
 
@@ -17,6 +21,7 @@ import torch
 
 import clip_text
 import flux
+import flux_autoencoder
 import t5_encoder
 from safetensors_io import save
 
@@ -84,6 +89,7 @@ def main():
     save(os.path.join(outdir, "flux_tiny.safetensors"), tensors)
     t5_case(outdir)
     clip_case(outdir)
+    autoencoder_case(outdir)
 
 
 def t5_case(outdir):
@@ -126,6 +132,37 @@ def clip_case(outdir):
     for name, p in model.named_parameters():
         tensors["param." + name] = p
     save(os.path.join(outdir, "clip_tiny.safetensors"), tensors)
+
+
+def autoencoder_case(outdir):
+    generator = torch.Generator().manual_seed(31)
+    model = flux_autoencoder.AutoEncoder(flux_autoencoder.TINY)
+
+    # Norm scales near 1 and shifts near 0; each conv's weights ~ 1/sqrt(fan in),
+    # so that activations stay of order one through every block.
+    def spread(name):
+        if "norm" in name:
+            return (1.0, 0.1) if name.endswith("weight") else (0.0, 0.1)
+        if name.endswith("bias"):
+            return (0.0, 0.1)
+        p = dict(model.named_parameters())[name]
+        return (0.0, 1.0 / math.sqrt(p[0].numel()))
+
+    draw_parameters(model, generator, spread)
+    # Height 16, width 12: unequal, so a swapped axis shows.
+    image = f32_exact(torch.rand(2, 3, 16, 12, generator=generator, dtype=flux.F64) * 2 - 1)
+    with torch.no_grad():
+        moments = model.moments(image)
+        latent = model.encode(image)
+        decoder_input = f32_exact(latent)
+        decoded = model.decode(decoder_input)
+    tensors = {"image": image, "moments": moments, "latent": latent, "decoder_input": decoder_input,
+               "decoded": decoded}
+    weights = dict(model.named_parameters())
+    for name, p in weights.items():
+        tensors["param." + name] = p
+    save(os.path.join(outdir, "flux_ae_tiny.safetensors"), tensors)
+    save(os.path.join(outdir, "flux_ae_tiny_weights.safetensors"), weights)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 Usage: read_tensorboard.py EVENT_FILE_OR_FOLDER
 
 Prints one JSON line per event: {"step": .., "wall_time": .., "values": {tag: value}},
-plus "file_version" on the event that carries it. A folder means every
+plus "file_version" on the event that carries it, and for image values
+{"images": {tag: {"height", "width", "colorspace", "hex"}}} (the encoded
+image's bytes in hexadecimal). A folder means every
 events.out.tfevents.* file in it, in name order.
 
 It shares nothing with titan's writer: the tensorflow.Event and Summary
@@ -65,11 +67,17 @@ def _message_classes():
     proto = descriptor_pb2.FileDescriptorProto(name="titan_test/event.proto", package="tensorflow", syntax="proto3")
 
     summary = proto.message_type.add(name="Summary")
+    image = summary.nested_type.add(name="Image")
+    _field(image, "height", 1, FIELD.TYPE_INT32)
+    _field(image, "width", 2, FIELD.TYPE_INT32)
+    _field(image, "colorspace", 3, FIELD.TYPE_INT32)
+    _field(image, "encoded_image_string", 4, FIELD.TYPE_BYTES)
     value = summary.nested_type.add(name="Value")
     value.oneof_decl.add(name="value")
     _field(value, "node_name", 7, FIELD.TYPE_STRING)
     _field(value, "tag", 1, FIELD.TYPE_STRING)
     _field(value, "simple_value", 2, FIELD.TYPE_FLOAT, oneof=0)
+    _field(value, "image", 4, FIELD.TYPE_MESSAGE, type_name=".tensorflow.Summary.Image", oneof=0)
     _field(summary, "value", 1, FIELD.TYPE_MESSAGE, FIELD.LABEL_REPEATED, ".tensorflow.Summary.Value")
 
     event = proto.message_type.add(name="Event")
@@ -132,12 +140,21 @@ def main():
                 if event.HasField("file_version"):
                     line["file_version"] = event.file_version
                 values = {}
+                images = {}
                 for value in event.summary.value:
-                    if value.tag in values:
+                    if value.tag in values or value.tag in images:
                         raise ValueError(f"{path}: tag {value.tag!r} twice in the event of step {event.step}")
+                    if value.HasField("image"):
+                        encoded = value.image.encoded_image_string
+                        images[value.tag] = {"height": value.image.height, "width": value.image.width,
+                                             "colorspace": value.image.colorspace,
+                                             "hex": encoded.hex()}
+                        continue
                     # Exactly the float32 stored, whichever protobuf backend decoded it.
                     values[value.tag] = struct.unpack("<f", struct.pack("<f", value.simple_value))[0]
                 line["values"] = values
+                if images:
+                    line["images"] = images
                 print(json.dumps(line))
     except (ValueError, message.DecodeError) as error:
         print(f"read_tensorboard: {error}", file=sys.stderr)

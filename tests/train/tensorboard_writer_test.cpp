@@ -161,6 +161,25 @@ TEST(TensorBoardWriter, ReaderDecodesEveryMetricAsFloat32) {
   EXPECT_EQ(read_events(folder).size(), records.size() + 2);
 }
 
+TEST(TensorBoardWriter, ImagesReachTheReader) {
+  TempDir dir;
+  const std::string png("\x89PNG\r\n\x1a\n any bytes: the reader does not decode them", 54);
+  {
+    train::TensorBoardWriter writer((dir / "tb").string());
+    writer.add_image(7, "validation/image_0", 32, 48, png);
+  }
+  const std::vector<nlohmann::json> events = read_events(only_event_file(dir / "tb"));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["step"], 7);
+  const nlohmann::json& image = events[1]["images"]["validation/image_0"];
+  EXPECT_EQ(image["height"], 32);
+  EXPECT_EQ(image["width"], 48);
+  EXPECT_EQ(image["colorspace"], 3);  // RGB
+  std::string hex;
+  for (const unsigned char c : png) hex += fmt::format("{:02x}", c);
+  EXPECT_EQ(image["hex"], hex);
+}
+
 TEST(TensorBoardWriter, OnlyNumbersBecomeScalars) {
   TempDir dir;
   train::TensorBoardWriter writer((dir / "tb").string());

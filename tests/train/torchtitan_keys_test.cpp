@@ -552,7 +552,7 @@ void check_registered_config(const std::string& module, const std::string& name)
   EXPECT_EQ(model->num_parameters(), models::parameter_count(model_config));
   EXPECT_GT(model->num_parameters(), 0);
   if (config.activation_checkpoint.mode != "memory_budget") {  // job set-up picks that plan
-    std::vector<nn::TransformerBlock*> blocks;
+    std::vector<nn::Block*> blocks;
     for (const auto& block : *model->layers) blocks.push_back(block.get());
     parallel::apply_activation_checkpointing(
         blocks, parallel::parse_activation_checkpoint_mode(config.activation_checkpoint.mode),

@@ -10,7 +10,9 @@
 
 #include "titan/cli/numeric_checks.h"
 #include "titan/cli/subcommands.h"
+#include "titan/core/error.h"
 #include "titan/data/data_prepare.h"
+#include "titan/train/flux/flux_prepare.h"
 
 namespace titan::cli {
 
@@ -28,8 +30,10 @@ struct ChatFlags {
 Subcommand make_data_subcommand() {
   auto o = std::make_shared<data::PrepareOptions>();
   auto chat = std::make_shared<ChatFlags>();
+  auto images = std::make_shared<train::flux::FluxPrepareOptions>();
+  auto output_option = std::make_shared<CLI::Option*>(nullptr);
   Subcommand subcommand;
-  subcommand.add = [o, chat](CLI::App& parent) {
+  subcommand.add = [o, chat, images, output_option](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand("data", "prepare datasets");
     app->require_subcommand(1);
     CLI::App* prepare = app->add_subcommand(
@@ -49,7 +53,7 @@ Subcommand make_data_subcommand() {
                                    "when no --tokenizer)")
                       ->check(at_least(1));
     tokenizer->excludes(train);
-    prepare->add_option("--output", o->output, "output folder (default: data/fortunes)");
+    *output_option = prepare->add_option("--output", o->output, "output folder (default: data/fortunes)");
     prepare->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->check(at_least(1));
     prepare->add_option("--bos-token", o->bos_token, "special token that starts each document (\"none\": no BOS)");
     prepare->add_option("--eos-token", o->eos_token, "special token that ends each document (\"none\": no EOS)");
@@ -75,9 +79,37 @@ Subcommand make_data_subcommand() {
         ->add_option("--overlong", chat->overlong,
                      "--chat with --seq-len: truncate (keep the first tokens, default) or drop")
         ->needs(seq_len);
+    // FLUX: images and captions encoded once into latent shards (train/flux/flux_prepare.h).
+    auto* images_dir = prepare->add_option("--images", images->images_dir,
+                                           "FLUX: the images' folder (the paths in --captions are relative to it)");
+    auto* captions = prepare->add_option("--captions", images->captions,
+                                         "FLUX: captions.jsonl, {\"image\": path, \"caption\": text} per line");
+    prepare->add_option("--validation-captions", images->validation_captions, "FLUX: the same for the validation split")
+        ->needs(captions);
+    auto* shapes = prepare
+                       ->add_option("--shapes", images->shapes,
+                                    "FLUX: draw this many images of the synthetic coloured-shapes dataset (and a "
+                                    "tenth as many of held-out captions for validation) instead of --captions")
+                       ->check(at_least(1));
+    auto* job = prepare->add_option("--config", images->job_config,
+                                    "FLUX: the job's TOML ([encoder] keys, training.img_size, training.seed)");
+    images_dir->needs(captions);
+    shapes->excludes(captions);
+    for (CLI::Option* flux_option : {captions, shapes}) {
+      flux_option->needs(job);
+      flux_option->excludes(tokenizer)->excludes(train)->excludes(chat_flag);
+    }
     return app;
   };
-  subcommand.run = [o, chat] {
+  subcommand.run = [o, chat, images, output_option] {
+    if (!images->captions.empty() || images->shapes > 0) {
+      // The text corpus's default folder is no place for image latents.
+      TITAN_CHECK((*output_option)->count() > 0, "data prepare --captions/--shapes: --output is required");
+      images->output = o->output;
+      images->log = [](const std::string& line) { fmt::print("{}\n", line); };
+      train::flux::prepare_flux_dataset(*images);
+      return 0;
+    }
     if (chat->chat) {
       data::ChatOptions options;
       options.chat_template = chat->chat_template;

@@ -22,6 +22,7 @@
 #include "titan/data/jsonl_lines.h"
 #include "titan/data/tokenizer_loader.h"
 #include "titan/models/generate.h"
+#include "titan/train/flux/flux_generate.h"
 #include "titan/train/memory_check.h"
 #include "titan/train/model_export.h"
 
@@ -204,11 +205,28 @@ int run_generate(GenerateArguments& args) {
 
 Subcommand make_generate_subcommand() {
   auto args = std::make_shared<GenerateArguments>();
+  auto image = std::make_shared<train::flux::FluxGenerateOptions>();
+  auto image_flag = std::make_shared<bool>(false);
   Subcommand subcommand;
-  subcommand.add = [args](CLI::App& parent) {
+  subcommand.add = [args, image, image_flag](CLI::App& parent) {
     CLI::App* app =
         parent.add_subcommand("generate", "continue a prompt (or answer a conversation) with a trained model");
-    app->add_option("--checkpoint", args->checkpoint, "model export folder (job.toml + model.safetensors)")->required();
+    app->add_option("--checkpoint", args->checkpoint,
+                    "model export folder (job.toml + model.safetensors); with --image, a FLUX job's checkpoint "
+                    "step folder")
+        ->required();
+    // FLUX: text to image (train/flux/flux_generate.h).
+    auto* image_option = app->add_flag("--image", *image_flag, "FLUX: sample an image for --prompt");
+    app->add_option("--config", image->job_config, "--image: the FLUX job's TOML (its model and [encoder] keys)")
+        ->needs(image_option);
+    app->add_option("--output", image->output, "--image: the PNG to write")->needs(image_option);
+    app->add_option("--steps", image->sampling.steps, "--image: Euler denoising steps")
+        ->capture_default_str()
+        ->check(at_least(1))
+        ->needs(image_option);
+    app->add_option("--guidance", image->sampling.guidance_scale, "--image: classifier-free guidance scale (1: none)")
+        ->capture_default_str()
+        ->needs(image_option);
     app->add_option("--prompt", args->prompt, "text to continue (with --chat: the user's message)");
     app->add_flag("--chat", args->chat,
                   "answer a conversation: render it with the chat template (generation prompt added), stop at the "
@@ -249,7 +267,16 @@ Subcommand make_generate_subcommand() {
                   "load weights holding NaN or Inf (named in a warning) instead of refusing them");
     return app;
   };
-  subcommand.run = [args] { return run_generate(*args); };
+  subcommand.run = [args, image, image_flag] {
+    if (!*image_flag) return run_generate(*args);
+    image->checkpoint = args->checkpoint;
+    image->prompt = args->prompt;
+    image->sampling.seed = args->sampling.seed;
+    image->sampling.guidance = image->sampling.guidance_scale != 1.0;
+    train::flux::generate_flux_image(*image);
+    std::printf("wrote %s\n", image->output.c_str());
+    return 0;
+  };
   return subcommand;
 }
 

@@ -6,6 +6,7 @@
 #include "titan/comm/world.h"
 #include "titan/core/error.h"
 #include "titan/train/config_loader.h"
+#include "titan/train/flux/flux_job.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -32,6 +33,7 @@ Subcommand make_train_subcommand() {
   };
   subcommand.run = [app_ptr] {
     std::unique_ptr<train::Trainer> trainer;
+    std::unique_ptr<train::flux::FluxTrainer> flux_trainer;
     try {
       train::TrainArguments args = train::parse_train_arguments((*app_ptr)->remaining());
       if (args.help) {
@@ -42,7 +44,11 @@ Subcommand make_train_subcommand() {
         std::printf("%s", train::config_to_toml(args.config).c_str());
         return 0;
       }
-      trainer = std::make_unique<train::Trainer>(args.config);
+      if (args.config.model.name == "flux") {
+        flux_trainer = train::flux::make_flux_trainer(args.config);
+      } else {
+        trainer = std::make_unique<train::Trainer>(args.config);
+      }
     } catch (const Error& error) {
       // A start-up error (a config key, a missing file) is met alike by every
       // rank of a launched job: when all of them agree they failed here, rank
@@ -54,7 +60,11 @@ Subcommand make_train_subcommand() {
       if (comm::World::instance().rank() == 0) std::fprintf(stderr, "titan: error: %s\n", error.what());
       return 1;
     }
-    trainer->train();
+    if (flux_trainer) {
+      flux_trainer->train();
+    } else {
+      trainer->train();
+    }
     return 0;
   };
   return subcommand;

@@ -156,14 +156,30 @@ std::vector<std::pair<uint32_t, uint32_t>> BpeModel::merges_in_rank_order() cons
   return merges;
 }
 
+void BpeModel::set_end_of_word_suffix(std::string suffix, std::string_view source) {
+  suffix_ = std::move(suffix);
+  if (suffix_.empty()) return;
+  for (int b = 0; b < 256; ++b) {
+    const std::string token = std::string(1, static_cast<char>(b)) + suffix_;
+    const auto id = find(token);
+    TITAN_CHECK(id.has_value(),
+                "{}: model.vocab has no token for the byte 0x{:02X} followed by end_of_word_suffix '{}'; every byte "
+                "can end a word",
+                source, b, suffix_);
+    suffix_byte_ids_[b] = *id;
+  }
+}
+
 void BpeModel::merge(std::string_view piece, std::vector<uint32_t>& out, BpeWork& work) const {
   const size_t n = piece.size();
+  const uint32_t* last_ids = suffix_.empty() ? byte_ids_ : suffix_byte_ids_;
   if (n == 1) {
-    out.push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
+    out.push_back(last_ids[static_cast<uint8_t>(piece[0])]);
     return;
   }
   work.ids.resize(n);
   for (size_t i = 0; i < n; ++i) work.ids[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
+  work.ids[n - 1] = last_ids[static_cast<uint8_t>(piece[n - 1])];
   if (n <= kQuadraticLimit) {
     merge_small(out, work, n);
   } else {

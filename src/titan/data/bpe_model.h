@@ -53,6 +53,12 @@ class BpeModel {
   // Ranked merges as (left, right) ids, in rank order (for writing tokenizer.json).
   std::vector<std::pair<uint32_t, uint32_t>> merges_in_rank_order() const;
 
+  // Hugging Face's end_of_word_suffix (CLIP's "</w>"): a piece's last byte
+  // starts as the token of that byte followed by `suffix`, which must exist
+  // for every byte value (a titan::Error naming `source` otherwise).
+  void set_end_of_word_suffix(std::string suffix, std::string_view source);
+  const std::string& end_of_word_suffix() const { return suffix_; }
+
   // Appends the BPE encoding of `piece` (non-empty) to `out`, ignoring
   // ignore_merges (the caller checks the whole-token case).
   void merge(std::string_view piece, std::vector<uint32_t>& out, BpeWork& work) const;
@@ -81,6 +87,8 @@ class BpeModel {
   std::vector<uint64_t> offsets_;  // token i is arena_[offsets_[i], offsets_[i + 1])
   std::vector<uint8_t> present_;
   uint32_t byte_ids_[256] = {};  // the single-byte token of each byte value
+  std::string suffix_;
+  uint32_t suffix_byte_ids_[256] = {};  // byte + suffix_, when suffix_ is set
   // bytes -> id: open addressing, slot holds id + 1 (0 = empty) and a hash tag.
   std::vector<uint32_t> token_slots_, token_tags_;
   uint64_t token_mask_ = 0;

@@ -6,7 +6,9 @@
 #include <unordered_map>
 
 #include "titan/core/error.h"
+#include "titan/data/base64.h"
 #include "titan/data/byte_level_alphabet.h"
+#include "titan/data/utf8.h"
 
 namespace titan::data {
 namespace {
@@ -22,6 +24,7 @@ constexpr int64_t kMaxId = (1 << 24) - 1;
 class Reader {
  public:
   explicit Reader(std::string_view source) : source_(source) {}
+  std::string_view source() const { return source_; }
 
   [[noreturn]] void error(const std::string& key, const std::string& message) const {
     fail("{}: {}: {}", source_, key, message);
@@ -69,68 +72,189 @@ class Reader {
   std::string_view source_;
 };
 
+// What a pre_tokenizer asks for: always as general steps; also as the
+// byte-level fast path's split patterns when it fits that (`fast`).
 struct PreTokenizer {
+  std::vector<PreTokenizerStep> steps;
   std::vector<std::string> patterns;
   std::vector<bool> literal;
   bool add_prefix_space = false;
+  bool fast = true;
+  bool has_byte_level = false, has_metaspace = false, metaspace_first = false;
 };
+
+std::shared_ptr<const SplitPattern> compile(const Reader& r, const std::string& pattern, bool literal,
+                                            const std::string& key) {
+  try {
+    return std::make_shared<const SplitPattern>(pattern, r.source(), literal);
+  } catch (const Error& e) {
+    r.error(key, e.what());
+  }
+}
+
+// Hugging Face's {"String": ...} or {"Regex": ...} pattern.
+std::pair<std::string, bool> read_pattern(const Reader& r, const json& node, const std::string& path) {
+  const json& pattern = r.object(r.required(node, "pattern", path), path + ".pattern");
+  if (pattern.contains("Regex")) return {r.string(pattern["Regex"], path + ".pattern.Regex"), false};
+  if (pattern.contains("String")) {
+    std::string literal = r.string(pattern["String"], path + ".pattern.String");
+    if (literal.empty()) r.error(path + ".pattern.String", "is empty");
+    return {std::move(literal), true};
+  }
+  r.error(path + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+}
+
+// Rust's char::is_whitespace, as WhitespaceSplit uses it.
+constexpr const char* kWhiteSpaceRun =
+    R"([\t-\r\x20\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}])";
 
 void read_pre_tokenizer(const Reader& r, const json& node, const std::string& path, PreTokenizer& out) {
   if (node.is_null()) return;
   r.object(node, path);
   const std::string type = r.string(r.required(node, "type", path), path + ".type");
+  PreTokenizerStep step;
+  step.describe = node.dump();
   if (type == "Sequence") {
     const json& list = r.array(r.required(node, "pretokenizers", path), path + ".pretokenizers");
     for (size_t i = 0; i < list.size(); ++i) {
       read_pre_tokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", path, i), out);
     }
+    return;
   } else if (type == "ByteLevel") {
     // Hugging Face's defaults: add_prefix_space and use_regex are both true.
-    if (r.optional_bool(node, "add_prefix_space", true, path)) {
-      if (!out.patterns.empty()) r.error(path + ".add_prefix_space", "is only supported on the first pre-tokenizer");
+    out.has_byte_level = true;
+    step.kind = PreTokenizerStep::kByteLevel;
+    step.add_prefix_space = r.optional_bool(node, "add_prefix_space", true, path);
+    if (step.add_prefix_space) {
+      if (!out.patterns.empty()) out.fast = false;  // the fast path adds the space to the whole text only
       out.add_prefix_space = true;
     }
     if (r.optional_bool(node, "use_regex", true, path)) {
+      step.pattern = compile(r, kGpt2Pattern, false, path + ".use_regex");
       out.patterns.push_back(kGpt2Pattern);
       out.literal.push_back(false);
     }
   } else if (type == "Split") {
-    const json& pattern = r.object(r.required(node, "pattern", path), path + ".pattern");
+    const auto [pattern, literal] = read_pattern(r, node, path);
     const std::string behavior = r.string(r.required(node, "behavior", path), path + ".behavior");
-    if (behavior != "Isolated") {
-      r.error(path + ".behavior", fmt::format("'{}' is not supported (only Isolated)", behavior));
+    static const std::vector<std::pair<std::string, PreTokenizerStep::Behavior>> behaviors = {
+        {"Removed", PreTokenizerStep::kRemoved},
+        {"Isolated", PreTokenizerStep::kIsolated},
+        {"MergedWithPrevious", PreTokenizerStep::kMergedWithPrevious},
+        {"MergedWithNext", PreTokenizerStep::kMergedWithNext},
+        {"Contiguous", PreTokenizerStep::kContiguous}};
+    const auto found =
+        std::find_if(behaviors.begin(), behaviors.end(), [&](const auto& entry) { return entry.first == behavior; });
+    if (found == behaviors.end()) {
+      r.error(path + ".behavior",
+              fmt::format("'{}' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous",
+                          behavior));
     }
-    if (r.optional_bool(node, "invert", false, path)) r.error(path + ".invert", "true is not supported");
-    if (pattern.contains("Regex")) {
-      out.patterns.push_back(r.string(pattern["Regex"], path + ".pattern.Regex"));
-      out.literal.push_back(false);
-    } else if (pattern.contains("String")) {
-      const std::string literal = r.string(pattern["String"], path + ".pattern.String");
-      if (literal.empty()) r.error(path + ".pattern.String", "is empty");
-      out.patterns.push_back(literal);
-      out.literal.push_back(true);
-    } else {
-      r.error(path + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
-    }
+    step.kind = PreTokenizerStep::kSplit;
+    step.behavior = found->second;
+    step.invert = r.optional_bool(node, "invert", false, path);
+    step.pattern = compile(r, pattern, literal, path + ".pattern");
+    if (step.behavior != PreTokenizerStep::kIsolated || step.invert) out.fast = false;
+    out.patterns.push_back(pattern);
+    out.literal.push_back(literal);
   } else if (type == "Digits") {
-    out.patterns.push_back(r.optional_bool(node, "individual_digits", false, path) ? R"(\p{N})" : R"(\p{N}+)");
+    const std::string pattern = r.optional_bool(node, "individual_digits", false, path) ? R"(\p{N})" : R"(\p{N}+)";
+    step.kind = PreTokenizerStep::kSplit;
+    step.pattern = compile(r, pattern, false, path);
+    out.patterns.push_back(pattern);
     out.literal.push_back(false);
+  } else if (type == "WhitespaceSplit") {
+    step.kind = PreTokenizerStep::kSplit;
+    step.behavior = PreTokenizerStep::kRemoved;
+    step.pattern = compile(r, kWhiteSpaceRun, false, path);
+    out.fast = false;
+  } else if (type == "Metaspace") {
+    out.has_metaspace = true;
+    out.fast = false;
+    step.kind = PreTokenizerStep::kMetaspace;
+    step.replacement = r.string(r.required(node, "replacement", path), path + ".replacement");
+    if (step.replacement.empty() || valid_utf8_prefix(step.replacement) != step.replacement.size()) {
+      r.error(path + ".replacement", "expected one character");
+    }
+    const std::string scheme = Reader::member(node, "prepend_scheme").is_null()
+                                   ? "always"
+                                   : r.string(Reader::member(node, "prepend_scheme"), path + ".prepend_scheme");
+    if (scheme == "always") {
+      step.prepend = PreTokenizerStep::kAlways;
+    } else if (scheme == "first") {
+      step.prepend = PreTokenizerStep::kFirst;
+      out.metaspace_first = true;
+    } else if (scheme == "never") {
+      step.prepend = PreTokenizerStep::kNever;
+    } else {
+      r.error(path + ".prepend_scheme", fmt::format("'{}' is not one of always, first, never", scheme));
+    }
+    // Older files: add_prefix_space false means "never" (Hugging Face refuses it beside another scheme).
+    if (!r.optional_bool(node, "add_prefix_space", true, path)) {
+      if (step.prepend != PreTokenizerStep::kNever && !Reader::member(node, "prepend_scheme").is_null()) {
+        r.error(path + ".add_prefix_space", "false does not match prepend_scheme");
+      }
+      step.prepend = PreTokenizerStep::kNever;
+    }
+    step.split = r.optional_bool(node, "split", true, path);
+    step.pattern = compile(r, step.replacement, true, path + ".replacement");
   } else {
-    r.error(path + ".type",
-            fmt::format("pre-tokenizer '{}' is not supported (Sequence, ByteLevel, Split, Digits are)", type));
+    r.error(path + ".type", fmt::format("pre-tokenizer '{}' is not supported (Sequence, ByteLevel, Split, Digits, "
+                                        "WhitespaceSplit, Metaspace are)",
+                                        type));
   }
+  out.steps.push_back(std::move(step));
 }
 
-void read_normalizer(const Reader& r, const json& node, const std::string& path) {
+void read_normalizer(const Reader& r, const json& node, const std::string& path, std::vector<NormalizerStep>& out) {
   if (node.is_null()) return;
   r.object(node, path);
   const std::string type = r.string(r.required(node, "type", path), path + ".type");
   if (type == "Sequence") {
     const json& list = r.array(r.required(node, "normalizers", path), path + ".normalizers");
-    for (size_t i = 0; i < list.size(); ++i) read_normalizer(r, list[i], fmt::format("{}.normalizers[{}]", path, i));
+    for (size_t i = 0; i < list.size(); ++i) {
+      read_normalizer(r, list[i], fmt::format("{}.normalizers[{}]", path, i), out);
+    }
     return;
   }
-  r.error(path + ".type", fmt::format("normalizer '{}' is not supported: titan tokenizes the text as given", type));
+  NormalizerStep step;
+  step.describe = node.dump();
+  if (type == "Precompiled") {
+    step.kind = NormalizerStep::kPrecompiled;
+    const std::string key = path + ".precompiled_charsmap";
+    const std::string text = r.string(r.required(node, "precompiled_charsmap", path), key);
+    std::string blob;
+    if (!base64_decode(text, blob)) r.error(key, "is not base64");
+    try {
+      step.charsmap = std::make_shared<const PrecompiledCharsmap>(blob, std::string(r.source()) + ": " + key);
+    } catch (const Error& e) {
+      fail("{}", e.what());
+    }
+  } else if (type == "Replace") {
+    step.kind = NormalizerStep::kReplace;
+    const auto [pattern, literal] = read_pattern(r, node, path);
+    step.pattern = compile(r, pattern, literal, path + ".pattern");
+    step.content = r.string(r.required(node, "content", path), path + ".content");
+  } else if (type == "Strip") {
+    step.kind = NormalizerStep::kStrip;
+    step.strip_left = r.optional_bool(node, "strip_left", false, path);
+    step.strip_right = r.optional_bool(node, "strip_right", false, path);
+  } else if (type == "Lowercase") {
+    step.kind = NormalizerStep::kLowercase;
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    step.kind = type == "NFC"    ? NormalizerStep::kNfc
+                : type == "NFD"  ? NormalizerStep::kNfd
+                : type == "NFKC" ? NormalizerStep::kNfkc
+                                 : NormalizerStep::kNfkd;
+  } else if (type == "Prepend") {
+    step.kind = NormalizerStep::kPrepend;
+    step.content = r.string(r.required(node, "prepend", path), path + ".prepend");
+  } else {
+    r.error(path + ".type", fmt::format("normalizer '{}' is not supported (Sequence, Precompiled, Replace, Strip, "
+                                        "Lowercase, NFC, NFD, NFKC, NFKD, Prepend are)",
+                                        type));
+  }
+  out.push_back(std::move(step));
 }
 
 // The BOS/EOS a TemplateProcessing post-processor wraps a single sequence in.
@@ -144,6 +268,16 @@ void read_post_processor(const Reader& r, const json& node, const std::string& p
     if (!list.is_array()) return;
     for (size_t i = 0; i < list.size(); ++i) {
       read_post_processor(r, list[i], fmt::format("{}.processors[{}]", path, i), bos, eos);
+    }
+    return;
+  }
+  if (type == "RobertaProcessing" || type == "BertProcessing") {
+    // "cls": [text, id] before the sequence, "sep": [text, id] after it (CLIP's <|startoftext|>, <|endoftext|>).
+    for (const char* key : {"cls", "sep"}) {
+      const std::string key_path = path + "." + key;
+      const json& pair = r.array(r.required(node, key, path), key_path);
+      if (pair.size() != 2) r.error(key_path, "expected [token, id]");
+      (std::string(key) == "cls" ? bos : eos) = r.string(pair[0], key_path + "[0]");
     }
     return;
   }
@@ -173,31 +307,16 @@ std::string token_bytes(const Reader& r, const std::string& text, const std::str
   return bytes;
 }
 
-}  // namespace
-
-TokenizerConfig parse_hf_tokenizer_json(std::string_view content, std::string_view source) {
-  json root;
-  try {
-    root = json::parse(content.begin(), content.end());
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", source, e.what());
-  }
-  const Reader r(source);
-  r.object(root, "the top level");
-  read_normalizer(r, Reader::member(root, "normalizer"), "normalizer");
-
-  const json& model = r.object(r.required(root, "model", "the top level"), "model");
-  const json& type = Reader::member(model, "type");
-  if (!type.is_null() && r.string(type, "model.type") != "BPE") {
-    r.error("model.type", fmt::format("'{}' is not supported (only BPE)", type.get<std::string>()));
-  }
+// A BPE model's byte-level vocabulary and merges.
+BpeModel read_bpe(const Reader& r, const json& model, std::string_view source) {
   if (r.optional_bool(model, "byte_fallback", false, "model")) r.error("model.byte_fallback", "true is not supported");
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const json& value = Reader::member(model, key);
-    if (!value.is_null() && !(value.is_string() && value.get<std::string>().empty())) {
-      r.error(std::string("model.") + key, "is not supported by byte-level BPE");
-    }
+  const json& prefix = Reader::member(model, "continuing_subword_prefix");
+  if (!prefix.is_null() && !(prefix.is_string() && prefix.get<std::string>().empty())) {
+    r.error("model.continuing_subword_prefix", "is not supported (only null or \"\")");
   }
+  std::string suffix;
+  const json& suffix_value = Reader::member(model, "end_of_word_suffix");
+  if (!suffix_value.is_null()) suffix = r.string(suffix_value, "model.end_of_word_suffix");
   const bool ignore_merges = r.optional_bool(model, "ignore_merges", false, "model");
 
   // Vocabulary: byte-level strings -> ids.
@@ -246,8 +365,88 @@ TokenizerConfig parse_hf_tokenizer_json(std::string_view content, std::string_vi
     merges.emplace_back(left_id->second, right_id->second);
   }
 
+  BpeModel bpe = BpeModel::from_merges(std::move(tokens), merges, ignore_merges, source);
+  if (!suffix.empty()) {
+    std::string suffix_bytes;
+    if (!byte_level_to_bytes(suffix, suffix_bytes)) r.error("model.end_of_word_suffix", "is not byte-level text");
+    bpe.set_end_of_word_suffix(suffix_bytes, source);
+  }
+  return bpe;
+}
+
+// A Unigram model: "vocab": [[piece, score], ...], "unk_id", "byte_fallback".
+UnigramModel read_unigram(const Reader& r, const json& model, std::string_view source) {
+  if (r.optional_bool(model, "byte_fallback", false, "model")) r.error("model.byte_fallback", "true is not supported");
+  const json& vocab = r.array(r.required(model, "vocab", "model"), "model.vocab");
+  if (vocab.empty()) r.error("model.vocab", "is empty");
+  if (vocab.size() > static_cast<size_t>(kMaxId) + 1) r.error("model.vocab", "has too many pieces");
+  std::vector<std::pair<std::string, double>> pieces;
+  pieces.reserve(vocab.size());
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    const std::string key = fmt::format("model.vocab[{}]", i);
+    const json& entry = r.array(vocab[i], key);
+    if (entry.size() != 2) r.error(key, "expected [piece, score]");
+    std::string piece = r.string(entry[0], key + "[0]");
+    if (piece.empty()) r.error(key + "[0]", "is an empty piece");
+    if (!entry[1].is_number()) r.error(key + "[1]", fmt::format("expected a number, found {}", entry[1].type_name()));
+    pieces.emplace_back(std::move(piece), entry[1].get<double>());
+  }
+  std::optional<uint32_t> unk_id;
+  const json& unk = Reader::member(model, "unk_id");
+  if (!unk.is_null()) {
+    unk_id = r.id(unk, "model.unk_id");
+    if (*unk_id >= pieces.size()) {
+      r.error("model.unk_id", fmt::format("{} is outside the vocabulary of {} pieces", *unk_id, pieces.size()));
+    }
+  }
+  return UnigramModel(std::move(pieces), unk_id, std::string(source));
+}
+
+// The decoder matters only to decode(): Metaspace turns its replacement back into spaces.
+void read_decoder(const Reader& r, const json& node, const std::string& path, TokenizerConfig& config) {
+  if (!node.is_object()) return;
+  const json& type = Reader::member(node, "type");
+  if (type == "Sequence") {
+    const json& list = Reader::member(node, "decoders");
+    if (!list.is_array()) return;
+    for (size_t i = 0; i < list.size(); ++i) {
+      read_decoder(r, list[i], fmt::format("{}.decoders[{}]", path, i), config);
+    }
+  } else if (type == "Metaspace") {
+    config.metaspace_decoding = r.string(r.required(node, "replacement", path), path + ".replacement");
+    const json& scheme = Reader::member(node, "prepend_scheme");
+    config.metaspace_strip_first =
+        scheme.is_string() ? scheme != "never" : r.optional_bool(node, "add_prefix_space", true, path);
+  }
+}
+
+}  // namespace
+
+TokenizerConfig parse_hf_tokenizer_json(std::string_view content, std::string_view source) {
+  json root;
+  try {
+    root = json::parse(content.begin(), content.end());
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", source, e.what());
+  }
+  const Reader r(source);
+  r.object(root, "the top level");
+  std::vector<NormalizerStep> normalizer;
+  read_normalizer(r, Reader::member(root, "normalizer"), "normalizer", normalizer);
+
+  const json& model = r.object(r.required(root, "model", "the top level"), "model");
+  const json& type = Reader::member(model, "type");
+  const std::string model_type = type.is_null() ? "BPE" : r.string(type, "model.type");
+  if (model_type != "BPE" && model_type != "Unigram") {
+    r.error("model.type", fmt::format("'{}' is not supported (BPE and Unigram are)", model_type));
+  }
   TokenizerConfig config;
   config.name = std::string(source);
+  if (model_type == "Unigram") {
+    config.unigram = read_unigram(r, model, source);
+  } else {
+    config.model = read_bpe(r, model, source);
+  }
 
   // Added tokens: matched as wholes before pre-tokenization.
   const json& added = Reader::member(root, "added_tokens");
@@ -302,11 +501,31 @@ TokenizerConfig parse_hf_tokenizer_json(std::string_view content, std::string_vi
   } else {
     config.eos = first_present({"<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>"});
   }
-  config.model = BpeModel::from_merges(std::move(tokens), merges, ignore_merges, source);
+  read_decoder(r, Reader::member(root, "decoder"), "decoder", config);
+
+  // The byte-level fast path when nothing else is asked for; the general pipeline otherwise.
+  const bool general = !normalizer.empty() || config.unigram || !pre.fast || !config.model.end_of_word_suffix().empty();
+  if (general) {
+    if (config.unigram && pre.has_byte_level) {
+      r.error("pre_tokenizer", "ByteLevel with a Unigram model is not supported");
+    }
+    if (pre.metaspace_first && !normalizer.empty()) {
+      // Hugging Face decides "first" by offsets into the original text, which a normalizer moves.
+      r.error("pre_tokenizer.prepend_scheme", "'first' together with a normalizer is not supported");
+    }
+    config.pipeline = std::move(pre.steps);
+    config.normalizer = TextNormalizer(std::move(normalizer));
+    config.split_patterns.clear();
+    config.literal_patterns.clear();
+    config.add_prefix_space = false;
+  }
   return config;
 }
 
 std::string hf_tokenizer_json(const Tokenizer& tokenizer) {
+  TITAN_CHECK(!tokenizer.general_pipeline(),
+              "tokenizer {}: writing tokenizer.json supports byte-level BPE without a normalizer only",
+              tokenizer.name());
   TITAN_CHECK(tokenizer.split_patterns().size() <= 1, "tokenizer {}: writing tokenizer.json supports one split pattern",
               tokenizer.name());
   using ordered = nlohmann::ordered_json;

@@ -90,8 +90,8 @@ SplitPattern::SplitPattern(std::string pattern, std::string_view source, bool li
   PCRE2_SIZE error_offset = 0;
   // UCP makes \s, \d, \w and [[:classes:]] Unicode-aware, as in the Rust regex
   // engine tiktoken uses; the caller guarantees valid UTF-8 and checks it once.
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2 refuses UCP beside LITERAL (a literal has no classes for it to change).
+  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   const std::string compiled = literal ? pattern_ : spell_out_whitespace(pattern_);
   code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options, &error_code,
                         &error_offset, nullptr);
@@ -160,6 +160,37 @@ size_t SplitPattern::split(std::string_view subject, size_t begin, size_t stop, 
     gap_start = search = match_end;
   }
   return gap_start;
+}
+
+void SplitPattern::find_matches(std::string_view subject, std::vector<std::pair<size_t, size_t>>& matches,
+                                Scratch& scratch) const {
+  matches.clear();
+  const auto* text = reinterpret_cast<PCRE2_SPTR>(subject.data());
+  const size_t end = subject.size();
+  PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.match_data);
+  for (size_t search = 0; search < end;) {
+    const int rc = jit_
+                       ? pcre2_jit_match(code_, text, end, search, 0, scratch.match_data, scratch.context)
+                       : pcre2_match(code_, text, end, search, PCRE2_NO_UTF_CHECK, scratch.match_data, scratch.context);
+    if (rc == PCRE2_ERROR_NOMATCH) return;
+    if (rc < 0) fail("split pattern: matching failed: {} (pattern: {})", pcre2_message(rc), pattern_);
+    const size_t match_start = ovector[0], match_end = ovector[1];
+    if (match_start == match_end) {  // an empty match cuts nothing: look again one character on
+      if (match_start >= end) return;
+      search = match_start + char_length(subject, match_start);
+      continue;
+    }
+    matches.emplace_back(match_start, match_end);
+    search = match_end;
+  }
+}
+
+SplitPattern::Scratch& SplitScratchCache::of(const SplitPattern& pattern) {
+  for (auto& [owner, scratch] : scratches_) {
+    if (owner == &pattern) return *scratch;
+  }
+  scratches_.emplace_back(&pattern, pattern.make_scratch());
+  return *scratches_.back().second;
 }
 
 }  // namespace titan::data

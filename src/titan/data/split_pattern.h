@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 struct pcre2_real_code_8;
@@ -53,11 +54,25 @@ class SplitPattern {
   // whole of it is what lookaheads see. Returns where the last piece ended.
   size_t split(std::string_view subject, size_t begin, size_t stop, std::vector<size_t>& ends, Scratch& scratch) const;
 
+  // The non-empty matches in valid UTF-8 `subject`, left to right, as
+  // [begin, end) offsets (for Split behaviours other than Isolated, and Replace).
+  void find_matches(std::string_view subject, std::vector<std::pair<size_t, size_t>>& matches, Scratch& scratch) const;
+
  private:
   std::string pattern_;
   bool literal_ = false;
   pcre2_real_code_8* code_ = nullptr;
   bool jit_ = false;
+};
+
+// Scratches for several patterns, each made on first use: one per thread,
+// kept across calls (making a scratch allocates PCRE2's JIT stack).
+class SplitScratchCache {
+ public:
+  SplitPattern::Scratch& of(const SplitPattern& pattern);
+
+ private:
+  std::vector<std::pair<const SplitPattern*, std::unique_ptr<SplitPattern::Scratch>>> scratches_;
 };
 
 }  // namespace titan::data

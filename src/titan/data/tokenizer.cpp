@@ -19,6 +19,8 @@ struct Tokenizer::Scratch {
   BpeWork work;
   EncodeCache cache;
   std::string prefixed;
+  std::vector<PreToken> pieces;
+  SplitScratchCache general;  // the general pipeline's patterns
 };
 
 struct ScratchPool {
@@ -72,16 +74,22 @@ Tokenizer::Tokenizer(TokenizerConfig config)
       specials_(std::move(config.specials)),
       bos_(config.bos),
       eos_(config.eos),
+      pipeline_(std::move(config.pipeline)),
+      normalizer_(std::move(config.normalizer)),
+      unigram_(std::move(config.unigram)),
+      metaspace_decoding_(std::move(config.metaspace_decoding)),
+      metaspace_strip_first_(config.metaspace_strip_first),
       pool_(std::make_unique<ScratchPool>()) {
+  TITAN_CHECK(!unigram_ || pipeline_, "{}: a Unigram model runs only in the general pipeline", name_);
   for (size_t i = 0; i < pattern_texts_.size(); ++i) {
     const bool literal = i < config.literal_patterns.size() && config.literal_patterns[i];
     patterns_.push_back(std::make_unique<SplitPattern>(pattern_texts_[i], name_, literal));
   }
-  vocab_size_ = model_.size();
+  vocab_size_ = unigram_ ? unigram_->size() : model_.size();
   for (const auto& special : specials_) {
     TITAN_CHECK(!special.text.empty(), "{}: special token {} has empty text", name_, special.id);
     // An id is one string: an added token may repeat a vocabulary entry, never replace one.
-    TITAN_CHECK(!model_.has(special.id) || model_.token(special.id) == special.text,
+    TITAN_CHECK(!model_has(special.id) || model_token(special.id) == special.text,
                 "{}: added token '{}' has id {}, which the vocabulary already uses for another token", name_,
                 special.text, special.id);
     vocab_size_ = std::max(vocab_size_, special.id + 1);
@@ -109,6 +117,12 @@ Tokenizer::Tokenizer(TokenizerConfig config)
   }
 }
 
+bool Tokenizer::model_has(uint32_t id) const { return unigram_ ? id < unigram_->size() : model_.has(id); }
+
+std::string_view Tokenizer::model_token(uint32_t id) const {
+  return unigram_ ? std::string_view(unigram_->piece(id)) : model_.token(id);
+}
+
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
@@ -131,7 +145,7 @@ uint32_t Tokenizer::special_token_id(std::string_view text) const {
 uint64_t Tokenizer::fingerprint() const {
   uint64_t h = hash_bytes("titan tokenizer", 15, vocab_size_);
   for (uint32_t id = 0; id < vocab_size_; ++id) {
-    const bool used = special_of_id_[id] >= 0 || model_.has(id);  // ids may have holes (reserved, unused)
+    const bool used = special_of_id_[id] >= 0 || model_has(id);  // ids may have holes (reserved, unused)
     const std::string_view bytes = used ? token_bytes(id) : std::string_view();
     h = hash_bytes(bytes.data(), bytes.size(), h ^ used);
   }
@@ -139,6 +153,21 @@ uint64_t Tokenizer::fingerprint() const {
     h = hash_bytes(special.text.data(), special.text.size(), h ^ (uint64_t{special.id} << 1 | special.special));
   }
   for (const std::string& pattern : pattern_texts_) h = hash_bytes(pattern.data(), pattern.size(), h);
+  // The general pipeline: every step as its file wrote it, the Unigram scores, the BPE suffix.
+  if (pipeline_) {
+    h = hash_bytes("pipeline", 8, h);
+    for (const auto& step : normalizer_.steps()) h = hash_bytes(step.describe.data(), step.describe.size(), h);
+    for (const auto& step : *pipeline_) h = hash_bytes(step.describe.data(), step.describe.size(), h);
+    const std::string& suffix = model_.end_of_word_suffix();
+    h = hash_bytes(suffix.data(), suffix.size(), h);
+  }
+  if (unigram_) {
+    for (uint32_t id = 0; id < unigram_->size(); ++id) {
+      const double score = unigram_->score(id);
+      h = hash_bytes(&score, sizeof(score), h);
+    }
+    h = hash_bytes("unk", 3, h ^ (unigram_->unk_id() ? *unigram_->unk_id() + 1ull : 0ull));
+  }
   const uint64_t ends[2] = {bos_ ? *bos_ + 1ull : 0ull, eos_ ? *eos_ + 1ull : 0ull};
   return hash_bytes(ends, sizeof(ends), h ^ static_cast<uint64_t>(add_prefix_space_));
 }
@@ -146,14 +175,29 @@ uint64_t Tokenizer::fingerprint() const {
 std::string_view Tokenizer::token_bytes(uint32_t id) const {
   TITAN_CHECK(id < vocab_size_, "token id {} is outside the vocabulary of {} ({} ids)", id, name_, vocab_size_);
   if (special_of_id_[id] >= 0) return specials_[static_cast<size_t>(special_of_id_[id])].text;
-  TITAN_CHECK(model_.has(id), "token id {} is not used by tokenizer {}", id, name_);
-  return model_.token(id);
+  TITAN_CHECK(model_has(id), "token id {} is not used by tokenizer {}", id, name_);
+  return model_token(id);
 }
 
 std::string Tokenizer::decode(std::span<const uint32_t> ids) const {
   std::string out;
   out.reserve(ids.size() * 4);
-  for (uint32_t id : ids) out += token_bytes(id);
+  if (metaspace_decoding_.empty()) {
+    for (uint32_t id : ids) out += token_bytes(id);
+    return out;
+  }
+  const std::string& mark = metaspace_decoding_;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string_view token = token_bytes(ids[i]);
+    for (size_t at = 0; at < token.size();) {
+      if (token.compare(at, mark.size(), mark) == 0) {
+        if (i > 0 || !metaspace_strip_first_) out += ' ';
+        at += mark.size();
+      } else {
+        out += token[at++];
+      }
+    }
+  }
   return out;
 }
 
@@ -224,6 +268,23 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<uint32_t>& out,
   scratch.cache.insert(piece, hash, out.data() + start, out.size() - start);
 }
 
+// One valid UTF-8 text segment through the general pipeline.
+void Tokenizer::encode_general(std::string_view text, bool at_input_start, std::vector<uint32_t>& out,
+                               Scratch& scratch) const {
+  const std::string normalized = normalizer_.empty() ? std::string() : normalizer_.normalize(text, scratch.general);
+  pre_tokenize(*pipeline_, normalizer_.empty() ? text : std::string_view(normalized), at_input_start, scratch.pieces,
+               scratch.general);
+  for (const PreToken& piece : scratch.pieces) {
+    if (unigram_) {
+      unigram_->encode(piece.text, out);
+    } else if (model_.ignore_merges() && model_.find(piece.text)) {
+      out.push_back(*model_.find(piece.text));  // Hugging Face looks the piece up without the suffix
+    } else {
+      model_.merge(piece.text, out, scratch.work);
+    }
+  }
+}
+
 // Pieces of level `level - 1` split again by pattern `level` (Hugging Face
 // Sequence pre-tokenizers), down to BPE.
 void Tokenizer::split_chain(std::string_view text, size_t level, std::vector<uint32_t>& out, Scratch& scratch) const {
@@ -277,9 +338,20 @@ bool Tokenizer::encode_range(std::string_view text, const std::vector<Segment>& 
         out.push_back(segment.id);
         break;
       case Segment::kInvalid:
-        encode_piece(text.substr(segment.begin, segment.end - segment.begin), out, scratch);
+        if (unigram_) {
+          // Not text, so no normalizer or piece applies: Hugging Face would not take it at all.
+          TITAN_CHECK(unigram_->unk_id().has_value(), "{}: the text holds invalid UTF-8 and the model has no unk_id",
+                      name_);
+          out.push_back(*unigram_->unk_id());
+        } else {
+          encode_piece(text.substr(segment.begin, segment.end - segment.begin), out, scratch);
+        }
         break;
       case Segment::kText: {
+        if (pipeline_) {
+          encode_general(text.substr(segment.begin, segment.end - segment.begin), segment.begin == 0, out, scratch);
+          break;
+        }
         std::string_view subject = text.substr(segment.begin, segment.end - segment.begin);
         size_t local_begin = std::max(begin, segment.begin) - segment.begin;
         size_t local_stop = std::min(end, segment.end) - segment.begin;
@@ -338,7 +410,7 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
   }
   std::vector<Segment> segments;
   find_segments(text, options.allow_special, segments);
-  const bool parallel = options.threads > 1 && !add_prefix_space_ && !patterns_.empty() &&
+  const bool parallel = options.threads > 1 && !pipeline_ && !add_prefix_space_ && !patterns_.empty() &&
                         !(special_has_newline_ && (options.allow_special || has_always_));
   const std::vector<size_t> points =
       parallel ? choose_split_points(text, options.threads) : std::vector<size_t>{0, text.size()};

@@ -1,6 +1,10 @@
 // The tokenizer: byte-level BPE behind a regex pre-tokenizer, with special
 // tokens, BOS/EOS and a parallel encoder. Loaded from a Hugging Face
 // tokenizer.json, a tiktoken rank file or a built-in name (tokenizer_loader.h).
+// A tokenizer.json that needs more (a normalizer, Metaspace, a SentencePiece
+// Unigram model, BPE with an end-of-word suffix: T5 and CLIP) runs the general
+// pipeline instead: normalizer, pre-tokenizer steps, model, one text segment
+// at a time, as Hugging Face tokenizers does.
 //
 // Any byte string encodes and decode(encode(bytes)) == bytes: text is cut into
 // runs of valid UTF-8, which go through the split regex, and runs of invalid
@@ -22,7 +26,10 @@
 #include <vector>
 
 #include "titan/data/bpe_model.h"
+#include "titan/data/pre_tokenizer.h"
 #include "titan/data/split_pattern.h"
+#include "titan/data/text_normalizer.h"
+#include "titan/data/unigram_model.h"
 
 namespace titan::data {
 
@@ -49,6 +56,16 @@ struct TokenizerConfig {
   bool add_prefix_space = false;            // Hugging Face ByteLevel option: text gets a leading space
   std::vector<SpecialToken> specials;
   std::optional<uint32_t> bos, eos;
+
+  // The general pipeline, used when `pipeline` is set (split_patterns,
+  // literal_patterns and add_prefix_space are then unused).
+  std::optional<std::vector<PreTokenizerStep>> pipeline;
+  TextNormalizer normalizer;
+  std::optional<UnigramModel> unigram;  // set: the model is this, not `model`
+  // Decoding as Hugging Face's Metaspace decoder: the replacement becomes a
+  // space, except in the first token when `metaspace_strip_first`.
+  std::string metaspace_decoding;
+  bool metaspace_strip_first = false;
 };
 
 class Tokenizer {
@@ -64,6 +81,11 @@ class Tokenizer {
   std::optional<uint32_t> bos_id() const { return bos_; }
   std::optional<uint32_t> eos_id() const { return eos_; }
   const BpeModel& model() const { return model_; }
+  // The Unigram model, or nullptr for a BPE tokenizer.
+  const UnigramModel* unigram() const { return unigram_ ? &*unigram_ : nullptr; }
+  // True when text runs through the general pipeline (normalizer, pre-tokenizer steps).
+  bool general_pipeline() const { return pipeline_.has_value(); }
+  const TextNormalizer& normalizer() const { return normalizer_; }
   const std::vector<SpecialToken>& special_tokens() const { return specials_; }
   const std::vector<std::string>& split_patterns() const { return pattern_texts_; }
   bool add_prefix_space() const { return add_prefix_space_; }
@@ -75,8 +97,9 @@ class Tokenizer {
   std::vector<uint32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
   void encode_into(std::string_view text, const EncodeOptions& options, std::vector<uint32_t>& out) const;
 
-  // Bytes of the ids, concatenated (not necessarily valid UTF-8). An id outside
-  // the vocabulary is a titan::Error naming it.
+  // Bytes of the ids, concatenated (not necessarily valid UTF-8), Metaspace's
+  // replacement turned back into spaces where the tokenizer.json's decoder
+  // says so. An id outside the vocabulary is a titan::Error naming it.
   std::string decode(std::span<const uint32_t> ids) const;
   // Bytes of one id (a special token's text for specials).
   std::string_view token_bytes(uint32_t id) const;
@@ -99,6 +122,9 @@ class Tokenizer {
                            std::vector<uint32_t>& out, Scratch& scratch) const;
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out, Scratch& scratch) const;
   void split_chain(std::string_view text, size_t level, std::vector<uint32_t>& out, Scratch& scratch) const;
+  void encode_general(std::string_view text, bool at_input_start, std::vector<uint32_t>& out, Scratch& scratch) const;
+  bool model_has(uint32_t id) const;
+  std::string_view model_token(uint32_t id) const;
 
   std::string name_;
   BpeModel model_;
@@ -114,6 +140,11 @@ class Tokenizer {
   };
   std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> special_index_;  // text -> specials_ index
   std::optional<uint32_t> bos_, eos_;
+  std::optional<std::vector<PreTokenizerStep>> pipeline_;
+  TextNormalizer normalizer_;
+  std::optional<UnigramModel> unigram_;
+  std::string metaspace_decoding_;
+  bool metaspace_strip_first_ = false;
   uint32_t vocab_size_ = 0;
   bool first_byte_special_[256] = {};
   bool first_byte_always_[256] = {};

@@ -192,8 +192,8 @@ std::vector<std::pair<std::string, nn::TransformerBlock*>> training_blocks(const
   return blocks;
 }
 
-std::vector<nn::TransformerBlock*> blocks_of(const Decoder& model) {
-  std::vector<nn::TransformerBlock*> blocks;
+std::vector<nn::Block*> blocks_of(const Decoder& model) {
+  std::vector<nn::Block*> blocks;
   for (const auto& [where, block] : training_blocks(model)) blocks.push_back(block);
   return blocks;
 }

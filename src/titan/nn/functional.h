@@ -10,12 +10,14 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/attention.h"
+#include "titan/ops/conv2d.h"
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/delta_rule.h"
 #include "titan/ops/rope.h"
@@ -112,6 +114,15 @@ GatedDeltaRuleResult gated_delta_rule_step(const Tensor& q, const Tensor& k, con
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& document_ids = Tensor());
 // (g, beta) [B, T, H] f32: g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b).
 std::pair<Tensor, Tensor> gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias);
+
+// ---- conv2d.cpp, group_norm.cpp (ops/<name>.h): forward only, for frozen image models ----
+// Both throw when grad mode is on and an input requires grad (no backward
+// yet): call them under autograd::NoGradGuard.
+void refuse_forward_only_under_grad(const char* op, std::initializer_list<const Tensor*> inputs);
+// x [B, Cin, H, W], weight [Cout, Cin, kh, kw], bias [Cout] or undefined -> [B, Cout, Ho, Wo].
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ops::Conv2dOptions& options = {});
+// x [B, C, ...] normalised over groups of C / groups channels; weight, bias [C].
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, float eps);
 
 // ---- cross_entropy.cpp (ops/cross_entropy.h) ----
 // logits [N, V], targets [N] -> 0-d f32 loss (reduced as options say).

@@ -52,9 +52,9 @@ Tensor maybe_norm(const std::shared_ptr<RMSNorm>& norm, const Tensor& x) { retur
 
 Tensor TransformerBlock::forward(const Tensor& x, const BlockInputs& inputs) const {
   const ForwardScope scope(*this);
-  if (!runner_) return compute(x, inputs);
+  if (!runner()) return compute(x, inputs);
   // The body may run again in backward, after this call returns: capture by value.
-  return runner_([this, inputs](const Tensor& in) { return compute(in, inputs); }, x);
+  return run([this, inputs](const Tensor& in) { return compute(in, inputs); }, x);
 }
 
 Tensor TransformerBlock::residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend,
@@ -90,7 +90,7 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, const AttentionInputs& 
         nullptr);
   };
   // Through the runner, as forward: FSDP gathers the block's weights around it.
-  return runner_ ? runner_(body, x) : body(x);
+  return run(body, x);
 }
 
 void TransformerBlock::set_init(double output_std) {

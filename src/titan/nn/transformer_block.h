@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "titan/nn/attention.h"
+#include "titan/nn/block.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/gated_delta_net.h"
 #include "titan/nn/mla_attention.h"
@@ -44,14 +45,7 @@ struct BlockInputs {
   std::shared_ptr<MoEAuxLoss> moe_aux;  // the pass's auxiliary loss (null: none)
 };
 
-// How a block's computation is run. parallelize installs one to wrap every
-// block (activation checkpointing, offload) without the model knowing; the
-// body it receives computes the block on its input and is safe to call again
-// later (during backward).
-using BlockBody = std::function<Tensor(const Tensor& x)>;
-using BlockRunner = std::function<Tensor(const BlockBody& body, const Tensor& x)>;
-
-class TransformerBlock : public Module {
+class TransformerBlock : public Block {
  public:
   TransformerBlock(const TransformerBlockConfig& config, Device device);
   Tensor forward(const Tensor& x, const BlockInputs& inputs) const;
@@ -59,8 +53,6 @@ class TransformerBlock : public Module {
   // a latent-attention block's caches are its latents and rotated shared keys).
   Tensor forward_cached(const Tensor& x, const AttentionInputs& inputs, const Tensor& key_cache,
                         const Tensor& value_cache, int64_t start) const;
-  void set_runner(BlockRunner runner) { runner_ = std::move(runner); }
-  const BlockRunner& runner() const { return runner_; }
   // Init rules: norms to one; projections as Attention/FeedForward say, with
   // output projections at `output_std` (Llama 3: 0.02 / sqrt(2 * (layer + 1))).
   void set_init(double output_std);
@@ -82,7 +74,6 @@ class TransformerBlock : public Module {
   // x + attend(norm(x)), then the feed-forward residual: shared by both forwards.
   Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& attend,
                   const std::shared_ptr<MoEAuxLoss>& aux) const;
-  BlockRunner runner_;
 };
 
 }  // namespace titan::nn

@@ -19,7 +19,7 @@ ActivationCheckpointMode parse_activation_checkpoint_mode(const std::string& nam
 namespace {
 
 // The policy for one block: the weight shapes of its Linears named by `fqns`.
-autograd::SavedOpPolicy saved_op_policy(nn::TransformerBlock& block, const std::vector<std::string>& fqns) {
+autograd::SavedOpPolicy saved_op_policy(nn::Block& block, const std::vector<std::string>& fqns) {
   autograd::SavedOpPolicy policy;
   for (const auto& [name, module] : block.named_modules()) {
     bool named = false;
@@ -35,8 +35,8 @@ autograd::SavedOpPolicy saved_op_policy(nn::TransformerBlock& block, const std::
 
 }  // namespace
 
-void apply_activation_checkpointing(const std::vector<nn::TransformerBlock*>& blocks, ActivationCheckpointMode mode,
-                                    int64_t every, const SelectiveOps& ops) {
+void apply_activation_checkpointing(const std::vector<nn::Block*>& blocks, ActivationCheckpointMode mode, int64_t every,
+                                    const SelectiveOps& ops) {
   switch (mode) {
     case ActivationCheckpointMode::none:
       return;
@@ -53,7 +53,7 @@ void apply_activation_checkpointing(const std::vector<nn::TransformerBlock*>& bl
     case ActivationCheckpointMode::selective: {
       TITAN_CHECK(every > 0, "activation checkpointing: selective_every must be > 0, got {}", every);
       if (mode == ActivationCheckpointMode::selective && ops.enabled) {
-        for (nn::TransformerBlock* block : blocks) {
+        for (nn::Block* block : blocks) {
           const auto policy =
               std::make_shared<const autograd::SavedOpPolicy>(saved_op_policy(*block, ops.force_recompute_mm_fqns));
           block->set_runner([policy](const nn::BlockBody& body, const Tensor& x) {

@@ -1,4 +1,4 @@
-// Activation checkpointing and offload of transformer blocks, installed as
+// Activation checkpointing and offload of a model's blocks (nn::Block), installed as
 // each block's runner (nn::BlockRunner): the model never knows. Model-agnostic:
 // it takes the blocks, whatever model holds them.
 #pragma once
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "titan/nn/transformer_block.h"
+#include "titan/nn/block.h"
 
 namespace titan::parallel {
 
@@ -30,7 +30,7 @@ struct SelectiveOps {
   std::vector<std::string> force_recompute_mm_fqns = {"moe.router.gate"};
 };
 
-void apply_activation_checkpointing(const std::vector<nn::TransformerBlock*>& blocks, ActivationCheckpointMode mode,
-                                    int64_t every, const SelectiveOps& ops = {});
+void apply_activation_checkpointing(const std::vector<nn::Block*>& blocks, ActivationCheckpointMode mode, int64_t every,
+                                    const SelectiveOps& ops = {});
 
 }  // namespace titan::parallel

@@ -410,7 +410,7 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
   return units_.size() - 1;
 }
 
-void Fsdp::wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& indices, bool reshard) {
+void Fsdp::wrap_block(nn::Block& block, const std::vector<size_t>& indices, bool reshard) {
   std::vector<FsdpUnit*> units;
   units.reserve(indices.size());
   for (size_t index : indices) {

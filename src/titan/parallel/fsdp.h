@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "titan/comm/process_group.h"
+#include "titan/nn/block.h"
 #include "titan/nn/module.h"
-#include "titan/nn/transformer_block.h"
 
 namespace titan::parallel {
 
@@ -58,7 +58,7 @@ class Fsdp {
   // after the block's forward (re-gathered for backward). A block has one
   // unit, or two with expert parallelism (its experts sharded over their own
   // group). Wrap blocks in the order they run.
-  void wrap_block(nn::TransformerBlock& block, const std::vector<size_t>& units, bool reshard);
+  void wrap_block(nn::Block& block, const std::vector<size_t>& units, bool reshard);
   // Frees unit `unit` once `module`'s forward has used it, for a module whose
   // backward needs no weights (an embedding: its gradient is a scatter of the
   // output gradient), so the unit is not gathered again for backward.

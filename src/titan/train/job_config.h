@@ -72,6 +72,31 @@ struct ModelSection {
   }
 };
 
+// FLUX's frozen encoders (TorchTitan's [encoder] section of its flux jobs):
+// T5 and CLIP from Hugging Face folders, the autoencoder from ae.safetensors.
+struct EncoderSection {
+  std::string t5_encoder = "";
+  std::string clip_encoder = "";
+  std::string autoencoder_path = "";
+  std::string autoencoder = "flux";
+  int64_t max_t5_encoding_len = 256;
+  bool random_init = false;
+  void visit(ConfigVisitor& v) {
+    v.field("t5_encoder", t5_encoder,
+            "flux: the T5 encoder's Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
+    v.field("clip_encoder", clip_encoder,
+            "flux: the CLIP text encoder's Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
+    v.field("autoencoder_path", autoencoder_path, "flux: the autoencoder's ae.safetensors");
+    v.field("autoencoder", autoencoder,
+            "flux: flux (FLUX.1's, from autoencoder_path) or block_mean (weightless: each 8x8 block's four quarter "
+            "colours; the synthetic examples')");
+    v.field("max_t5_encoding_len", max_t5_encoding_len, "flux: T5 tokens per caption (padded or cut to it)");
+    v.field("random_init", random_init,
+            "flux: draw the encoders' weights instead of loading them (tests; only config.json and tokenizer.json "
+            "are read)");
+  }
+};
+
 struct OptimizerSection {
   std::string name = "AdamW";
   double lr = 8e-4;
@@ -125,6 +150,9 @@ struct TrainingSection {
   std::string device = "cpu";
   bool memory_check = true;
   bool skip_nonfinite_steps = false;
+  int64_t img_size = 256;
+  double classifier_free_guidance_prob = 0.0;
+  std::string timestep_sampling = "logit_normal";
   void visit(ConfigVisitor& v) {
     v.field("dataset", dataset, "dataset name (for logs)");
     v.field("dataset_path", dataset_path, "prepared shards folder (titan data prepare), text file or JSONL");
@@ -147,6 +175,12 @@ struct TrainingSection {
     v.field("skip_nonfinite_steps", skip_nonfinite_steps,
             "a step whose loss or gradients hold NaN/Inf is skipped (no update) and counted, instead of stopping the "
             "job");
+    v.field("img_size", img_size, "flux: image side in pixels (centre-cropped and resized to it)");
+    v.field("classifier_free_guidance_prob", classifier_free_guidance_prob,
+            "flux: probability that each text encoding (T5, CLIP) is independently replaced by the empty prompt's");
+    v.field("timestep_sampling", timestep_sampling,
+            "flux: logit_normal (sigmoid of N(0, 1), shifted by the image's size as FLUX.1) or uniform "
+            "(TorchTitan's)");
   }
 };
 
@@ -355,11 +389,26 @@ struct ValidationSection {
   int64_t freq = 100;
   int64_t steps = 4;
   double split = 0.01;
+  bool enable_classifier_free_guidance = false;
+  double classifier_free_guidance_scale = 5.0;
+  int64_t denoising_steps = 50;
+  int64_t save_img_count = 1;
+  std::string save_img_folder = "img";
+  bool all_timesteps = false;
   void visit(ConfigVisitor& v) {
     v.field("enable", enable, "evaluate on the held-out split");
     v.field("freq", freq, "validate every N steps");
     v.field("steps", steps, "validation batches per evaluation");
     v.field("split", split, "fraction of documents held out for validation");
+    v.field("enable_classifier_free_guidance", enable_classifier_free_guidance,
+            "flux: validation images sampled with classifier-free guidance");
+    v.field("classifier_free_guidance_scale", classifier_free_guidance_scale, "flux: the guidance scale");
+    v.field("denoising_steps", denoising_steps, "flux: Euler steps per validation image");
+    v.field("save_img_count", save_img_count,
+            "flux: validation images sampled and saved per evaluation (their captions: the first of the split)");
+    v.field("save_img_folder", save_img_folder, "flux: where, under job.dump_folder");
+    v.field("all_timesteps", all_timesteps,
+            "flux: the loss of every sample at all 8 stratified timesteps, instead of one each in turn");
   }
 };
 
@@ -428,6 +477,7 @@ struct FaultToleranceSection {
 struct JobConfig {
   JobSection job;
   ModelSection model;
+  EncoderSection encoder;
   OptimizerSection optimizer;
   LrSchedulerSection lr_scheduler;
   TrainingSection training;
@@ -463,6 +513,7 @@ struct JobConfig {
   void for_each_section(F&& f) {
     f("job", job);
     f("model", model);
+    f("encoder", encoder);
     f("optimizer", optimizer);
     f("lr_scheduler", lr_scheduler);
     f("training", training);

@@ -114,7 +114,7 @@ int64_t micro_batches_per_step(const JobConfig& config, const comm::DeviceMesh& 
   return global / local;
 }
 
-std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, models::Decoder& model) {
+std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, nn::Module& model) {
   std::vector<std::pair<std::string, Tensor>> named;
   for (auto& [name, parameter] : model.named_parameters()) {
     if (parameter->data.requires_grad()) named.emplace_back(name, parameter->data);

@@ -41,7 +41,7 @@ int64_t micro_batches_per_step(const JobConfig& config, const comm::DeviceMesh& 
 
 // AdamW (optimizer.*) over `model`'s trainable parameters: frozen ones (LoRA's
 // base weights) get no gradient and no state.
-std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, models::Decoder& model);
+std::unique_ptr<optim::AdamW> build_optimizer(const OptimizerSection& section, nn::Module& model);
 
 // lr_scheduler.* over training.steps. As TorchTitan, a warmup longer than the
 // run is cut to the run, and said so (on rank 0).

@@ -129,6 +129,17 @@ void MetricsLogger::log_record(const nlohmann::json& record, int64_t step) {
   }
 }
 
+void MetricsLogger::log_image(int64_t step, const std::string& tag, int64_t height, int64_t width,
+                              std::string_view png) {
+  if (!tensorboard_) return;
+  try {
+    tensorboard_->add_image(step, tag, height, width, png);
+  } catch (const Error& error) {
+    if (stop_on_write_error_) throw;
+    std::fprintf(stderr, "titan: warning: %s. The image %s is not in TensorBoard\n", error.what(), tag.c_str());
+  }
+}
+
 nlohmann::json record_scalars(const nlohmann::json& record) {
   nlohmann::json scalars = nlohmann::json::object();
   for (const auto& [name, fields] : record.items()) {

@@ -103,6 +103,8 @@ class MetricsLogger {
   // metrics.jsonl, and to TensorBoard as scalars "<record>/<field>" (a text
   // field such as the restart tier as "<record>/<field>/<text>" = 1).
   void log_record(const nlohmann::json& record, int64_t step);
+  // An image to TensorBoard (when on): `png` of height x width pixels, under `tag`.
+  void log_image(int64_t step, const std::string& tag, int64_t height, int64_t width, std::string_view png);
   static std::string format_line(const StepMetrics& metrics, bool progress);
 
  private:

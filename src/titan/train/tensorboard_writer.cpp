@@ -24,7 +24,9 @@ constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5
 // tensorflow/core/framework/summary.proto (the published schema).
 constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5;
 constexpr uint32_t kSummaryValue = 1;
-constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2;
+constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2, kValueImage = 4;
+constexpr uint32_t kImageHeight = 1, kImageWidth = 2, kImageColorspace = 3, kImageEncoded = 4;
+constexpr int64_t kColorspaceRgb = 3;
 
 void put_varint(std::string& out, uint64_t value) {
   while (value >= 0x80) {
@@ -141,6 +143,25 @@ void TensorBoardWriter::add_scalars(int64_t step, const nlohmann::json& record) 
       }
     }
   }
+  std::string event;
+  put_double(event, kEventWallTime, wall_time_now());
+  put_int64(event, kEventStep, step);
+  put_bytes(event, kEventSummary, summary);
+  write_event(event);
+}
+
+void TensorBoardWriter::add_image(int64_t step, const std::string& tag, int64_t height, int64_t width,
+                                  std::string_view png) {
+  std::string image;
+  put_int64(image, kImageHeight, height);
+  put_int64(image, kImageWidth, width);
+  put_int64(image, kImageColorspace, kColorspaceRgb);
+  put_bytes(image, kImageEncoded, png);
+  std::string value;
+  put_bytes(value, kValueTag, tag);
+  put_bytes(value, kValueImage, image);
+  std::string summary;
+  put_bytes(summary, kSummaryValue, value);
   std::string event;
   put_double(event, kEventWallTime, wall_time_now());
   put_int64(event, kEventStep, step);

@@ -25,6 +25,9 @@ class TensorBoardWriter {
   // array of numbers. "step" itself, booleans, strings and objects are left
   // out. The event reaches the file before this returns.
   void add_scalars(int64_t step, const nlohmann::json& record);
+  // One event at `step` holding an image (TensorBoard's Images tab): `png`,
+  // the encoded file, of `height` x `width` RGB pixels, under `tag`.
+  void add_image(int64_t step, const std::string& tag, int64_t height, int64_t width, std::string_view png);
 
   const std::string& path() const { return path_; }
 

@@ -40,14 +40,15 @@ TrainingState::TrainingState(const JobConfig& config, const comm::DeviceMesh& me
       checkpointer_(config, mesh),
       fast_tier_(config, mesh) {}
 
-std::vector<StateTensor> TrainingState::state_tensors() {
+std::vector<StateTensor> state_tensors_of(nn::Module& model, const optim::AdamW& optimizer,
+                                          const comm::DeviceMesh& mesh) {
   // Replicas of a box (over dp_replicate, and over tp for parameters tensor
   // parallelism does not split) are saved by their first holder only.
-  const bool first_replica = mesh_.coordinate(MeshDim::dp_replicate) == 0;
-  const bool first_tp = mesh_.coordinate(MeshDim::tp) == 0;
-  const std::map<std::string, Tensor> moments = parts_.optimizer.state_tensors();
+  const bool first_replica = mesh.coordinate(MeshDim::dp_replicate) == 0;
+  const bool first_tp = mesh.coordinate(MeshDim::tp) == 0;
+  const std::map<std::string, Tensor> moments = optimizer.state_tensors();
   std::vector<StateTensor> tensors;
-  for (auto& [name, parameter] : parts_.job.model->named_parameters()) {
+  for (auto& [name, parameter] : model.named_parameters()) {
     StateTensor t;
     t.name = "model." + name;
     t.part = "model";
@@ -69,12 +70,16 @@ std::vector<StateTensor> TrainingState::state_tensors() {
     }
   }
   // Buffers that are model state (the MoE expert bias): whole and alike on every rank, saved by the first.
-  const bool first_rank = mesh_.coordinate(MeshDim::dp_cp) == 0 && first_tp;
-  for (auto& [name, buffer] : parts_.job.model->named_persistent_buffers()) {
+  const bool first_rank = mesh.coordinate(MeshDim::dp_cp) == 0 && first_tp;
+  for (auto& [name, buffer] : model.named_persistent_buffers()) {
     tensors.push_back({"model." + name, "model", *buffer, buffer->shape(),
                        std::vector<int64_t>(buffer->shape().size(), 0), first_rank});
   }
   return tensors;
+}
+
+std::vector<StateTensor> TrainingState::state_tensors() {
+  return state_tensors_of(*parts_.job.model, parts_.optimizer, mesh_);
 }
 
 nlohmann::json TrainingState::job_state(const std::vector<std::string>& contents) const {

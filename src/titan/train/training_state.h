@@ -21,6 +21,13 @@
 
 namespace titan::train {
 
+// This rank's boxes of every parameter of `model` and its AdamW moments, and
+// of the model's persistent buffers (live tensors), as checkpoints name them
+// ("model.<fqn>", "optimizer.exp_avg.<fqn>"). Replicas (over dp_replicate,
+// and over tp for parameters it does not split) are written by their first holder.
+std::vector<StateTensor> state_tensors_of(nn::Module& model, const optim::AdamW& optimizer,
+                                          const comm::DeviceMesh& mesh);
+
 class TrainingState {
  public:
   // What a checkpoint holds, by reference: the trainer owns it. `loader` is

@@ -11,23 +11,12 @@
 #include <memory>
 #include <vector>
 
+#include "titan/models/flux/clip_text_config.h"
 #include "titan/nn/embedding.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/module.h"
 
 namespace titan::models::flux {
-
-// CLIPTextConfig's names; the defaults are openai/clip-vit-large-patch14's.
-struct ClipTextConfig {
-  int64_t vocab_size = 49408;
-  int64_t hidden_size = 768;
-  int64_t intermediate_size = 3072;
-  int64_t num_hidden_layers = 12;
-  int64_t num_attention_heads = 12;
-  int64_t max_position_embeddings = 77;
-  double layer_norm_eps = 1e-5;
-  void validate() const;
-};
 
 // LayerNorm over the last dimension with a learned weight and bias.
 class AffineLayerNorm : public nn::Module {

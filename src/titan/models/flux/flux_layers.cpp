@@ -209,9 +209,28 @@ DoubleStreamBlock::DoubleStreamBlock(const FluxConfig& config, Device device)
       txt_mlp(
           register_module("txt_mlp", std::make_shared<FluxMLP>(config.hidden_size, config.mlp_hidden_dim(), device))) {}
 
-std::pair<Tensor, Tensor> DoubleStreamBlock::forward(const Tensor& img, const Tensor& txt, const Tensor& vec,
-                                                     const AxesRope& rope) const {
+Tensor pack_stream(const Tensor& vec, const Tensor& tokens) {
+  return F::concat(F::view(vec, {vec.size(0), 1, vec.size(1)}), tokens, 1);
+}
+
+Tensor stream_vec(const Tensor& stream) {
+  return F::view(F::contiguous(F::narrow(stream, 1, 0, 1)), {stream.size(0), stream.size(2)});
+}
+
+Tensor stream_tokens(const Tensor& stream, int64_t start, int64_t count) {
+  return F::contiguous(F::narrow(stream, 1, 1 + start, count));
+}
+
+Tensor DoubleStreamBlock::forward(const Tensor& stream, int64_t text_tokens, const AxesRope& rope) const {
   const ForwardScope scope(*this);
+  // Captured by value: a runner may call the body again in backward, after this returns.
+  return run([this, text_tokens, rope](const Tensor& in) { return compute(in, text_tokens, rope); }, stream);
+}
+
+Tensor DoubleStreamBlock::compute(const Tensor& stream, int64_t text_tokens, const AxesRope& rope) const {
+  const Tensor vec = stream_vec(stream);
+  const Tensor txt = stream_tokens(stream, 0, text_tokens);
+  const Tensor img = stream_tokens(stream, text_tokens, stream.size(1) - 1 - text_tokens);
   const auto eps = static_cast<float>(config.norm_eps);
   const std::vector<Modulated> img_m = img_mod->forward(vec), txt_m = txt_mod->forward(vec);
 
@@ -223,7 +242,6 @@ std::pair<Tensor, Tensor> DoubleStreamBlock::forward(const Tensor& img, const Te
   const HeadsQKV joint{F::concat(txt_heads.q, img_heads.q, 1), F::concat(txt_heads.k, img_heads.k, 1),
                        F::concat(txt_heads.v, img_heads.v, 1)};
   const Tensor attention = joint_attention(joint, rope);
-  const int64_t text_tokens = txt.size(1);
   const Tensor txt_attention = F::contiguous(F::narrow(attention, 1, 0, text_tokens));
   const Tensor img_attention = F::contiguous(F::narrow(attention, 1, text_tokens, img.size(1)));
 
@@ -235,7 +253,7 @@ std::pair<Tensor, Tensor> DoubleStreamBlock::forward(const Tensor& img, const Te
   txt_out = gated_residual(
       txt_out, txt_m[1].gate,
       txt_mlp->forward(modulate(layer_norm_without_affine(txt_out, eps), txt_m[1].shift, txt_m[1].scale)));
-  return {img_out, txt_out};
+  return pack_stream(vec, F::concat(txt_out, img_out, 1));
 }
 
 SingleStreamBlock::SingleStreamBlock(const FluxConfig& config, Device device)
@@ -250,8 +268,14 @@ SingleStreamBlock::SingleStreamBlock(const FluxConfig& config, Device device)
   xavier_uniform(*linear2);
 }
 
-Tensor SingleStreamBlock::forward(const Tensor& x, const Tensor& vec, const AxesRope& rope) const {
+Tensor SingleStreamBlock::forward(const Tensor& stream, const AxesRope& rope) const {
   const ForwardScope scope(*this);
+  return run([this, rope](const Tensor& in) { return compute(in, rope); }, stream);
+}
+
+Tensor SingleStreamBlock::compute(const Tensor& stream, const AxesRope& rope) const {
+  const Tensor vec = stream_vec(stream);
+  const Tensor x = stream_tokens(stream, 0, stream.size(1) - 1);
   const Modulated m = modulation->forward(vec)[0];
   const Tensor projected =
       linear1->forward(modulate(layer_norm_without_affine(x, static_cast<float>(config.norm_eps)), m.shift, m.scale));
@@ -259,7 +283,7 @@ Tensor SingleStreamBlock::forward(const Tensor& x, const Tensor& vec, const Axes
   const Tensor qkv = F::contiguous(F::narrow(projected, 2, 0, attention_width));
   const Tensor mlp = F::contiguous(F::narrow(projected, 2, attention_width, config.mlp_hidden_dim()));
   const Tensor attention = joint_attention(split_heads(qkv, config.num_heads, *norm), rope);
-  return gated_residual(x, m.gate, linear2->forward(F::concat(attention, gelu_tanh(mlp), 2)));
+  return pack_stream(vec, gated_residual(x, m.gate, linear2->forward(F::concat(attention, gelu_tanh(mlp), 2))));
 }
 
 AdaLayerNormModulation::AdaLayerNormModulation(int64_t hidden_size, Device device)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "titan/models/flux/flux_config.h"
+#include "titan/nn/block.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/module.h"
 #include "titan/nn/rms_norm.h"
@@ -113,13 +114,22 @@ class FluxMLP : public nn::Module {
 // Non-causal attention of q, k, v [B, L, H, D] -> [B, L, H * D].
 Tensor joint_attention(const HeadsQKV& heads, const AxesRope& rope);
 
-class DoubleStreamBlock : public nn::Module {
+// The residual stream the blocks read and write, one tensor (an nn::Block
+// carries one): [B, 1 + Lt + Li, hidden], the conditioning vector in row 0,
+// then the text tokens, then the image tokens. The vector passes through
+// every block unchanged; carried in the stream, it is saved, recomputed and
+// differentiated by a block's runner (checkpointing, FSDP) like the tokens.
+Tensor pack_stream(const Tensor& vec, const Tensor& tokens);  // [B, D], [B, L, D] -> [B, 1 + L, D]
+Tensor stream_vec(const Tensor& stream);                      // row 0: [B, D]
+// `count` tokens from token `start` (the vector's row not counted): [B, count, D].
+Tensor stream_tokens(const Tensor& stream, int64_t start, int64_t count);
+
+class DoubleStreamBlock : public nn::Block {
  public:
   DoubleStreamBlock(const FluxConfig& config, Device device);
-  // img [B, Li, hidden], txt [B, Lt, hidden], vec [B, hidden]; rope over the
-  // text tokens then the image tokens. Returns (img, txt).
-  std::pair<Tensor, Tensor> forward(const Tensor& img, const Tensor& txt, const Tensor& vec,
-                                    const AxesRope& rope) const;
+  // The stream's first `text_tokens` tokens are the text stream, the rest the
+  // image stream; rope covers both, text first.
+  Tensor forward(const Tensor& stream, int64_t text_tokens, const AxesRope& rope) const;
   const FluxConfig config;
   std::shared_ptr<Modulation> img_mod;
   std::shared_ptr<FluxAttention> img_attn;
@@ -127,18 +137,24 @@ class DoubleStreamBlock : public nn::Module {
   std::shared_ptr<Modulation> txt_mod;
   std::shared_ptr<FluxAttention> txt_attn;
   std::shared_ptr<FluxMLP> txt_mlp;
+
+ private:
+  Tensor compute(const Tensor& stream, int64_t text_tokens, const AxesRope& rope) const;
 };
 
-class SingleStreamBlock : public nn::Module {
+// Attends over all of the stream's tokens, text and image alike.
+class SingleStreamBlock : public nn::Block {
  public:
   SingleStreamBlock(const FluxConfig& config, Device device);
-  // x [B, L, hidden] (text tokens then image tokens), vec [B, hidden].
-  Tensor forward(const Tensor& x, const Tensor& vec, const AxesRope& rope) const;
+  Tensor forward(const Tensor& stream, const AxesRope& rope) const;
   const FluxConfig config;
   std::shared_ptr<nn::Linear> linear1;  // -> q, k, v and the MLP's input, side by side
   std::shared_ptr<nn::Linear> linear2;  // attention output and the MLP's activation -> hidden
   std::shared_ptr<QKNorm> norm;
   std::shared_ptr<Modulation> modulation;
+
+ private:
+  Tensor compute(const Tensor& stream, const AxesRope& rope) const;
 };
 
 // adaLN_modulation is Sequential(SiLU, Linear) in TorchTitan: its linear is child "1".

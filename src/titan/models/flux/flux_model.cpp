@@ -1,7 +1,6 @@
 #include "titan/models/flux/flux_model.h"
 
 #include <string>
-#include <tuple>
 
 #include "titan/core/error.h"
 #include "titan/nn/functional.h"
@@ -100,11 +99,11 @@ Tensor FluxModel::forward(const FluxInputs& inputs) const {
   const Tensor ids = F::concat(inputs.txt_ids.to(DType::i64), inputs.img_ids.to(DType::i64), 1);
   const AxesRope rope = axes_rope(ids, config.axes_dim, config.theta);
 
-  for (const auto& block : double_blocks) std::tie(img, txt) = block->forward(img, txt, vec, rope);
   const int64_t text_tokens = txt.size(1), image_tokens = img.size(1);
-  Tensor joint = F::concat(txt, img, 1);
-  for (const auto& block : single_blocks) joint = block->forward(joint, vec, rope);
-  img = F::contiguous(F::narrow(joint, 1, text_tokens, image_tokens));
+  Tensor stream = pack_stream(vec, F::concat(txt, img, 1));
+  for (const auto& block : double_blocks) stream = block->forward(stream, text_tokens, rope);
+  for (const auto& block : single_blocks) stream = block->forward(stream, rope);
+  img = stream_tokens(stream, text_tokens, image_tokens);
   return final_layer->forward(img, vec);
 }
 

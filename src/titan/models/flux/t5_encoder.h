@@ -9,26 +9,13 @@
 #include <memory>
 #include <vector>
 
+#include "titan/models/flux/t5_encoder_config.h"
 #include "titan/nn/embedding.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/module.h"
 #include "titan/nn/rms_norm.h"
 
 namespace titan::models::flux {
-
-// T5Config's names; the defaults are google/t5-v1_1-xxl's encoder.
-struct T5EncoderConfig {
-  int64_t vocab_size = 32128;
-  int64_t d_model = 4096;
-  int64_t d_kv = 64;
-  int64_t num_heads = 64;
-  int64_t d_ff = 10240;
-  int64_t num_layers = 24;
-  int64_t relative_attention_num_buckets = 32;
-  int64_t relative_attention_max_distance = 128;
-  double layer_norm_epsilon = 1e-6;
-  void validate() const;
-};
 
 // The bucket of a key `relative_position` = key - query tokens away
 // (bidirectional: half the buckets for keys after the query; within a half,

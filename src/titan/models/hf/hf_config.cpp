@@ -10,6 +10,7 @@
 
 #include "titan/core/error.h"
 #include "titan/models/families.h"
+#include "titan/models/hf/config_json_reader.h"
 
 namespace titan::models {
 
@@ -36,96 +37,6 @@ std::vector<std::string> supported_architectures() {
   for (const HfFamily& family : hf_families()) names.push_back(family.architecture);
   return names;
 }
-
-class ConfigReader {
- public:
-  ConfigReader(const Json& json, const std::string& source) : json_(json), source_(source) {}
-
-  bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
-  // Present and null: where a family's default is a value, null means "none" (a window, a soft-cap).
-  bool is_null(const char* key) const { return json_.contains(key) && json_[key].is_null(); }
-
-  void get(const char* key, int64_t& value, int64_t min, int64_t max) const {
-    if (!has(key)) return;
-    const Json& v = json_[key];
-    TITAN_CHECK(v.is_number_integer(), "{}: '{}' must be an integer, got {}", source_, key, v.dump());
-    // Unsigned JSON integers may not fit int64: compare them unsigned first.
-    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(max) &&
-                                                       static_cast<int64_t>(v.get<uint64_t>()) >= min
-                                                 : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
-    TITAN_CHECK(in_range, "{}: '{}' = {} is outside [{}, {}]", source_, key, v.dump(), min, max);
-    value = v.get<int64_t>();
-  }
-  void get_positive(const char* key, int64_t& value, int64_t max) const { get(key, value, 1, max); }
-  // The keys that give the weights their shapes: a class default (transformers' 4096 for
-  // hidden_size) would build some other model and fail later on a tensor shape.
-  void get_required(const char* key, int64_t& value, int64_t max) const {
-    TITAN_CHECK(has(key), "{}: required key '{}' is missing{}", source_, key,
-                json_.contains(key) ? " (it is null)" : "");
-    get_positive(key, value, max);
-  }
-
-  void get(const char* key, double& value) const {
-    if (!has(key)) return;
-    const Json& v = json_[key];
-    TITAN_CHECK(v.is_number(), "{}: '{}' must be a number, got {}", source_, key, v.dump());
-    value = v.get<double>();
-    TITAN_CHECK(std::isfinite(value) && value > 0.0, "{}: '{}' must be a positive number, got {}", source_, key,
-                v.dump());
-  }
-
-  void get_non_negative(const char* key, double& value) const {
-    if (!has(key)) return;
-    const Json& v = json_[key];
-    TITAN_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0.0,
-                "{}: '{}' must be a number >= 0, got {}", source_, key, v.dump());
-    value = v.get<double>();
-  }
-
-  // A list of layer indices, each in [0, layers).
-  void get_layers(const char* key, std::vector<int64_t>& value, int64_t layers) const {
-    if (!has(key)) return;
-    const Json& v = json_[key];
-    TITAN_CHECK(v.is_array(), "{}: '{}' must be a list of layer indices, got {}", source_, key, v.dump());
-    value.clear();
-    for (const Json& item : v) {
-      TITAN_CHECK(item.is_number_integer() && item.get<int64_t>() >= 0 && item.get<int64_t>() < layers,
-                  "{}: '{}' holds {}, which is not a layer index in [0, {})", source_, key, item.dump(), layers);
-      value.push_back(item.get<int64_t>());
-    }
-  }
-
-  void get(const char* key, bool& value) const {
-    if (!has(key)) return;
-    TITAN_CHECK(json_[key].is_boolean(), "{}: '{}' must be true or false, got {}", source_, key, json_[key].dump());
-    value = json_[key].get<bool>();
-  }
-
-  std::string get_string(const char* key) const {
-    if (!has(key)) return "";
-    TITAN_CHECK(json_[key].is_string(), "{}: '{}' must be a string, got {}", source_, key, json_[key].dump());
-    return json_[key].get<std::string>();
-  }
-
-  // Features titan's decoder does not have must be off (absent, or the value that means off).
-  void require_off(const char* key, const HfFamily& family) const {
-    bool on = false;
-    get(key, on);
-    TITAN_CHECK(!on, "{}: '{}' = true is not supported for {} (titan's decoder has no such feature)", source_, key,
-                family.architecture);
-  }
-  // Dropout probabilities must be zero: titan's decoder has no dropout.
-  void require_zero(const char* key, const HfFamily& family) const {
-    double value = 0.0;
-    get_non_negative(key, value);
-    TITAN_CHECK(value == 0.0, "{}: '{}' = {} is not supported for {} (titan's decoder has no dropout; set it to 0)",
-                source_, key, json_[key].dump(), family.architecture);
-  }
-
- private:
-  const Json& json_;
-  const std::string& source_;
-};
 
 // The keys each rope_type reads (transformers' modeling_rope_utils), besides
 // rope_type / type; rope_parameters objects may also hold rope_theta and
@@ -171,7 +82,7 @@ void read_rope_scaling_object(const Json& scaling, const std::string& key, const
                               const Json& top_level, const HfFamily& family, HfConfig& config, bool rope_parameters) {
   using ops::RopeScalingType;
   TITAN_CHECK(scaling.is_object(), "{}: '{}' must be an object or null, got {}", source, key, scaling.dump());
-  const ConfigReader reader(scaling, source);
+  const ConfigJsonReader reader(scaling, source);
   std::string name = reader.get_string("rope_type");
   const std::string old_name = reader.get_string("type");  // older transformers name it "type"
   TITAN_CHECK(name.empty() || old_name.empty() || name == old_name, "{}: '{}' has rope_type '{}' and type '{}'", source,
@@ -237,7 +148,7 @@ void read_rope_scaling_object(const Json& scaling, const std::string& key, const
   }
   if (s.type == RopeScalingType::yarn || s.type == RopeScalingType::longrope) {
     s.original_max_position = max_positions;
-    const ConfigReader top(top_level, source);
+    const ConfigJsonReader top(top_level, source);
     if (s.type == RopeScalingType::longrope && family.top_level_original_max_position) {
       top.get_positive("original_max_position_embeddings", s.original_max_position, kMaxPositions);
     }
@@ -276,7 +187,7 @@ void read_rope_scaling(const Json& json, const std::string& source, const HfFami
 }
 
 // partial_rotary_factor (top level, or in a rope_parameters object): in (0, 1], and only where the family has it.
-void read_partial_rotary_factor(const ConfigReader& reader, const std::string& key, const std::string& source,
+void read_partial_rotary_factor(const ConfigJsonReader& reader, const std::string& key, const std::string& source,
                                 const HfFamily& family, double& factor) {
   if (!reader.has("partial_rotary_factor")) return;
   double value = 1.0;
@@ -297,7 +208,7 @@ void read_rope_parameters(const Json& json, const std::string& source, const HfF
   TITAN_CHECK(parameters.is_object(), "{}: 'rope_parameters' must be an object, got {}", source, parameters.dump());
   const auto read_one = [&](const Json& object, const std::string& key, double& theta, bool scaled) {
     TITAN_CHECK(object.is_object(), "{}: '{}' must be an object, got {}", source, key, object.dump());
-    const ConfigReader reader(object, source);
+    const ConfigJsonReader reader(object, source);
     reader.get("rope_theta", theta);
     if (scaled) {
       read_partial_rotary_factor(reader, key + ".partial_rotary_factor", source, family, config.partial_rotary_factor);
@@ -330,7 +241,7 @@ void read_rope_parameters(const Json& json, const std::string& source, const HfF
   read_one(parameters, "rope_parameters", config.rope_theta, true);
 }
 
-void read_mixture_of_experts(const ConfigReader& reader, const std::string& source, const HfFamily& family,
+void read_mixture_of_experts(const ConfigJsonReader& reader, const std::string& source, const HfFamily& family,
                              HfConfig& config) {
   reader.get_required("num_experts", config.num_experts, kMaxDimension);
   reader.get_required("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
@@ -354,7 +265,7 @@ void read_mixture_of_experts(const ConfigReader& reader, const std::string& sour
 
 // gpt-oss's experts (GptOssConfig's names): num_local_experts of intermediate_size
 // each in every layer, softmax over the top k logits (the chosen scores renormalised).
-void read_stacked_experts(const ConfigReader& reader, const std::string& source, HfConfig& config) {
+void read_stacked_experts(const ConfigJsonReader& reader, const std::string& source, HfConfig& config) {
   reader.get_required("num_local_experts", config.num_experts, kMaxDimension);
   reader.get_required("num_experts_per_tok", config.num_experts_per_tok, kMaxDimension);
   TITAN_CHECK(config.num_experts_per_tok <= config.num_experts,
@@ -374,7 +285,7 @@ void read_stacked_experts(const ConfigReader& reader, const std::string& source,
 }
 
 // DeepSeek-V3's latent attention and router keys (DeepseekV3Config's names).
-void read_latent_attention(const Json& json, const ConfigReader& reader, const std::string& source,
+void read_latent_attention(const Json& json, const ConfigJsonReader& reader, const std::string& source,
                            const HfFamily& family, HfConfig& config) {
   HfLatentAttention m = config.mla.value_or(HfLatentAttention{});
   // q_lora_rank null: queries straight from the hidden state.
@@ -434,7 +345,7 @@ void read_latent_attention(const Json& json, const ConfigReader& reader, const s
 // DeltaNet layers' shapes, which layers they are (layer_types, else every
 // full_attention_interval-th layer is full attention), the experts of the
 // mixture-of-experts form, and rope_parameters' multimodal sections.
-void read_linear_attention(const Json& body, const ConfigReader& reader, const std::string& source,
+void read_linear_attention(const Json& body, const ConfigJsonReader& reader, const std::string& source,
                            const HfFamily& family, HfConfig& config) {
   HfLinearAttention m = config.linear_attention.value_or(HfLinearAttention{});
   reader.get_positive("linear_conv_kernel_dim", m.conv_kernel_dim, kMaxDimension);
@@ -530,7 +441,7 @@ void read_linear_attention(const Json& body, const ConfigReader& reader, const s
 
 // The activation of the gate: Gemma's GeGLU (transformers reads hidden_activation; published files carry
 // hidden_act too, and both must agree), everyone else's SwiGLU.
-void read_activation(const ConfigReader& reader, const std::string& source, const HfFamily& family) {
+void read_activation(const ConfigJsonReader& reader, const std::string& source, const HfFamily& family) {
   const char* expected = hf_activation_name(family.activation);
   std::vector<std::string> keys{"hidden_act"};
   if (family.activation_key != keys.front()) keys.push_back(family.activation_key);
@@ -543,7 +454,7 @@ void read_activation(const ConfigReader& reader, const std::string& source, cons
 
 // Which layers slide, resolved into config.sliding_layers: `layer_types` where the file has it, else the
 // family's rule. A null or absent window (where the family's default is none) means no layer slides.
-void read_sliding_window(const Json& json, const ConfigReader& reader, const std::string& source,
+void read_sliding_window(const Json& json, const ConfigJsonReader& reader, const std::string& source,
                          const HfFamily& family, HfConfig& config) {
   if (family.sliding == HfSlidingLayers::none) return;  // Qwen 2's inactive window keys are not read
   if (reader.is_null("sliding_window")) config.sliding_window = 0;
@@ -570,7 +481,7 @@ void read_sliding_window(const Json& json, const ConfigReader& reader, const std
 }
 
 // The score scale and soft-caps (null: off).
-void read_score_scale_and_softcaps(const ConfigReader& reader, HfConfig& config) {
+void read_score_scale_and_softcaps(const ConfigJsonReader& reader, HfConfig& config) {
   reader.get("query_pre_attn_scalar", config.query_pre_attn_scalar);
   for (auto [key, value] : {std::pair{"attn_logit_softcapping", &config.attn_logit_softcapping},
                             std::pair{"final_logit_softcapping", &config.final_logit_softcapping}}) {
@@ -631,7 +542,7 @@ void check_known_keys(const Json& body, const std::string& source, const HfFamil
 // model_type, tie_word_embeddings agreeing with text_config's where both say
 // it, and the vision tower's keys kept as they are (titan trains the text
 // decoder only; its folders' vision tensors are skipped).
-void read_multimodal_keys(const Json& json, const ConfigReader& top, const ConfigReader& text,
+void read_multimodal_keys(const Json& json, const ConfigJsonReader& top, const ConfigJsonReader& text,
                           const std::string& source, const HfFamily& family, HfConfig& config) {
   const std::string text_type = text.get_string("model_type");
   TITAN_CHECK(text_type.empty() || text_type == family.text_model_type,
@@ -659,7 +570,7 @@ void read_multimodal_keys(const Json& json, const ConfigReader& top, const Confi
 // always applied by its model (it divides by it), so null is refused;
 // layer_rope_theta's zeros are the NoPE layers, and any other entry must be
 // rope_theta: transformers rotates every other layer with the one table.
-void read_gated_attention(const Json& body, const ConfigReader& reader, const std::string& source,
+void read_gated_attention(const Json& body, const ConfigJsonReader& reader, const std::string& source,
                           const HfFamily& family, HfConfig& config) {
   reader.get("qk_scale_factor", config.qk_scale_factor);
   reader.get("output_multiplier", config.output_multiplier);
@@ -776,7 +687,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
     fail("{}: not valid JSON: {}", source, error.what());
   }
   TITAN_CHECK(json.is_object(), "{}: config is not a JSON object", source);
-  const ConfigReader top(json, source);
+  const ConfigJsonReader top(json, source);
 
   std::string architecture;
   if (top.has("architectures")) {
@@ -810,7 +721,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
               family->architecture);
   const Json& body = nested ? json["text_config"] : json;
   const std::string body_source = nested ? source + " text_config" : source;
-  const ConfigReader reader(body, body_source);
+  const ConfigJsonReader reader(body, body_source);
 
   HfConfig config = family->defaults;
   config.architecture = family->architecture;
@@ -838,7 +749,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   if (family->local_rope) reader.get("rope_local_base_freq", config.rope_local_base_freq);
   read_rope_parameters(body, body_source, *family, config);
   // Newer transformers write "dtype", older "torch_dtype" (a multimodal model's at the top level).
-  const ConfigReader& dtype_reader = top.has("torch_dtype") || top.has("dtype") ? top : reader;
+  const ConfigJsonReader& dtype_reader = top.has("torch_dtype") || top.has("dtype") ? top : reader;
   const std::string dtype =
       dtype_reader.has("torch_dtype") ? dtype_reader.get_string("torch_dtype") : dtype_reader.get_string("dtype");
   TITAN_CHECK(dtype.empty() || hf_dtype(dtype).has_value(),
@@ -861,11 +772,12 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& source) 
   }
   // Features titan's decoder lacks: each must be off. Qwen 2's q/k/v biases always exist (its config has no
   // attention_bias key); a family that slides by its own rule has no use_sliding_window switch.
-  for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"}) reader.require_zero(key, *family);
-  reader.require_off("mlp_bias", *family);
-  if (!family->qkv_bias) reader.require_off("attention_bias", *family);
-  if (family->sliding == HfSlidingLayers::none) reader.require_off("use_sliding_window", *family);
-  for (const std::string& key : family->disabled_features) reader.require_off(key.c_str(), *family);
+  for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"})
+    reader.require_zero(key, family->architecture);
+  reader.require_off("mlp_bias", family->architecture);
+  if (!family->qkv_bias) reader.require_off("attention_bias", family->architecture);
+  if (family->sliding == HfSlidingLayers::none) reader.require_off("use_sliding_window", family->architecture);
+  for (const std::string& key : family->disabled_features) reader.require_off(key.c_str(), family->architecture);
 
   if (family->latent_attention) {
     read_latent_attention(body, reader, body_source, *family, config);

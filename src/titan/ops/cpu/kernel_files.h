@@ -25,7 +25,9 @@
   X(moe_routing)                  \
   X(delta_rule)                   \
   X(causal_conv1d)                \
-  X(gdn_gates)
+  X(gdn_gates)                    \
+  X(conv2d)                       \
+  X(group_norm)
 
 // ops/cpu/onednn/<name>.cpp: kernels that are oneDNN calls. oneDNN picks its
 // own ISA at run time (capped by TITAN_CPU_ISA, see register.cpp), so a copy

@@ -1,0 +1,27 @@
+// Group normalisation, forward only (the FLUX autoencoder runs frozen), as
+// torch.nn.functional.group_norm: for x [B, C, *] split into `groups` groups
+// of C / groups channels,
+//   y[b, c, s] = (x[b, c, s] - mean[b, g]) / sqrt(var[b, g] + eps) * weight[c] + bias[c]
+// where mean and the biased variance run over the group's channels and every
+// position s. Kernels: CPU (every kernel set): the statistics in f64, two
+// passes (the mean, then squared deviations from it), so a group of millions
+// of elements (a 1024 x 1024 image's first level) loses nothing to the sum;
+// the output in f32, rounded once. No CUDA kernel yet ("op 'group_norm' has
+// no kernel for device cuda").
+#pragma once
+
+#include <cstdint>
+
+#include "titan/core/tensor.h"
+#include "titan/ops/dispatch.h"
+
+namespace titan::ops {
+
+// x f32 or bf16 (y has its dtype); weight and bias [C], each f32 or bf16.
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, float eps);
+
+using GroupNormKernel = void(const Tensor& y, const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                             float eps);
+inline Op<GroupNormKernel> group_norm_kernels{"group_norm"};
+
+}  // namespace titan::ops

@@ -1,0 +1,110 @@
+// FLUX under data parallelism against one process: the same job (same seed,
+// same global batches of a prepared dataset, f32), run by `titan train` in
+// one process and under mpirun with FSDP 2 and DDP 2 (and FSDP 2 with
+// activation checkpointing), must log the single process's loss at every
+// step; FSDP must halve each rank's parameters.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli_job.h"
+#include "titan/models/flux/flux_diffusers_config.h"
+#include "titan/ops/random.h"
+#include "titan/train/flux/flux_dataset.h"
+
+namespace titan {
+namespace flux_parity_test {
+
+namespace fs = std::filesystem;
+
+Tensor normal(const Shape& shape, uint64_t seed) {
+  Generator generator(seed);
+  const Tensor t = Tensor::empty(shape);
+  ops::normal_(t, 0.0, 1.0, generator);
+  return t;
+}
+
+// 16 examples of 4-channel 4x4 latents (32-pixel images), 6 T5 states of 16, CLIP 16; a 2 + 2 block transformer of
+// width 64.
+struct FluxJobFiles {
+  fs::path dir, data, config;
+};
+
+const FluxJobFiles& files() {
+  static const FluxJobFiles instance = [] {
+    FluxJobFiles f;
+    f.dir = fs::path(::testing::TempDir()) / "flux_parity";
+    fs::remove_all(f.dir);
+    fs::create_directories(f.dir);
+    train::flux::FluxDataset d;
+    d.img_size = 32;
+    d.encoders_fingerprint = "test";
+    d.train = {normal({16, 4, 4, 4}, 1), normal({16, 6, 16}, 2), normal({16, 16}, 3), {}};
+    for (int i = 0; i < 16; ++i) d.train.captions.push_back("example " + std::to_string(i));
+    d.empty_t5 = Tensor::zeros({6, 16});
+    d.empty_clip = Tensor::zeros({16});
+    f.data = f.dir / "data";
+    train::flux::write_flux_dataset(f.data.string(), d);
+    models::flux::FluxConfig config;
+    config.in_channels = config.out_channels = 16;
+    config.hidden_size = 64;
+    config.num_heads = 4;
+    config.axes_dim = {4, 6, 6};
+    config.depth = 2;
+    config.depth_single_blocks = 2;
+    config.context_in_dim = 16;
+    config.vec_in_dim = 16;
+    f.config = f.dir / "transformer_config.json";
+    std::ofstream(f.config) << models::flux::diffusers_flux_config_json(config);
+    return f;
+  }();
+  return instance;
+}
+
+struct JobLosses {
+  std::vector<double> losses;
+  std::string output;
+};
+
+// `titan train` of the tiny FLUX, 4 steps of a global batch of 4 (each of `dp` ranks 4 / dp), `extra` last.
+JobLosses run_job(const std::string& name, int ranks, int dp, const std::string& extra = "") {
+  const FluxJobFiles& f = files();
+  const fs::path dump = f.dir / name;
+  const std::string command = fmt::format(
+      "{}{} train --model.name flux --model.hf_config {} --training.dataset_path {} --training.img_size 32 "
+      "--training.local_batch_size {} --training.steps 4 --training.seed 7 --training.classifier_free_guidance_prob "
+      "0.3 --optimizer.lr 3e-3 --lr_scheduler.warmup_steps 1 --metrics.peak_tflops 1 --metrics.progress false "
+      "--job.dump_folder {} {}",
+      ranks > 1 ? testing::mpirun(ranks) + " " : "", TITAN_CLI_PATH, f.config.string(), f.data.string(), 4 / dp,
+      dump.string(), extra);
+  JobLosses run;
+  run.output = testing::run_ok(command, f.dir / (name + ".log"));
+  run.losses = testing::metrics_column(dump / "metrics.jsonl", "loss");
+  return run;
+}
+
+void expect_same_losses(const JobLosses& expected, const JobLosses& actual, const std::string& what) {
+  ASSERT_EQ(actual.losses.size(), expected.losses.size()) << what << "\n" << actual.output;
+  // f32: only the order of the sums over examples and ranks differs.
+  for (size_t i = 0; i < expected.losses.size(); ++i) {
+    EXPECT_NEAR(actual.losses[i], expected.losses[i], 1e-5 * expected.losses[i]) << what << ", step " << i + 1;
+  }
+}
+
+TEST(FluxParity, DataParallelMeshesMatchOneProcess) {
+  const JobLosses single = run_job("single", 1, 1);
+  ASSERT_EQ(single.losses.size(), 4u) << single.output;
+  expect_same_losses(single, run_job("fsdp2", 2, 2, "--parallelism.data_parallel_shard_degree 2"), "FSDP 2");
+  expect_same_losses(
+      single,
+      run_job("ddp2", 2, 2,
+              "--parallelism.data_parallel_replicate_degree 2 --parallelism.data_parallel_shard_degree 1"),
+      "DDP 2");
+  expect_same_losses(
+      single, run_job("fsdp2_ac", 2, 2, "--parallelism.data_parallel_shard_degree 2 --activation_checkpoint.mode full"),
+      "FSDP 2 + full activation checkpointing");
+}
+
+}  // namespace flux_parity_test
+}  // namespace titan

@@ -1,0 +1,252 @@
+// FLUX from end to end through the CLI, on the synthetic coloured shapes with
+// tiny random-initialised encoders (T5 and CLIP folders holding a config.json
+// and a tokenizer.json made by the tokenizer tests' scripts) and the
+// block-mean autoencoder: `titan data prepare --shapes` writes a dataset the
+// trainer reads, `titan train` logs its steps, validation losses and
+// validation images (PNG files and TensorBoard images), saves a checkpoint,
+// and `titan generate --image` samples a PNG from it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_job.h"
+#include "titan/data/image_file.h"
+#include "titan/data/image_tensor.h"
+#include "titan/data/shapes_dataset.h"
+#include "titan/data/shapes_measure.h"
+#include "titan/models/flux/block_mean_autoencoder.h"
+#include "titan/models/flux/flux_diffusers_config.h"
+#include "titan/train/flux/flux_dataset.h"
+#include "titan/train/flux/flux_generate.h"
+
+namespace titan {
+namespace flux_pipeline_test {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+// The job: a transformer of width 64, 2 + 2 blocks, over the block-mean latents (12
+// channels: 48 per packed token) of 32-pixel images, encoders of width 16.
+// Steps of the learning check (batches of 16 of 720 images).
+constexpr int kLearningSteps = 1500;
+
+fs::path write_job(const fs::path& dir) {
+  const fs::path tokenizers = dir / "tokenizers";
+  testing::run_ok(fmt::format("{} {}/make_t5_tokenizer_json.py {} && {} {}/make_clip_tokenizer_json.py {}/clip.json",
+                              TITAN_PYTHON, TITAN_REFERENCE_SCRIPTS_DIR, tokenizers.string(), TITAN_PYTHON,
+                              TITAN_REFERENCE_SCRIPTS_DIR, tokenizers.string()),
+                  dir / "tokenizers.log");
+  fs::create_directories(dir / "t5");
+  fs::copy_file(tokenizers / "t5_current.json", dir / "t5" / "tokenizer.json");
+  write(dir / "t5" / "config.json",
+        R"({"model_type": "t5", "feed_forward_proj": "gated-gelu", "vocab_size": 512, "d_model": 16, "d_kv": 8,
+            "num_heads": 2, "d_ff": 32, "num_layers": 1})");
+  fs::create_directories(dir / "clip");
+  fs::copy_file(tokenizers / "clip.json", dir / "clip" / "tokenizer.json");
+  write(dir / "clip" / "config.json",
+        R"({"model_type": "clip_text_model", "hidden_act": "quick_gelu", "vocab_size": 1024, "hidden_size": 16,
+            "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2})");
+  models::flux::FluxConfig transformer;
+  transformer.in_channels = transformer.out_channels = 4 * models::flux::kBlockMeanChannels;
+  transformer.hidden_size = 64;
+  transformer.num_heads = 4;
+  transformer.axes_dim = {4, 6, 6};
+  transformer.depth = 2;
+  transformer.depth_single_blocks = 2;
+  transformer.context_in_dim = 16;
+  transformer.vec_in_dim = 16;
+  write(dir / "transformer" / "config.json", models::flux::diffusers_flux_config_json(transformer));
+  const fs::path job = dir / "job.toml";
+  write(job, fmt::format(R"([job]
+dump_folder = "{0}/outputs"
+[model]
+name = "flux"
+hf_config = "{0}/transformer/config.json"
+[encoder]
+t5_encoder = "{0}/t5"
+clip_encoder = "{0}/clip"
+autoencoder = "block_mean"
+max_t5_encoding_len = 16
+random_init = true
+[training]
+dataset_path = "{0}/data"
+img_size = 32
+local_batch_size = 4
+steps = 4
+classifier_free_guidance_prob = 0.2
+[optimizer]
+lr = 1e-3
+[lr_scheduler]
+warmup_steps = 1
+[metrics]
+peak_tflops = 1.0
+progress = false
+enable_tensorboard = true
+[checkpoint]
+enable = true
+interval = 4
+[validation]
+enable = true
+freq = 2
+steps = 1
+save_img_count = 2
+denoising_steps = 3
+enable_classifier_free_guidance = true
+)",
+                         dir.string()));
+  return job;
+}
+
+TEST(FluxPipeline, PrepareTrainValidateAndGenerate) {
+  const fs::path dir = testing::per_test_folder("flux_pipeline");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path job = write_job(dir);
+
+  testing::run_ok(fmt::format("{} data prepare --shapes 40 --config {} --output {}/data", TITAN_CLI_PATH, job.string(),
+                              dir.string()),
+                  dir / "prepare.log");
+  const train::flux::FluxDataset dataset = train::flux::read_flux_dataset((dir / "data").string());
+  EXPECT_EQ(dataset.train.size(), 40);
+  EXPECT_EQ(dataset.validation.size(), 4);  // a tenth, of held-out captions
+  EXPECT_EQ(dataset.train.latents.shape(), (Shape{40, models::flux::kBlockMeanChannels, 4, 4}));
+  EXPECT_EQ(dataset.train.t5.shape(), (Shape{40, 16, 16}));
+  EXPECT_EQ(dataset.train.clip.shape(), (Shape{40, 16}));
+  EXPECT_EQ(dataset.train.captions.size(), 40u);
+  // The latents are the block means of the images the shapes generator drew.
+  const data::RgbImage first = data::read_image(dir / "data" / "images" / "00000.png");
+  EXPECT_EQ(first.width, 32);
+
+  const std::string output =
+      testing::run_ok(fmt::format("{} train --config {}", TITAN_CLI_PATH, job.string()), dir / "train.log");
+  const std::vector<double> losses = testing::metrics_column(dir / "outputs" / "metrics.jsonl", "loss");
+  ASSERT_EQ(losses.size(), 4u) << output;
+  int validations = 0;
+  std::istringstream records(testing::file_text(dir / "outputs" / "metrics.jsonl"));
+  for (std::string line; std::getline(records, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("validation_loss") && record["validation_loss"].is_number()) ++validations;
+  }
+  EXPECT_EQ(validations, 2) << output;
+  for (const char* step : {"step-000002", "step-000004"}) {
+    for (const char* name : {"image_0.png", "image_1.png"}) {
+      const fs::path image = dir / "outputs" / "img" / step / name;
+      ASSERT_TRUE(fs::exists(image)) << image << "\n" << output;
+      const data::RgbImage read = data::read_image(image);
+      EXPECT_EQ(read.width, 32);
+      EXPECT_EQ(read.height, 32);
+    }
+  }
+  // The validation images reach TensorBoard, read by the independent reader.
+  const std::string events = testing::run_ok(
+      fmt::format("{} {}/read_tensorboard.py {}/outputs/tb", TITAN_PYTHON, TITAN_REFERENCE_SCRIPTS_DIR, dir.string()),
+      dir / "tensorboard.log");
+  int images = 0;
+  std::istringstream lines(events);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line);
+    if (!event.contains("images")) continue;
+    for (const auto& [tag, image] : event["images"].items()) {
+      EXPECT_EQ(image["width"], 32) << tag;
+      ++images;
+    }
+  }
+  EXPECT_EQ(images, 4);
+
+  const fs::path png = dir / "generated.png";
+  testing::run_ok(fmt::format("{} generate --image --config {} --checkpoint {}/outputs/checkpoint/step-000004 "
+                              "--prompt \"a red square at the top left\" --steps 3 --guidance 3 --output {}",
+                              TITAN_CLI_PATH, job.string(), dir.string(), png.string()),
+                  dir / "generate.log");
+  const data::RgbImage generated = data::read_image(png);
+  EXPECT_EQ(generated.width, 32);
+  EXPECT_EQ(generated.height, 32);
+}
+
+// The share of 18 captions of `split` (held out: each colour at a position
+// training never showed it at; train: the first 18 seen), sampled with two
+// seeds each from the checkpoint in `checkpoint`, whose images show the
+// caption's colour, and its colour at its position.
+struct Scores {
+  double colour = 0.0, position = 0.0;
+};
+Scores score_heldout(const fs::path& job, const fs::path& checkpoint,
+                     data::ShapesSplit split = data::ShapesSplit::heldout) {
+  int samples = 0, colours = 0, positions = 0;
+  std::vector<data::ShapeLabel> labels = data::shape_labels(split);
+  labels.resize(18);
+  for (const data::ShapeLabel& label : labels) {
+    for (uint64_t seed : {1, 2}) {
+      train::flux::FluxGenerateOptions options;
+      options.job_config = job.string();
+      options.checkpoint = checkpoint.string();
+      options.prompt = data::shape_caption(label);
+      options.output = (checkpoint.parent_path() / "sample.png").string();
+      options.sampling.steps = 20;
+      options.sampling.guidance = true;
+      options.sampling.guidance_scale = 4.0;
+      options.sampling.seed = seed;
+      const Tensor image = train::flux::generate_flux_image(options);
+      const data::ShapeMeasurement measured = data::measure_shape_image(data::tensor_to_image(image, "sample"));
+      ++samples;
+      colours += measured.colour == label.colour ? 1 : 0;
+      positions += measured.colour == label.colour && measured.position == label.position ? 1 : 0;
+    }
+  }
+  return {static_cast<double>(colours) / samples, static_cast<double>(positions) / samples};
+}
+
+// The learning check: after training on the shapes, sampled images show the
+// prompt's colour, for held-out prompts ("a red square at the top left", red
+// never shown at the top left) too, and seen prompts' positions, far more
+// often than an untrained model's (one step: its output layer still near
+// zero, so its samples are decoded noise). Measured here (2-core AVX-512):
+// held-out colour 83% (untrained 17%); seen prompts' colour 100% and
+// colour-and-position 64% (untrained 0%). Held-out prompts' positions are not
+// learned yet (8%): this model and its random text encoders tie colours to
+// the positions they were seen at; the bounds leave room for thread timing.
+TEST(FluxPipeline, TrainedModelDrawsHeldOutPromptsUntrainedDoesNot) {
+  const fs::path dir = testing::per_test_folder("flux_pipeline");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path job = write_job(dir);
+  testing::run_ok(fmt::format("{} data prepare --shapes 720 --config {} --output {}/data", TITAN_CLI_PATH, job.string(),
+                              dir.string()),
+                  dir / "prepare.log");
+  const std::string common = fmt::format(
+      "--validation.enable false --training.local_batch_size 16 --optimizer.lr 2e-3 "
+      "--training.classifier_free_guidance_prob 0.1 --checkpoint.interval {}",
+      kLearningSteps);
+  testing::run_ok(
+      fmt::format("{} train --config {} {} --training.steps {}", TITAN_CLI_PATH, job.string(), common, kLearningSteps),
+      dir / "train.log");
+  testing::run_ok(fmt::format("{} train --config {} {} --training.steps 1 --job.dump_folder {}/untrained",
+                              TITAN_CLI_PATH, job.string(), common, dir.string()),
+                  dir / "untrained.log");
+  const Scores trained =
+      score_heldout(job, dir / "outputs" / "checkpoint" / fmt::format("step-{:06d}", kLearningSteps));
+  const Scores untrained = score_heldout(job, dir / "untrained" / "checkpoint" / "step-000001");
+  const Scores seen = score_heldout(job, dir / "outputs" / "checkpoint" / fmt::format("step-{:06d}", kLearningSteps),
+                                    data::ShapesSplit::train);
+  std::printf("flux shapes, seen prompts: colour right %.0f%%, colour and position right %.0f%%\n", 100 * seen.colour,
+              100 * seen.position);
+  std::printf(
+      "flux shapes, held-out prompts: colour right %.0f%% (untrained %.0f%%), colour and position right "
+      "%.0f%% (untrained %.0f%%)\n",
+      100 * trained.colour, 100 * untrained.colour, 100 * trained.position, 100 * untrained.position);
+  EXPECT_GE(trained.colour, 0.7);
+  EXPECT_LE(untrained.colour, 0.4);
+  EXPECT_GE(seen.colour, 0.8);
+  EXPECT_GE(seen.position, 0.45);
+  EXPECT_LE(untrained.position, 0.15);
+}
+
+}  // namespace flux_pipeline_test
+}  // namespace titan

@@ -6,6 +6,7 @@
 #include "bench/delta_rule_bench.h"
 #include "bench/failures_bench.h"
 #include "bench/families_bench.h"
+#include "bench/flux_bench.h"
 #include "bench/gpu_bench.h"
 #include "bench/kv_cache_bench.h"
 #include "bench/lora_bench.h"
@@ -50,15 +51,15 @@ Subcommand make_bench_subcommand() {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu, families, delta-rule, kv-cache, failures, plan, plan-published)");
+        "lora, gpu, families, delta-rule, kv-cache, failures, plan, plan-published, flux)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu, families, delta-rule, kv-cache, failures, plan, plan-published")
+           "gpu, families, delta-rule, kv-cache, failures, plan, plan-published, flux")
         ->required()
         ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
                                "context-parallel", "profiler", "lora", "gpu", "families", "startup", "delta-rule",
-                               "kv-cache", "failures", "plan", "plan-published"}));
+                               "kv-cache", "failures", "plan", "plan-published", "flux"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -74,7 +75,7 @@ Subcommand make_bench_subcommand() {
     app->add_option("--dtypes", train->dtypes,
                     "train and families suites: training dtypes (default f32 bf16; families f32)")
         ->check(CLI::IsMember({"f32", "bf16"}));
-    app->add_flag("!--no-peer", train->peer, "train, families, moe and gpu suites: skip the PyTorch peer");
+    app->add_flag("!--no-peer", train->peer, "train, families, moe, gpu and flux suites: skip the PyTorch peer");
     app->add_option("--busy-cores", train->busy_cores,
                     "train suite: measure again with this many cores kept busy by other processes, and show the share "
                     "of its speed each side keeps")
@@ -149,6 +150,13 @@ Subcommand make_bench_subcommand() {
       kv_cache.json_path = options->json_path;
       if ((**bench_app).count("--seq") > 0) kv_cache.positions = gpu->seq_len;
       return bench::run_kv_cache_bench(kv_cache);
+    }
+    if (*suite == "flux") {
+      bench::FluxBenchOptions flux;
+      flux.json_path = options->json_path;
+      flux.quick = options->quick;
+      flux.peer = train->peer;
+      return bench::run_flux_bench(flux);
     }
     if (*suite == "delta-rule") {
       bench::DeltaRuleBenchOptions delta_rule;

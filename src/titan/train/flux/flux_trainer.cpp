@@ -158,8 +158,9 @@ void FluxTrainer::print_banner() const {
   std::printf(
       "titan: flux %s, %lld parameters, %lldx%lld images (%lld image + %lld text tokens), batch %lld per rank "
       "(x%lld accumulation), %s compute, %s, %.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld\n",
-      config_.model.flavor.c_str(), static_cast<long long>(parameters_),
-      static_cast<long long>(config_.training.img_size), static_cast<long long>(config_.training.img_size),
+      config_.model.hf_config.empty() ? config_.model.flavor.c_str() : config_.model.hf_config.c_str(),
+      static_cast<long long>(parameters_), static_cast<long long>(config_.training.img_size),
+      static_cast<long long>(config_.training.img_size),
       static_cast<long long>((config_.training.img_size / 16) * (config_.training.img_size / 16)),
       static_cast<long long>(data_.empty_t5.size(0)), static_cast<long long>(config_.training.local_batch_size),
       static_cast<long long>(micro_batches_), dtype_name(compute_dtype_),
@@ -206,7 +207,7 @@ StepMetrics FluxTrainer::train_step() {
   optimizer_->prepare(lr);
   model_->zero_grad();
   double loss_sum = 0.0, data_seconds = 0.0;
-  int64_t tokens = 0;
+  int64_t tokens = 0, image_tokens_seen = 0;
   for (int64_t micro = 0; micro < micro_batches_; ++micro) {
     const auto data_start = Clock::now();
     FluxBatch batch = data_.train();
@@ -218,6 +219,7 @@ StepMetrics FluxTrainer::train_step() {
     autograd::backward({F::scale(loss, 1.0f / static_cast<float>(micro_batches_))});
     parallelized_->finish_backward(micro + 1 == micro_batches_);
     tokens += batch.size() * (image_tokens + batch.t5.size(1));
+    image_tokens_seen += batch.size() * image_tokens;
   }
   const std::vector<float> clip =
       parallelized_->synchronize_and_clip_gradients(*model_, config_.training.max_norm, device_).to_floats();
@@ -227,6 +229,9 @@ StepMetrics FluxTrainer::train_step() {
   m.loss = comm::all_reduce_scalar(*mesh_->group(MeshDim::dp_cp), loss_sum / static_cast<double>(micro_batches_),
                                    comm::ReduceOp::avg);
   m.grad_norm = clip[0];
+  // The loss counts every image token's velocity, over the global batch.
+  m.trained_tokens = static_cast<int64_t>(comm::all_reduce_scalar(
+      *mesh_->group(MeshDim::dp_cp), static_cast<double>(image_tokens_seen), comm::ReduceOp::sum));
   TITAN_CHECK(std::isfinite(m.loss) && std::isfinite(m.grad_norm),
               "flux: step {} has a non-finite loss ({}) or gradient norm ({})", step_, m.loss, m.grad_norm);
   optimizer_->apply();

@@ -34,8 +34,8 @@ void write(const fs::path& path, const std::string& text) {
 
 // The job: a transformer of width 64, 2 + 2 blocks, over the block-mean latents (12
 // channels: 48 per packed token) of 32-pixel images, encoders of width 16.
-// Steps of the learning check (batches of 16 of 720 images).
-constexpr int kLearningSteps = 1500;
+// Steps of the learning check (batches of 16 of 720 images: 22 epochs).
+constexpr int kLearningSteps = 1000;
 
 fs::path write_job(const fs::path& dir) {
   const fs::path tokenizers = dir / "tokenizers";
@@ -207,11 +207,12 @@ Scores score_heldout(const fs::path& job, const fs::path& checkpoint,
 // prompt's colour, for held-out prompts ("a red square at the top left", red
 // never shown at the top left) too, and seen prompts' positions, far more
 // often than an untrained model's (one step: its output layer still near
-// zero, so its samples are decoded noise). Measured here (2-core AVX-512):
-// held-out colour 83% (untrained 17%); seen prompts' colour 100% and
-// colour-and-position 64% (untrained 0%). Held-out prompts' positions are not
-// learned yet (8%): this model and its random text encoders tie colours to
-// the positions they were seen at; the bounds leave room for thread timing.
+// zero, so its samples are decoded noise). Measured here (2-core AVX-512,
+// 1,000 steps): held-out colour 78% (untrained 17%, chance 1/6); seen
+// prompts' colour 100% and colour-and-position 58% (untrained 0%).
+// Held-out prompts' positions are not learned yet (14%): this model and its
+// random text encoders tie colours to the positions they were seen at. The
+// bounds leave room for another kernel set's rounding.
 TEST(FluxPipeline, TrainedModelDrawsHeldOutPromptsUntrainedDoesNot) {
   const fs::path dir = testing::per_test_folder("flux_pipeline");
   fs::remove_all(dir);
@@ -241,10 +242,10 @@ TEST(FluxPipeline, TrainedModelDrawsHeldOutPromptsUntrainedDoesNot) {
       "flux shapes, held-out prompts: colour right %.0f%% (untrained %.0f%%), colour and position right "
       "%.0f%% (untrained %.0f%%)\n",
       100 * trained.colour, 100 * untrained.colour, 100 * trained.position, 100 * untrained.position);
-  EXPECT_GE(trained.colour, 0.7);
+  EXPECT_GE(trained.colour, 0.6);
   EXPECT_LE(untrained.colour, 0.4);
   EXPECT_GE(seen.colour, 0.8);
-  EXPECT_GE(seen.position, 0.45);
+  EXPECT_GE(seen.position, 0.4);
   EXPECT_LE(untrained.position, 0.15);
 }
 

@@ -42,7 +42,7 @@ void check(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv
 // last column when there is one (the columns then have a last row of ones).
 Tensor weight_matrix(const Tensor& weight, const Tensor& bias) {
   const int64_t out = weight.size(0), k = weight.size(1) * weight.size(2) * weight.size(3);
-  const Tensor flat = weight.contiguous().view({out, k});
+  Tensor flat = weight.contiguous().view({out, k});
   if (!bias.defined()) return flat;
   Tensor with_bias = Tensor::empty({out, k + 1}, weight.dtype(), weight.device());
   copy_(with_bias.narrow(1, 0, k), flat);

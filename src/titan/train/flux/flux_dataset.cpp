@@ -54,7 +54,7 @@ Tensor read_checked(const checkpoint::SafetensorsReader& reader, const std::stri
                     const std::vector<int64_t>& per_example) {
   TITAN_CHECK(reader.contains(name), "{}: no tensor '{}' (a prepared FLUX shard holds latents, t5 and clip)",
               reader.path(), name);
-  const Tensor tensor = reader.read(name).to(DType::f32);
+  Tensor tensor = reader.read(name).to(DType::f32);
   Shape expected{examples};
   expected.insert(expected.end(), per_example.begin(), per_example.end());
   TITAN_CHECK(tensor.shape() == expected, "{}: '{}' is {}, the manifest says {}", reader.path(), name,

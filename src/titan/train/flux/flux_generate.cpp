@@ -36,7 +36,7 @@ Tensor generate_flux_image(const FluxGenerateOptions& options) {
       sample_latents(model, prompt.t5, prompt.clip, empty.t5.narrow(0, 0, 1).view({empty.t5.size(1), empty.t5.size(2)}),
                      empty.clip.narrow(0, 0, 1).view({empty.clip.size(1)}), latent_side, latent_side, options.sampling);
   const Tensor image = encoders.decode_latents(latents);
-  const Tensor first = image.narrow(0, 0, 1).view({3, image.size(2), image.size(3)}).contiguous();
+  Tensor first = image.narrow(0, 0, 1).view({3, image.size(2), image.size(3)}).contiguous();
   data::write_png(options.output, data::tensor_to_image(first, options.output));
   return first;
 }

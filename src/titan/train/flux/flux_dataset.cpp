@@ -98,22 +98,9 @@ FluxExamples read_split(const fs::path& folder, const nlohmann::json& split, con
               "{}: the shards hold {} examples, the manifest says {}", folder.string(), out.captions.size(),
               split.at("examples").get<int64_t>());
   if (latents.empty()) return out;
-  const auto cat = [](const std::vector<Tensor>& parts) {
-    int64_t rows = 0;
-    for (const Tensor& part : parts) rows += part.size(0);
-    Shape shape = parts.front().shape();
-    shape[0] = rows;
-    Tensor all = Tensor::empty(shape);
-    int64_t at = 0;
-    for (const Tensor& part : parts) {
-      copy_(all.narrow(0, at, part.size(0)), part);
-      at += part.size(0);
-    }
-    return all;
-  };
-  out.latents = cat(latents);
-  out.t5 = cat(t5);
-  out.clip = cat(clip);
+  out.latents = concat_rows(latents);
+  out.t5 = concat_rows(t5);
+  out.clip = concat_rows(clip);
   return out;
 }
 
@@ -144,6 +131,20 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 }  // namespace
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  int64_t rows = 0;
+  for (const Tensor& part : parts) rows += part.size(0);
+  Shape shape = parts.front().shape();
+  shape[0] = rows;
+  Tensor all = Tensor::empty(shape, parts.front().dtype());
+  int64_t at = 0;
+  for (const Tensor& part : parts) {
+    copy_(all.narrow(0, at, part.size(0)), part);
+    at += part.size(0);
+  }
+  return all;
+}
 
 void write_flux_dataset(const std::string& folder, const FluxDataset& dataset, int64_t shard_examples) {
   TITAN_CHECK(shard_examples > 0, "write_flux_dataset: shard_examples must be > 0");

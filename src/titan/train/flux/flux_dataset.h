@@ -42,6 +42,9 @@ struct FluxDataset {
   Tensor empty_t5, empty_clip;  // [Lt, d], [d]
 };
 
+// `parts` ([n_i, ...], the same trailing shape and dtype) stacked along their first dimension.
+Tensor concat_rows(const std::vector<Tensor>& parts);
+
 // Writes `dataset` to `folder` (created; an existing dataset there is replaced
 // file by file, the manifest last). `shard_examples`: examples per shard file.
 void write_flux_dataset(const std::string& folder, const FluxDataset& dataset, int64_t shard_examples = 1024);

@@ -3,10 +3,10 @@
 #include "titan/core/error.h"
 #include "titan/data/image_file.h"
 #include "titan/data/image_tensor.h"
-#include "titan/models/flux/flux_diffusers_config.h"
 #include "titan/train/checkpointer.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/flux/flux_encoders.h"
+#include "titan/train/flux/flux_trainer.h"
 
 namespace titan::train::flux {
 
@@ -17,14 +17,8 @@ Tensor generate_flux_image(const FluxGenerateOptions& options) {
   const FluxEncoders encoders(config);
   const TextEncodings prompt = encoders.encode_captions({options.prompt});
   const TextEncodings empty = encoders.encode_captions({""});
-  // The transformer as the job built it: its sizes, its text widths from the encoders.
-  models::flux::FluxConfig flux = config.model.hf_config.empty()
-                                      ? models::flux::flux_flavor(config.model.flavor)
-                                      : models::flux::read_diffusers_flux_config(config.model.hf_config);
-  flux.context_in_dim = prompt.t5.size(2);
-  flux.vec_in_dim = prompt.clip.size(1);
-  flux.validate();
-  const models::flux::FluxModel model(flux);
+  // The transformer as the job built it.
+  const models::flux::FluxModel model(job_transformer_config(config, prompt.t5.size(2), prompt.clip.size(1)));
   std::vector<StateTensor> tensors;
   for (auto& [name, parameter] : const_cast<models::flux::FluxModel&>(model).named_parameters()) {
     tensors.push_back({"model." + name, "model", parameter->data, parameter->data.shape(),

@@ -28,20 +28,6 @@ Tensor stack(const std::vector<Tensor>& parts) {
   return all;
 }
 
-Tensor concat_rows(const std::vector<Tensor>& chunks) {
-  int64_t rows = 0;
-  for (const Tensor& chunk : chunks) rows += chunk.size(0);
-  Shape shape = chunks.front().shape();
-  shape[0] = rows;
-  Tensor all = Tensor::empty(shape, chunks.front().dtype());
-  int64_t at = 0;
-  for (const Tensor& chunk : chunks) {
-    copy_(all.narrow(0, at, chunk.size(0)), chunk);
-    at += chunk.size(0);
-  }
-  return all;
-}
-
 FluxExamples encode_split(const std::vector<data::CaptionedImage>& items, const FluxEncoders& encoders,
                           int64_t img_size, const std::string& what, const FluxPrepareOptions& options) {
   FluxExamples out;

@@ -51,25 +51,22 @@ Generator example_generator(uint64_t seed, int64_t index, int64_t numel) {
   return generator;
 }
 
-// The flavor, its text widths following the encoders' (as a language model's
-// vocabulary follows its tokenizer).
+// The transformer for `data`'s encodings; rank 0 says when the widths differ from the flavor's.
 FluxConfig job_flux_config(const JobConfig& config, const FluxData& data, bool reports) {
-  // model.hf_config: a Diffusers transformer config.json sets every size instead of the flavor.
-  FluxConfig flux = config.model.hf_config.empty() ? models::flux::flux_flavor(config.model.flavor)
-                                                   : models::flux::read_diffusers_flux_config(config.model.hf_config);
   TITAN_CHECK(
       data.empty_t5.defined() && data.empty_t5.dim() == 2 && data.empty_clip.defined() && data.empty_clip.dim() == 1,
       "flux: the data must give the empty prompt's T5 [Lt, d] and CLIP [d] encodings");
-  const int64_t t5_width = data.empty_t5.size(1), clip_width = data.empty_clip.size(0);
-  if (reports && (t5_width != flux.context_in_dim || clip_width != flux.vec_in_dim)) {
-    std::printf(
-        "titan: note: flux %s: text widths follow the encoders: T5 %lld (flavor %lld), CLIP %lld (flavor %lld)\n",
-        config.model.flavor.c_str(), static_cast<long long>(t5_width), static_cast<long long>(flux.context_in_dim),
-        static_cast<long long>(clip_width), static_cast<long long>(flux.vec_in_dim));
+  const FluxConfig flux = job_transformer_config(config, data.empty_t5.size(1), data.empty_clip.size(0));
+  if (reports && config.model.hf_config.empty()) {
+    const FluxConfig flavor = models::flux::flux_flavor(config.model.flavor);
+    if (flavor.context_in_dim != flux.context_in_dim || flavor.vec_in_dim != flux.vec_in_dim) {
+      std::printf(
+          "titan: note: flux %s: text widths follow the encoders: T5 %lld (flavor %lld), CLIP %lld (flavor %lld)\n",
+          config.model.flavor.c_str(), static_cast<long long>(flux.context_in_dim),
+          static_cast<long long>(flavor.context_in_dim), static_cast<long long>(flux.vec_in_dim),
+          static_cast<long long>(flavor.vec_in_dim));
+    }
   }
-  flux.context_in_dim = t5_width;
-  flux.vec_in_dim = clip_width;
-  flux.validate();
   return flux;
 }
 
@@ -92,6 +89,16 @@ void validate_flux_keys(const JobConfig& config) {
 }
 
 }  // namespace
+
+FluxConfig job_transformer_config(const JobConfig& config, int64_t t5_width, int64_t clip_width) {
+  // model.hf_config: a Diffusers transformer config.json sets every size instead of the flavor.
+  FluxConfig flux = config.model.hf_config.empty() ? models::flux::flux_flavor(config.model.flavor)
+                                                   : models::flux::read_diffusers_flux_config(config.model.hf_config);
+  flux.context_in_dim = t5_width;
+  flux.vec_in_dim = clip_width;
+  flux.validate();
+  return flux;
+}
 
 FluxTrainer::FluxTrainer(JobConfig config, const FluxDataFactory& make_data) : config_(std::move(config)) {
   train::validate(config_);

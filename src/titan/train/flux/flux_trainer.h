@@ -52,6 +52,11 @@ struct FluxData {
 // The data for this rank of the job's mesh (built before the data is).
 using FluxDataFactory = std::function<FluxData(const comm::DeviceMesh& mesh)>;
 
+// The job's transformer: model.hf_config (a Diffusers config.json) or the
+// flavor, its text widths following the encoders' (as a language model's
+// vocabulary follows its tokenizer): T5's `t5_width`, CLIP's `clip_width`.
+models::flux::FluxConfig job_transformer_config(const JobConfig& config, int64_t t5_width, int64_t clip_width);
+
 class FluxTrainer {
  public:
   FluxTrainer(JobConfig config, const FluxDataFactory& make_data);

@@ -3,10 +3,10 @@
 # one H200): configure and build for this GPU only, run every CUDA test (the
 # op tests' CUDA cases, suites Cuda* in titan_ops_tests: each CUDA kernel
 # against the CPU backend on the same inputs; and titan_cuda_tests: device,
-# memory recorder, profiler timer, recorded MoE routing, training steps,
-# PyTorch's CUDA ops), run `titan bench gpu` (GEMM, attention, llama3 1B
-# training beside PyTorch), and print a summary. Results land in $OUT (or
-# ./gpu_check_out).
+# memory recorder, profiler timer, recorded MoE routing, training steps, the
+# FLUX autoencoder, PyTorch's CUDA ops), run `titan bench gpu` (GEMM,
+# attention, llama3 1B training beside PyTorch), and print a summary. Results
+# land in $OUT (or ./gpu_check_out).
 #
 # A machine without the Debian build dependencies (the lent H200 image) runs
 # the binaries packed here by scripts/gpu_bundle.sh: carry gpu_bundle/ along

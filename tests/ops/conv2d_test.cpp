@@ -7,6 +7,8 @@
 // is that of one f32 sum, or of one bf16 rounding of the output.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "support/cuda.h"
@@ -135,3 +137,76 @@ TEST(Conv2d, BadArgumentsNameTheOp) {
 
 }  // namespace conv2d_test
 }  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
+namespace titan::testing {
+namespace conv2d_cuda_test {
+
+using titan::conv2d_test::Case;
+using titan::conv2d_test::cases;
+
+// The CUDA im2col (ops/cuda/conv2d_im2col.cu) fills the same columns as the
+// CPU kernel bit for bit (both only copy values, zeros and ones): every case
+// above, with and without the ones row, the whole image at once and a block
+// of output rows starting mid-image, on the last image of the batch. Then the
+// whole conv (im2col and the cuBLASLt GEMM) against the CPU conv, within the
+// CPU tests' tolerance (one f32 sum, or one bf16 rounding of the output).
+class CudaConv2d : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaConv2d, Im2colMatchesCpuBitwise) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  uint64_t seed = 300;
+  for (const Case& p : cases()) {
+    const Tensor x = random_cpu({p.batch, p.in_channels, p.height, p.width}, dtype, ++seed, -2, 2);
+    const Tensor x_cuda = on_cuda(x);
+    const int64_t out_h = (p.height + p.padding.top + p.padding.bottom - p.kernel_h) / p.stride + 1;
+    const int64_t out_w = (p.width + p.padding.left + p.padding.right - p.kernel_w) / p.stride + 1;
+    const int64_t k = p.in_channels * p.kernel_h * p.kernel_w;
+    for (const bool ones_row : {false, true}) {
+      for (const int64_t first_row : {int64_t{0}, out_h / 2}) {
+        SCOPED_TRACE(std::string(p.name) + (ones_row ? ", ones row" : "") + ", from output row " +
+                     std::to_string(first_row));
+        const ops::Im2colWindow window{.image = p.batch - 1,
+                                       .first_row = first_row,
+                                       .rows = out_h - first_row,
+                                       .kernel_h = p.kernel_h,
+                                       .kernel_w = p.kernel_w,
+                                       .out_w = out_w,
+                                       .stride = p.stride,
+                                       .padding = p.padding,
+                                       .ones_row = ones_row};
+        const Shape shape{k + (ones_row ? 1 : 0), window.rows * out_w};
+        const Tensor want = Tensor::empty(shape, dtype), got = Tensor::empty(shape, dtype, Device::cuda());
+        ops::im2col_kernels(Device::cpu(), want, x, window);
+        ops::im2col_kernels(Device::cuda(), got, x_cuda, window);
+        const Tensor back = on_cpu(got);
+        ASSERT_EQ(back.nbytes(), want.nbytes());
+        EXPECT_EQ(std::memcmp(back.data_ptr(), want.data_ptr(), want.nbytes()), 0);
+      }
+    }
+  }
+}
+
+TEST_P(CudaConv2d, ConvMatchesCpu) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  uint64_t seed = 400;
+  for (const Case& p : cases()) {
+    SCOPED_TRACE(p.name);
+    const Tensor x = random_cpu({p.batch, p.in_channels, p.height, p.width}, dtype, ++seed, -2, 2);
+    const Tensor w = random_cpu({p.out_channels, p.in_channels, p.kernel_h, p.kernel_w}, dtype, ++seed);
+    const Tensor bias = p.bias ? random_cpu({p.out_channels}, dtype, ++seed) : Tensor();
+    const ops::Conv2dOptions options{.stride = p.stride, .padding = p.padding, .scratch_elements = p.scratch_elements};
+    const Tensor want = ops::conv2d(x, w, bias, options);
+    const Tensor got = ops::conv2d(on_cuda(x), on_cuda(w), p.bias ? on_cuda(bias) : Tensor(), options);
+    EXPECT_EQ(got.device().type, DeviceType::cuda);
+    expect_matches_reference(on_cpu(got), want, dtype);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaConv2d, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace conv2d_cuda_test
+}  // namespace titan::testing

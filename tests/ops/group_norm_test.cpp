@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "support/cuda.h"
@@ -93,3 +94,51 @@ TEST(GroupNorm, BadArgumentsNameTheOp) {
 
 }  // namespace group_norm_test
 }  // namespace titan
+
+// ---- CUDA against the CPU backend: suites Cuda*, run once (ops.cuda.*) ----
+namespace titan::testing {
+namespace group_norm_cuda_test {
+
+// The CUDA kernel (ops/cuda/group_norm.cu) has the CPU's arithmetic (f64
+// two-pass statistics, the output in f32 rounded once), summed in another
+// order: within the CPU tests' tolerance of the CPU result. The cases: the CPU
+// tests' shapes, weight and bias in different dtypes, a large common offset,
+// groups of thousands of elements per block (FLUX's 32 groups), and more
+// (sample, group) blocks than one grid launches (grid-strided).
+class CudaGroupNorm : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaGroupNorm, MatchesCpu) {
+  TITAN_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  struct Case {
+    Shape shape;
+    int64_t groups;
+    double offset;
+    DType weight_dtype, bias_dtype;
+  };
+  const DType other = dtype == DType::f32 ? DType::bf16 : DType::f32;
+  const std::vector<Case> all = {{{2, 6, 5, 3}, 3, 0.0, dtype, dtype},
+                                 {{2, 8, 7}, 4, 0.0, DType::f32, DType::f32},
+                                 {{1, 4, 9, 5}, 1, 0.0, dtype, other},
+                                 {{2, 6, 5, 3}, 2, 64.0, other, dtype},
+                                 {{1, 128, 24, 20}, 32, 0.0, DType::f32, DType::f32},
+                                 {{2, 64, 16, 16}, 32, 64.0, dtype, dtype},
+                                 {{35000, 2, 3}, 2, 0.0, dtype, dtype}};
+  uint64_t seed = 500;
+  for (const Case& c : all) {
+    SCOPED_TRACE(shape_str(c.shape) + " in " + std::to_string(c.groups) + " groups");
+    const Tensor x = random_cpu(c.shape, dtype, ++seed, c.offset - 2, c.offset + 2);
+    const Tensor w = random_cpu({c.shape[1]}, c.weight_dtype, ++seed, 0.5, 1.5);
+    const Tensor b = random_cpu({c.shape[1]}, c.bias_dtype, ++seed);
+    const Tensor want = ops::group_norm(x, c.groups, w, b, 1e-6f);
+    const Tensor got = ops::group_norm(on_cuda(x), c.groups, on_cuda(w), on_cuda(b), 1e-6f);
+    EXPECT_EQ(got.device().type, DeviceType::cuda);
+    expect_matches_reference(on_cpu(got), want, dtype);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaGroupNorm, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace group_norm_cuda_test
+}  // namespace titan::testing

@@ -12,8 +12,10 @@
 // GEMM's f32 accumulation and a bf16 output is rounded once. Blocks of output
 // rows bound the column scratch (a 1024 x 1024 image's first 3x3 conv at 128
 // channels would need 1.2 G elements whole). Kernels: CPU (every kernel
-// set); there is no CUDA im2col yet, so on a GPU the op fails with "op
-// 'conv2d_im2col' has no kernel for device cuda".
+// set) and CUDA (ops/cuda/conv2d_im2col.cu: one thread per column element,
+// the CPU's columns bit for bit), the GEMM cuBLASLt's. The CUDA kernel is
+// written and compiles, but has not yet run on a GPU (its tests,
+// tests/ops/conv2d_test.cpp's CudaConv2d, skip without one).
 #pragma once
 
 #include <cstdint>

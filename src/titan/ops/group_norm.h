@@ -6,8 +6,10 @@
 // position s. Kernels: CPU (every kernel set): the statistics in f64, two
 // passes (the mean, then squared deviations from it), so a group of millions
 // of elements (a 1024 x 1024 image's first level) loses nothing to the sum;
-// the output in f32, rounded once. No CUDA kernel yet ("op 'group_norm' has
-// no kernel for device cuda").
+// the output in f32, rounded once. CUDA (ops/cuda/group_norm.cu): the same
+// arithmetic, one block per (sample, group); written and compiles, but has
+// not yet run on a GPU (its tests, tests/ops/group_norm_test.cpp's
+// CudaGroupNorm, skip without one).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "titan/models/flux/flux_autoencoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -8,7 +9,9 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/error.h"
 #include "titan/nn/functional.h"
+#include "titan/ops/gemm.h"
 #include "titan/ops/random.h"
+#include "titan/ops/softmax.h"
 
 namespace titan::models::flux {
 
@@ -54,6 +57,31 @@ Tensor as_linear_weight(const nn::Conv2d& conv) {
   return F::view(w, {w.size(0), w.size(1)});
 }
 
+// Score elements per block of queries in attention_by_gemms: 256 MiB of f32.
+constexpr int64_t kAttentionScoreElements = int64_t{1} << 26;
+
+// softmax(scale q k^T) v for q, k, v [B, N, C], on CUDA: the mid block's
+// single head is C = 512 wide in FLUX.1, past the CUDA flash-attention
+// kernels' head dims (ops/cuda/attention.cuh: at most 128). So it runs as two
+// GEMMs and a softmax, the scores in f32 (as a fused kernel keeps them) and
+// the probabilities rounded to q's dtype for the second GEMM (as a fused
+// kernel's bf16 path does), a block of queries at a time to bound the
+// [B, queries, N] score scratch (N = 16384 for a 1024 x 1024 image). Inference
+// only: no autograd graph.
+Tensor attention_by_gemms(const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
+  const int64_t batch = q.size(0), n = q.size(1), c = q.size(2);
+  const int64_t block = std::clamp<int64_t>(kAttentionScoreElements / (batch * n), 1, n);
+  Tensor out = Tensor::empty({batch, n, c}, q.dtype(), q.device());
+  const Tensor keys = k.transpose(1, 2);
+  for (int64_t first = 0; first < n; first += block) {
+    const int64_t rows = std::min(block, n - first);
+    const Tensor scores = Tensor::empty({batch, rows, n}, DType::f32, q.device());
+    ops::gemm(q.narrow(1, first, rows), keys, scores, scale);
+    ops::gemm(ops::softmax(scores).to(q.dtype()), v, out.narrow(1, first, rows));
+  }
+  return out;
+}
+
 }  // namespace
 
 AeResnetBlock::AeResnetBlock(int64_t in_channels, int64_t out_channels, int64_t groups, Device device)
@@ -88,8 +116,12 @@ Tensor AeAttnBlock::forward(const Tensor& x) const {
   const auto project = [&](const nn::Conv2d& conv) {
     return F::view(F::linear(rows, as_linear_weight(conv), conv.bias->materialize()), {b, h * w, 1, c});
   };
-  const Tensor attended = F::scaled_dot_product_attention(
-      project(*q), project(*k), project(*v), ops::AttentionMask(false), 1.0f / std::sqrt(static_cast<float>(c)));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c));
+  const auto flat = [&](const Tensor& t) { return F::view(t, {b, h * w, c}); };
+  const Tensor attended =
+      x.device().is_cuda()
+          ? attention_by_gemms(flat(project(*q)), flat(project(*k)), flat(project(*v)), scale)
+          : F::scaled_dot_product_attention(project(*q), project(*k), project(*v), ops::AttentionMask(false), scale);
   const Tensor out =
       F::linear(F::view(attended, {b, h * w, c}), as_linear_weight(*proj_out), proj_out->bias->materialize());
   return F::add(x, F::contiguous(F::permute(F::view(out, {b, h, w, c}), {0, 3, 1, 2})));

@@ -57,7 +57,9 @@ class AeResnetBlock : public nn::Module {
 
 // Single-head self-attention over the H*W positions, with the channels as the
 // head: q, k, v and proj_out are 1x1 convs, the scores scaled by 1/sqrt(C);
-// x + proj_out(attention(norm(x))).
+// x + proj_out(attention(norm(x))). On CUDA the attention is two GEMMs and
+// an f32 softmax over blocks of queries (FLUX.1's C = 512 is wider than the
+// CUDA flash kernels' head dims); elsewhere the flash kernel.
 class AeAttnBlock : public nn::Module {
  public:
   AeAttnBlock(int64_t channels, int64_t groups, Device device);

@@ -27,6 +27,8 @@
   X(causal_conv1d)                 \
   X(gdn_gates)                     \
   X(attention_sinks)               \
+  X(conv2d_im2col)                 \
+  X(group_norm)                    \
   X(synchronize)                   \
   X(host_swap)                     \
   X(step_recorder)                 \

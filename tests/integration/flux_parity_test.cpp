@@ -1,8 +1,8 @@
-// FLUX under data parallelism against one process: the same job (same seed,
-// same global batches of a prepared dataset, f32), run by `titan train` in
-// one process and under mpirun with FSDP 2 and DDP 2 (and FSDP 2 with
-// activation checkpointing), must log the single process's loss at every
-// step; FSDP must halve each rank's parameters.
+// FLUX under data and context parallelism against one process: the same job
+// (same seed, same global batches of a prepared dataset, f32), run by `titan
+// train` in one process and under mpirun with FSDP 2, DDP 2, FSDP 2 with
+// activation checkpointing, CP 2 (both ring methods) and FSDP 2 x CP 2, must
+// log the single process's loss at every step.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -25,8 +25,8 @@ Tensor normal(const Shape& shape, uint64_t seed) {
   return t;
 }
 
-// 16 examples of 4-channel 4x4 latents (32-pixel images), 6 T5 states of 16, CLIP 16; a 2 + 2 block transformer of
-// width 64.
+// 16 examples of 4-channel 4x4 latents (32-pixel images: 4 image tokens), 8 T5 states of 16, CLIP 16; a 2 + 2
+// block transformer of width 64.
 struct FluxJobFiles {
   fs::path dir, data, config;
 };
@@ -40,9 +40,9 @@ const FluxJobFiles& files() {
     train::flux::FluxDataset d;
     d.img_size = 32;
     d.encoders_fingerprint = "test";
-    d.train = {normal({16, 4, 4, 4}, 1), normal({16, 6, 16}, 2), normal({16, 16}, 3), {}};
+    d.train = {normal({16, 4, 4, 4}, 1), normal({16, 8, 16}, 2), normal({16, 16}, 3), {}};
     for (int i = 0; i < 16; ++i) d.train.captions.push_back("example " + std::to_string(i));
-    d.empty_t5 = Tensor::zeros({6, 16});
+    d.empty_t5 = Tensor::zeros({8, 16});
     d.empty_clip = Tensor::zeros({16});
     f.data = f.dir / "data";
     train::flux::write_flux_dataset(f.data.string(), d);
@@ -67,20 +67,24 @@ struct JobLosses {
   std::string output;
 };
 
-// `titan train` of the tiny FLUX, 4 steps of a global batch of 4 (each of `dp` ranks 4 / dp), `extra` last.
-JobLosses run_job(const std::string& name, int ranks, int dp, const std::string& extra = "") {
+// The command of `titan train` for the tiny FLUX, 4 steps of a global batch of 4 (each of `dp` ranks 4 / dp),
+// `extra` last.
+std::string job_command(const std::string& name, int ranks, int dp, const std::string& extra) {
   const FluxJobFiles& f = files();
-  const fs::path dump = f.dir / name;
-  const std::string command = fmt::format(
+  return fmt::format(
       "{}{} train --model.name flux --model.hf_config {} --training.dataset_path {} --training.img_size 32 "
       "--training.local_batch_size {} --training.steps 4 --training.seed 7 --training.classifier_free_guidance_prob "
       "0.3 --optimizer.lr 3e-3 --lr_scheduler.warmup_steps 1 --metrics.peak_tflops 1 --metrics.progress false "
       "--job.dump_folder {} {}",
       ranks > 1 ? testing::mpirun(ranks) + " " : "", TITAN_CLI_PATH, f.config.string(), f.data.string(), 4 / dp,
-      dump.string(), extra);
+      (f.dir / name).string(), extra);
+}
+
+JobLosses run_job(const std::string& name, int ranks, int dp, const std::string& extra = "") {
+  const FluxJobFiles& f = files();
   JobLosses run;
-  run.output = testing::run_ok(command, f.dir / (name + ".log"));
-  run.losses = testing::metrics_column(dump / "metrics.jsonl", "loss");
+  run.output = testing::run_ok(job_command(name, ranks, dp, extra), f.dir / (name + ".log"));
+  run.losses = testing::metrics_column(f.dir / name / "metrics.jsonl", "loss");
   return run;
 }
 
@@ -104,6 +108,31 @@ TEST(FluxParity, DataParallelMeshesMatchOneProcess) {
   expect_same_losses(
       single, run_job("fsdp2_ac", 2, 2, "--parallelism.data_parallel_shard_degree 2 --activation_checkpoint.mode full"),
       "FSDP 2 + full activation checkpointing");
+}
+
+// Each cp rank holds half of the 8 text and of the 4 image tokens; the joint
+// attention runs as ring attention. The loss is the mean of the ranks' halves.
+TEST(FluxParity, ContextParallelMatchesOneProcess) {
+  const JobLosses single = run_job("single_for_cp", 1, 1);
+  ASSERT_EQ(single.losses.size(), 4u) << single.output;
+  const std::string cp2 = "--parallelism.context_parallel_degree 2 --parallelism.data_parallel_shard_degree 1";
+  const JobLosses allgather = run_job("cp2", 2, 1, cp2);
+  EXPECT_NE(allgather.output.find("dp_shard 1 x cp 2"), std::string::npos) << allgather.output;
+  expect_same_losses(single, allgather, "CP 2");
+  expect_same_losses(single,
+                     run_job("cp2_alltoall", 2, 1, cp2 + " --parallelism.context_parallel_rotate_method alltoall"),
+                     "CP 2, alltoall ring");
+  expect_same_losses(single,
+                     run_job("fsdp2_cp2", 4, 2,
+                             "--parallelism.context_parallel_degree 2 --parallelism.data_parallel_shard_degree 2 "
+                             "--activation_checkpoint.mode full"),
+                     "FSDP 2 x CP 2 + full activation checkpointing");
+  // 4 ranks would hold 2 text and 1 image token each: ring attention needs an even count.
+  testing::expect_user_error(testing::run_to_completion(job_command("cp4", 4, 1,
+                                                                    "--parallelism.context_parallel_degree 4 "
+                                                                    "--parallelism.data_parallel_shard_degree 1"),
+                                                        files().dir / "cp4.log"),
+                             {"context_parallel_degree 4", "encoder.max_t5_encoding_len", "training.img_size"});
 }
 
 }  // namespace flux_parity_test

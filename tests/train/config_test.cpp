@@ -271,6 +271,8 @@ TEST(Config, ValuesThatCannotTrainAreErrorsNamingTheKey) {
       {[](train::JobConfig& c) { c.comm.timeout_seconds = 0; }, "comm.timeout_seconds"},
       {[&](train::JobConfig& c) { c.metrics.peak_tflops = inf; }, "metrics.peak_tflops"},
       {[&](train::JobConfig& c) { c.lr_scheduler.decay_ratio = nan; }, "lr_scheduler.decay_ratio"},
+      // A separate validation set is FLUX's (captions encoded on the fly); llama3 validates on validation.split.
+      {[](train::JobConfig& c) { c.validation.dataset_path = "val.jsonl"; }, "validation.dataset_path val.jsonl"},
   };
   for (const auto& [edit, key] : cases) {
     train::JobConfig config;

@@ -777,6 +777,10 @@ void validate(const JobConfig& c) {
                 c.model.attention, p.context_parallel_degree);
   }
   TITAN_CHECK(c.validation.split >= 0.0 && c.validation.split < 1.0, "validation.split must be in [0, 1)");
+  TITAN_CHECK(c.validation.dataset_path.empty() || c.model.name == "flux",
+              "validation.dataset_path {} is read by flux jobs only; a language model validates on the "
+              "validation.split of training.dataset_path",
+              c.validation.dataset_path);
   if (c.validation.enable) {
     positive(c.validation.freq, "validation.freq");
     positive(c.validation.steps, "validation.steps");

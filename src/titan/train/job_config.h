@@ -395,6 +395,7 @@ struct ValidationSection {
   int64_t save_img_count = 1;
   std::string save_img_folder = "img";
   bool all_timesteps = false;
+  std::string dataset_path;
   void visit(ConfigVisitor& v) {
     v.field("enable", enable, "evaluate on the held-out split");
     v.field("freq", freq, "validate every N steps");
@@ -409,6 +410,8 @@ struct ValidationSection {
     v.field("save_img_folder", save_img_folder, "flux: where, under job.dump_folder");
     v.field("all_timesteps", all_timesteps,
             "flux: the loss of every sample at all 8 stratified timesteps, instead of one each in turn");
+    v.field("dataset_path", dataset_path,
+            "flux: a captions.jsonl to validate on, encoded on the fly (with training.dataset_path a captions.jsonl)");
   }
 };
 

@@ -340,7 +340,10 @@ std::vector<TorchTitanKey> make_table() {
       {"validation.enable", titan_key, "", kTitanKey, v0_2_2},
       {"validation.dataset", no_effect, "c4_validation",
        "titan validates on a held-out split of the training data (validation.split)", v0_2_2},
-      {"validation.dataset_path", refused, "", kHeldOut, v0_2_2},
+      {"validation.dataset_path", titan_key, "",
+       "titan's key for flux jobs (a captions .jsonl encoded on the fly); a language model validates on "
+       "validation.split of the training data",
+       v0_2_2},
       {"validation.local_batch_size", no_effect, "8", kValidationShape, v0_2_2},
       {"validation.seq_len", no_effect, "2048", kValidationShape, v0_2_2},
       {"validation.freq", titan_key, "", kTitanKey, v0_2_2},

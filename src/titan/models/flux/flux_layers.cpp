@@ -190,11 +190,13 @@ Tensor FluxMLP::forward(const Tensor& x) const {
   return out->forward(gelu_tanh(in->forward(x)));
 }
 
-Tensor joint_attention(const HeadsQKV& heads, const AxesRope& rope) {
+Tensor joint_attention(const HeadsQKV& heads, const AxesRope& rope, const nn::AttentionCore& core) {
   const Tensor q = apply_axes_rope(heads.q, rope), k = apply_axes_rope(heads.k, rope);
   const int64_t b = q.size(0), l = q.size(1), h = q.size(2), d = q.size(3);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const Tensor out = F::scaled_dot_product_attention(q, k, F::contiguous(heads.v), ops::AttentionMask(false), scale);
+  const Tensor v = F::contiguous(heads.v);
+  const ops::AttentionMask no_mask(false);
+  const Tensor out = core ? core(q, k, v, no_mask, scale) : F::scaled_dot_product_attention(q, k, v, no_mask, scale);
   return F::view(out, {b, l, h * d});
 }
 
@@ -241,7 +243,7 @@ Tensor DoubleStreamBlock::compute(const Tensor& stream, int64_t text_tokens, con
   // One attention over the text tokens then the image tokens.
   const HeadsQKV joint{F::concat(txt_heads.q, img_heads.q, 1), F::concat(txt_heads.k, img_heads.k, 1),
                        F::concat(txt_heads.v, img_heads.v, 1)};
-  const Tensor attention = joint_attention(joint, rope);
+  const Tensor attention = joint_attention(joint, rope, core_);
   const Tensor txt_attention = F::contiguous(F::narrow(attention, 1, 0, text_tokens));
   const Tensor img_attention = F::contiguous(F::narrow(attention, 1, text_tokens, img.size(1)));
 
@@ -282,7 +284,7 @@ Tensor SingleStreamBlock::compute(const Tensor& stream, const AxesRope& rope) co
   const int64_t attention_width = 3 * config.hidden_size;
   const Tensor qkv = F::contiguous(F::narrow(projected, 2, 0, attention_width));
   const Tensor mlp = F::contiguous(F::narrow(projected, 2, attention_width, config.mlp_hidden_dim()));
-  const Tensor attention = joint_attention(split_heads(qkv, config.num_heads, *norm), rope);
+  const Tensor attention = joint_attention(split_heads(qkv, config.num_heads, *norm), rope, core_);
   return pack_stream(vec, gated_residual(x, m.gate, linear2->forward(F::concat(attention, gelu_tanh(mlp), 2))));
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "titan/models/flux/flux_config.h"
+#include "titan/nn/attention.h"
 #include "titan/nn/block.h"
 #include "titan/nn/linear.h"
 #include "titan/nn/module.h"
@@ -111,8 +112,10 @@ class FluxMLP : public nn::Module {
   std::shared_ptr<nn::Linear> in, out;
 };
 
-// Non-causal attention of q, k, v [B, L, H, D] -> [B, L, H * D].
-Tensor joint_attention(const HeadsQKV& heads, const AxesRope& rope);
+// Non-causal attention of q, k, v [B, L, H, D] -> [B, L, H * D], through
+// `core` when one is installed (context parallelism's ring attention), else
+// the attention kernel.
+Tensor joint_attention(const HeadsQKV& heads, const AxesRope& rope, const nn::AttentionCore& core);
 
 // The residual stream the blocks read and write, one tensor (an nn::Block
 // carries one): [B, 1 + Lt + Li, hidden], the conditioning vector in row 0,
@@ -130,6 +133,8 @@ class DoubleStreamBlock : public nn::Block {
   // The stream's first `text_tokens` tokens are the text stream, the rest the
   // image stream; rope covers both, text first.
   Tensor forward(const Tensor& stream, int64_t text_tokens, const AxesRope& rope) const;
+  // Replaces the attention kernel (nullptr: back to the kernel), as nn::Attention::set_core.
+  void set_attention_core(nn::AttentionCore core) { core_ = std::move(core); }
   const FluxConfig config;
   std::shared_ptr<Modulation> img_mod;
   std::shared_ptr<FluxAttention> img_attn;
@@ -140,6 +145,7 @@ class DoubleStreamBlock : public nn::Block {
 
  private:
   Tensor compute(const Tensor& stream, int64_t text_tokens, const AxesRope& rope) const;
+  nn::AttentionCore core_;
 };
 
 // Attends over all of the stream's tokens, text and image alike.
@@ -147,6 +153,7 @@ class SingleStreamBlock : public nn::Block {
  public:
   SingleStreamBlock(const FluxConfig& config, Device device);
   Tensor forward(const Tensor& stream, const AxesRope& rope) const;
+  void set_attention_core(nn::AttentionCore core) { core_ = std::move(core); }
   const FluxConfig config;
   std::shared_ptr<nn::Linear> linear1;  // -> q, k, v and the MLP's input, side by side
   std::shared_ptr<nn::Linear> linear2;  // attention output and the MLP's activation -> hidden
@@ -155,6 +162,7 @@ class SingleStreamBlock : public nn::Block {
 
  private:
   Tensor compute(const Tensor& stream, const AxesRope& rope) const;
+  nn::AttentionCore core_;
 };
 
 // adaLN_modulation is Sequential(SiLU, Linear) in TorchTitan: its linear is child "1".

@@ -109,4 +109,10 @@ Tensor FluxModel::forward(const FluxInputs& inputs) const {
 
 void FluxModel::init_weights(Generator generator) { nn::initialize(*this, generator.seed()); }
 
+void FluxModel::set_attention_core(const nn::AttentionCore& core) {
+  attention_core_ = core;
+  for (const auto& block : double_blocks) block->set_attention_core(core);
+  for (const auto& block : single_blocks) block->set_attention_core(core);
+}
+
 }  // namespace titan::models::flux

@@ -30,6 +30,10 @@ class FluxModel : public nn::Module {
   // Draws every parameter by its module's rule (TorchTitan's: Xavier-uniform
   // projections, N(0, 0.02) embedders, zero modulations and output).
   void init_weights(Generator generator);
+  // Every block's joint attention computes through `core` (nullptr: the
+  // attention kernel again); context parallelism installs its ring attention.
+  void set_attention_core(const nn::AttentionCore& core);
+  const nn::AttentionCore& attention_core() const { return attention_core_; }
 
   const FluxConfig config;
   std::shared_ptr<nn::Linear> img_in;
@@ -40,6 +44,9 @@ class FluxModel : public nn::Module {
   std::vector<std::shared_ptr<DoubleStreamBlock>> double_blocks;
   std::vector<std::shared_ptr<SingleStreamBlock>> single_blocks;
   std::shared_ptr<LastLayer> final_layer;
+
+ private:
+  nn::AttentionCore attention_core_;
 };
 
 }  // namespace titan::models::flux

@@ -49,6 +49,22 @@ std::shared_ptr<parallel::Fsdp> apply_fsdp(FluxModel& model, const comm::DeviceM
   return fsdp;
 }
 
+// Each cp rank holds a slice of the text tokens and a slice of the image
+// tokens (train/flux/flux_batch.h); every position-wise piece of a block runs
+// on them unchanged and the joint attention becomes ring attention. With no
+// mask the keys' order is immaterial, so the ring's sequence (rank 0's text
+// and image, then rank 1's, ...) gives the one-process attention; nothing is
+// causal, so there is no imbalance for head-tail chunks to fix.
+std::shared_ptr<parallel::RingAttention> apply_context_parallel(FluxModel& model, const comm::DeviceMesh& mesh,
+                                                                const ParallelizeOptions& options) {
+  const std::shared_ptr<comm::ProcessGroup>& cp = mesh.group(comm::MeshDim::cp);
+  if (cp->size() == 1) return nullptr;
+  auto ring = std::make_shared<parallel::RingAttention>(cp, options.context_parallel_rotate, /*balanced=*/false);
+  model.set_attention_core([ring](const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
+                                  float scale) { return (*ring)(q, k, v, mask, scale); });
+  return ring;
+}
+
 }  // namespace
 
 parallel::ParallelizedModel parallelize_flux(FluxModel& model, const comm::DeviceMesh& mesh,
@@ -58,10 +74,6 @@ parallel::ParallelizedModel parallelize_flux(FluxModel& model, const comm::Devic
               "flux: tensor, pipeline and expert parallelism are not built for FLUX (got tp {}, pp {}, ep {}); "
               "train it with FSDP/HSDP (data_parallel_shard_degree, data_parallel_replicate_degree)",
               dims.tp, dims.pp, dims.ep);
-  TITAN_CHECK(dims.cp == 1,
-              "flux: context parallelism over the image tokens is not built yet (context_parallel_degree {}); set "
-              "it to 1",
-              dims.cp);
   TITAN_CHECK(!options.selective_ops.enabled,
               "flux: activation_checkpoint.selective_ac_option = \"op\" is not built for FLUX; use mode \"full\", or "
               "\"selective\" with a block interval");
@@ -69,7 +81,9 @@ parallel::ParallelizedModel parallelize_flux(FluxModel& model, const comm::Devic
   std::vector<nn::Block*> blocks;
   for (const auto& [where, block] : blocks_of(model)) blocks.push_back(block);
   parallel::apply_activation_checkpointing(blocks, options.activation_checkpoint, options.selective_every);
-  if (dims.dp() > 1) {
+  parallelized.ring_attention = apply_context_parallel(model, mesh, options);
+  // Context-parallel ranks see different tokens of the same examples: their gradients are reduced like dp's.
+  if (dims.dp() * dims.cp > 1) {
     parallelized.fsdp = apply_fsdp(model, mesh, options);
   } else {
     parallel::apply_mixed_precision(model, options.param_dtype);

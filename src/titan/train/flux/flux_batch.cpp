@@ -31,11 +31,30 @@ FluxInputs flux_inputs(const FluxConfig& config, const FluxBatch& batch, const T
   return inputs;
 }
 
+void TokenSlice::check(int64_t text_tokens, int64_t image_tokens) const {
+  TITAN_CHECK(text_tokens % ranks == 0 && image_tokens % ranks == 0 && (text_tokens + image_tokens) / ranks % 2 == 0,
+              "flux: context_parallel_degree {} must divide the {} text tokens (encoder.max_t5_encoding_len) and "
+              "the {} image tokens ((training.img_size / 16)^2), leaving each rank an even number of tokens (ring "
+              "attention's two chunks)",
+              ranks, text_tokens, image_tokens);
+}
+
+Tensor TokenSlice::of(const Tensor& x) const {
+  if (ranks == 1) return x;
+  const int64_t length = x.size(1) / ranks;
+  return x.narrow(1, rank * length, length).contiguous();
+}
+
 Tensor flow_matching_loss(const models::flux::FluxModel& model, const FluxBatch& batch, const Tensor& noise,
-                          const Tensor& t, DType dtype) {
+                          const Tensor& t, DType dtype, const TokenSlice& slice) {
   const models::flux::FlowPair pair = models::flux::flow_pair(batch.latents, noise, t);
-  const Tensor velocity = F::cast(model.forward(flux_inputs(model.config, batch, pair.noised, t, dtype)), DType::f32);
-  const Tensor difference = F::sub(velocity, models::flux::pack_latents(pair.target));
+  FluxInputs inputs = flux_inputs(model.config, batch, pair.noised, t, dtype);
+  if (slice.ranks > 1) {
+    slice.check(inputs.txt.size(1), inputs.img.size(1));
+    for (Tensor* tokens : {&inputs.img, &inputs.img_ids, &inputs.txt, &inputs.txt_ids}) *tokens = slice.of(*tokens);
+  }
+  const Tensor velocity = F::cast(model.forward(inputs), DType::f32);
+  const Tensor difference = F::sub(velocity, slice.of(models::flux::pack_latents(pair.target)));
   return F::mean(F::mul(difference, difference));
 }
 

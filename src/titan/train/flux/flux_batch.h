@@ -29,11 +29,24 @@ using FluxBatchSource = std::function<FluxBatch()>;
 models::flux::FluxInputs flux_inputs(const models::flux::FluxConfig& config, const FluxBatch& batch,
                                      const Tensor& noised, const Tensor& t, DType dtype);
 
+// Under context parallelism, the tokens this rank holds: slice `rank` of
+// `ranks` equal contiguous slices of the text tokens and of the image tokens
+// (each stream cut on its own, so that every rank runs both streams' weights).
+struct TokenSlice {
+  int64_t rank = 0, ranks = 1;
+  // Refuses, naming the keys, unless both streams cut evenly into `ranks` and a
+  // rank's tokens are even in number (ring attention's two chunks per rank).
+  void check(int64_t text_tokens, int64_t image_tokens) const;
+  // x [B, L, ...] -> this rank's [B, L / ranks, ...] (a contiguous copy).
+  Tensor of(const Tensor& x) const;
+};
+
 // The rectified-flow loss: the mean over every element of the squared
-// difference between the velocity `model` predicts at x_t and noise - x0. A
-// scalar f32 tensor, differentiable in the model's parameters.
+// difference between the velocity `model` predicts at x_t and noise - x0, on
+// the tokens of `slice` (the mean of the ranks' losses is the whole loss: the
+// slices are equal). A scalar f32 tensor, differentiable in the model's parameters.
 Tensor flow_matching_loss(const models::flux::FluxModel& model, const FluxBatch& batch, const Tensor& noise,
-                          const Tensor& t, DType dtype);
+                          const Tensor& t, DType dtype, const TokenSlice& slice = {});
 
 // Forward plus backward FLOPs of one training example: every GEMM (each
 // token through its stream's or the shared weights) and attention's two

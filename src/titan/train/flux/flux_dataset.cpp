@@ -210,14 +210,28 @@ FluxDataset read_flux_dataset(const std::string& folder) {
   return dataset;
 }
 
+FluxSplit split_of(const FluxExamples& examples) {
+  const auto shared = std::make_shared<const FluxExamples>(examples);
+  return {examples.size(), [shared](const std::vector<int64_t>& indices) { return batch_of(*shared, indices); },
+          examples.captions};
+}
+
 FluxData flux_data(const FluxDataset& dataset, const JobConfig& config, const comm::DeviceMesh& mesh) {
   TITAN_CHECK(dataset.img_size == config.training.img_size,
               "training.img_size {} differs from the prepared dataset's {} (training.dataset_path {})",
               config.training.img_size, dataset.img_size, config.training.dataset_path);
+  return flux_data(
+      FluxSource{split_of(dataset.train), split_of(dataset.validation), dataset.empty_t5, dataset.empty_clip}, config,
+      mesh);
+}
+
+FluxData flux_data(const FluxSource& source, const JobConfig& config, const comm::DeviceMesh& mesh) {
+  TITAN_CHECK(source.train.size > 0, "flux: the job has no training examples (training.dataset_path {})",
+              config.training.dataset_path);
   const int64_t ranks = mesh.size(MeshDim::dp), rank = mesh.coordinate(MeshDim::dp);
   const int64_t local = config.training.local_batch_size;
-  const auto train = std::make_shared<FluxExamples>(dataset.train);
-  const auto validation = std::make_shared<FluxExamples>(dataset.validation);
+  const auto train = std::make_shared<FluxSplit>(source.train);
+  const auto validation = std::make_shared<FluxSplit>(source.validation);
   const auto seed = static_cast<uint64_t>(config.training.seed);
   struct Cursor {
     int64_t batches = 0;  // training batches drawn
@@ -232,46 +246,46 @@ FluxData flux_data(const FluxDataset& dataset, const JobConfig& config, const co
     const int64_t first = (cursor->batches * ranks + rank) * local;
     for (int64_t i = 0; i < local; ++i) {
       const int64_t global = first + i;
-      const int64_t epoch = global / train->size();
+      const int64_t epoch = global / train->size;
       if (epoch != cursor->epoch) {
-        cursor->order = epoch_order(train->size(), seed, epoch);
+        cursor->order = epoch_order(train->size, seed, epoch);
         cursor->epoch = epoch;
       }
-      indices.push_back(cursor->order[static_cast<size_t>(global % train->size())]);
+      indices.push_back(cursor->order[static_cast<size_t>(global % train->size)]);
     }
     ++cursor->batches;
-    FluxBatch batch = batch_of(*train, indices);
+    FluxBatch batch = train->batch(indices);
     batch.first_example = first;
     return batch;
   };
   data.seek_train = [cursor](int64_t batches) { cursor->batches = batches; };
-  if (validation->size() > 0) {
+  if (validation->size > 0) {
     data.reset_validation = [cursor] { cursor->validation_batches = 0; };
     // Every rank runs the same number of batches of the same size (FSDP
     // gathers in each forward): the split ends for all at once, and the last
     // batch wraps around to the split's start.
     data.validation = [=] {
       const int64_t first = cursor->validation_batches * ranks * local;
-      if (first >= validation->size()) return FluxBatch{};
+      if (first >= validation->size) return FluxBatch{};
       std::vector<int64_t> indices;
-      for (int64_t i = 0; i < local; ++i) indices.push_back((first + rank * local + i) % validation->size());
+      for (int64_t i = 0; i < local; ++i) indices.push_back((first + rank * local + i) % validation->size);
       ++cursor->validation_batches;
-      FluxBatch batch = batch_of(*validation, indices);
+      FluxBatch batch = validation->batch(indices);
       batch.first_example = first + rank * local;
       return batch;
     };
   }
-  data.empty_t5 = dataset.empty_t5;
-  data.empty_clip = dataset.empty_clip;
+  data.empty_t5 = source.empty_t5;
+  data.empty_clip = source.empty_clip;
   // The validation images' prompts: the first of the split (or of training without one).
-  const FluxExamples& source = validation->size() > 0 ? *validation : *train;
-  const int64_t wanted = config.validation.save_img_count < 0 ? source.size() : config.validation.save_img_count;
-  const int64_t prompts = std::min<int64_t>(source.size(), wanted);
+  const FluxSplit& prompts_from = validation->size > 0 ? *validation : *train;
+  const int64_t wanted = config.validation.save_img_count < 0 ? prompts_from.size : config.validation.save_img_count;
+  const int64_t prompts = std::min<int64_t>(prompts_from.size, wanted);
   if (prompts > 0) {
     std::vector<int64_t> first(static_cast<size_t>(prompts));
     for (int64_t i = 0; i < prompts; ++i) first[static_cast<size_t>(i)] = i;
-    data.image_prompts = batch_of(source, first);
-    data.image_captions.assign(source.captions.begin(), source.captions.begin() + prompts);
+    data.image_prompts = prompts_from.batch(first);
+    data.image_captions.assign(prompts_from.captions.begin(), prompts_from.captions.begin() + prompts);
   }
   return data;
 }

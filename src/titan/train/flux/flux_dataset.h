@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,10 +54,27 @@ FluxDataset read_flux_dataset(const std::string& folder);
 // Whether `folder` holds a prepared FLUX dataset (its manifest says so).
 bool is_flux_dataset(const std::string& folder);
 
-// The job's batches from `dataset` for this rank: training examples in a
+// A split's examples by index: stacked in memory (a prepared dataset), or
+// encoded when a batch asks for them (training on the fly).
+struct FluxSplit {
+  int64_t size = 0;
+  std::function<FluxBatch(const std::vector<int64_t>& indices)> batch;  // rows `indices`, in that order
+  std::vector<std::string> captions;
+};
+FluxSplit split_of(const FluxExamples& examples);
+
+// What a job's batches are drawn from.
+struct FluxSource {
+  FluxSplit train, validation;
+  Tensor empty_t5, empty_clip;  // [Lt, d], [d]
+};
+
+// The job's batches from `source` for this rank: training examples in a
 // seeded order reshuffled each epoch, each data-parallel rank taking its own
 // local_batch_size of each global batch; validation examples in order, cut
-// among the ranks. Checks training.img_size against the dataset's.
+// among the ranks.
+FluxData flux_data(const FluxSource& source, const JobConfig& config, const comm::DeviceMesh& mesh);
+// A prepared dataset's, after checking training.img_size against the dataset's.
 FluxData flux_data(const FluxDataset& dataset, const JobConfig& config, const comm::DeviceMesh& mesh);
 
 }  // namespace titan::train::flux

@@ -46,32 +46,52 @@ std::string folder_identity(const fs::path& folder, bool random_init) {
   return identity;
 }
 
-// FLUX.1's autoencoder as encoder.* asks (null for block_mean), and what it adds to the fingerprint.
-std::shared_ptr<models::flux::AutoEncoder> build_autoencoder(const EncoderSection& e, uint64_t seed,
-                                                             std::string* identity) {
+void check_autoencoder_keys(const EncoderSection& e) {
   TITAN_CHECK(e.autoencoder == "flux" || e.autoencoder == "block_mean",
               "encoder.autoencoder '{}' is not one of flux, block_mean", e.autoencoder);
-  *identity += "autoencoder=" + e.autoencoder;
+  TITAN_CHECK(e.autoencoder == "block_mean" || e.random_init || !e.autoencoder_path.empty(),
+              "encoder.autoencoder_path is empty: name FLUX.1's ae.safetensors");
+}
+
+// What the autoencoder adds to the fingerprint: which one, and its weights' file (or seed).
+std::string autoencoder_identity(const EncoderSection& e, uint64_t seed) {
+  check_autoencoder_keys(e);
+  std::string identity = "autoencoder=" + e.autoencoder;
+  if (e.autoencoder == "block_mean") return identity;
+  if (e.random_init) return identity + fmt::format(" random seed {}", seed);
+  TITAN_CHECK(fs::is_regular_file(e.autoencoder_path), "encoder.autoencoder_path {}: no such file", e.autoencoder_path);
+  return identity +
+         fmt::format(" {}:{}", fs::path(e.autoencoder_path).filename().string(), fs::file_size(e.autoencoder_path));
+}
+
+// FLUX.1's autoencoder as encoder.* asks (null for block_mean).
+std::shared_ptr<models::flux::AutoEncoder> build_autoencoder(const EncoderSection& e, uint64_t seed) {
+  check_autoencoder_keys(e);
   if (e.autoencoder == "block_mean") return nullptr;
   auto autoencoder = std::make_shared<models::flux::AutoEncoder>(models::flux::AutoEncoderConfig{});
   if (e.random_init) {
     nn::initialize(*autoencoder, seed, "ae.");
-    *identity += fmt::format(" random seed {}", seed);
   } else {
-    TITAN_CHECK(!e.autoencoder_path.empty(), "encoder.autoencoder_path is empty: name FLUX.1's ae.safetensors");
     models::flux::load_autoencoder(*autoencoder, e.autoencoder_path);
-    *identity +=
-        fmt::format(" {}:{}", fs::path(e.autoencoder_path).filename().string(), fs::file_size(e.autoencoder_path));
   }
   return autoencoder;
 }
 
 }  // namespace
 
+std::string encoders_fingerprint(const JobConfig& config) {
+  const EncoderSection& e = config.encoder;
+  const auto seed = static_cast<uint64_t>(config.training.seed);
+  const std::string identity = folder_identity(encoder_folder(e.t5_encoder, "t5_encoder"), e.random_init) +
+                               folder_identity(encoder_folder(e.clip_encoder, "clip_encoder"), e.random_init) +
+                               fmt::format("max_t5={} seed={} ", e.max_t5_encoding_len, e.random_init ? seed : 0) +
+                               autoencoder_identity(e, seed);
+  return fmt::format("{:016x}", data::hash_bytes(identity));
+}
+
 std::function<Tensor(const Tensor&)> latent_decoder(const JobConfig& config) {
-  std::string identity;
   const std::shared_ptr<models::flux::AutoEncoder> autoencoder =
-      build_autoencoder(config.encoder, static_cast<uint64_t>(config.training.seed), &identity);
+      build_autoencoder(config.encoder, static_cast<uint64_t>(config.training.seed));
   if (!autoencoder) return [](const Tensor& latents) { return models::flux::block_mean_decode(latents); };
   return [autoencoder](const Tensor& latents) { return autoencoder->decode(latents).to(DType::f32); };
 }
@@ -96,10 +116,8 @@ FluxEncoders::FluxEncoders(const JobConfig& config) : max_t5_tokens_(config.enco
     t5_ = models::flux::load_t5_encoder(t5_folder.string());
     clip_ = models::flux::load_clip_text_encoder(clip_folder.string());
   }
-  std::string identity = folder_identity(t5_folder, e.random_init) + folder_identity(clip_folder, e.random_init) +
-                         fmt::format("max_t5={} seed={} ", max_t5_tokens_, e.random_init ? seed : 0);
-  autoencoder_ = build_autoencoder(e, seed, &identity);
-  fingerprint_ = fmt::format("{:016x}", data::hash_bytes(identity));
+  autoencoder_ = build_autoencoder(e, seed);
+  fingerprint_ = encoders_fingerprint(config);
 }
 
 FluxEncoders::~FluxEncoders() = default;

@@ -22,6 +22,12 @@ struct TextEncodings {
   Tensor clip;  // [B, hidden] f32: CLIP's pooled output
 };
 
+// What produces a job's encodings, hashed, read from its [encoder] keys
+// without loading a weight: the encoders' configs and tokenizers, their
+// weights' file names and sizes (or the seed they are drawn from), the
+// autoencoder, max_t5_encoding_len.
+std::string encoders_fingerprint(const JobConfig& config);
+
 class FluxEncoders {
  public:
   // encoder.t5_encoder and encoder.clip_encoder name Hugging Face folders
@@ -42,10 +48,7 @@ class FluxEncoders {
   Tensor decode_latents(const Tensor& latents) const;
   // Latent channels per image (16 for FLUX.1's autoencoder, 12 block-mean).
   int64_t latent_channels() const;
-  // What produced the encodings, hashed: the encoders' configs and
-  // tokenizers, their weights' file names and sizes (or the seed they were
-  // drawn from), the autoencoder, max_t5_encoding_len. A prepared dataset
-  // records it in its manifest.
+  // encoders_fingerprint(config): what a prepared dataset records in its manifest.
   const std::string& fingerprint() const { return fingerprint_; }
 
  private:

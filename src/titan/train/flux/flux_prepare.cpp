@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <filesystem>
 
-#include "titan/core/copy.h"
 #include "titan/core/error.h"
 #include "titan/data/image_captions.h"
 #include "titan/data/image_tensor.h"
@@ -11,47 +10,18 @@
 #include "titan/train/config_loader.h"
 #include "titan/train/flux/flux_dataset.h"
 #include "titan/train/flux/flux_encoders.h"
+#include "titan/train/flux/flux_encoding.h"
 
 namespace titan::train::flux {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Images encoded per autoencoder call.
-constexpr size_t kEncodeBatch = 16;
-
-Tensor stack(const std::vector<Tensor>& parts) {
-  Shape shape = parts.front().shape();
-  shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
-  Tensor all = Tensor::empty(shape, parts.front().dtype());
-  for (size_t i = 0; i < parts.size(); ++i) copy_(all.narrow(0, static_cast<int64_t>(i), 1), parts[i].unsqueeze(0));
-  return all;
-}
-
 FluxExamples encode_split(const std::vector<data::CaptionedImage>& items, const FluxEncoders& encoders,
                           int64_t img_size, const std::string& what, const FluxPrepareOptions& options) {
-  FluxExamples out;
-  if (items.empty()) return out;
-  std::vector<Tensor> latents, t5, clip;
-  for (size_t start = 0; start < items.size(); start += kEncodeBatch) {
-    const size_t end = std::min(items.size(), start + kEncodeBatch);
-    std::vector<Tensor> images;
-    std::vector<std::string> captions;
-    for (size_t i = start; i < end; ++i) {
-      images.push_back(data::load_image_tensor(items[i].image, static_cast<int>(img_size)));
-      captions.push_back(items[i].caption);
-    }
-    latents.push_back(encoders.encode_images(stack(images)));
-    const TextEncodings text = encoders.encode_captions(captions);
-    t5.push_back(text.t5);
-    clip.push_back(text.clip);
-    out.captions.insert(out.captions.end(), captions.begin(), captions.end());
-    if (options.log) options.log(fmt::format("{}: encoded {} / {} images and captions", what, end, items.size()));
-  }
-  out.latents = concat_rows(latents);
-  out.t5 = concat_rows(t5);
-  out.clip = concat_rows(clip);
-  return out;
+  return encode_examples(items, encoders, img_size, 16, [&](size_t done) {
+    if (options.log) options.log(fmt::format("{}: encoded {} / {} images and captions", what, done, items.size()));
+  });
 }
 
 std::vector<data::CaptionedImage> read_split(const std::string& captions, const std::string& images_dir) {
@@ -94,9 +64,9 @@ void prepare_flux_dataset(const FluxPrepareOptions& options) {
   TITAN_CHECK(dataset.train.size() > 0, "{}: no images", captions);
   dataset.validation = encode_split(read_split(validation_captions, images_dir.empty() ? "" : images_dir), encoders,
                                     img_size, "validation", options);
-  const TextEncodings empty = encoders.encode_captions({""});
-  dataset.empty_t5 = empty.t5.narrow(0, 0, 1).view({empty.t5.size(1), empty.t5.size(2)}).contiguous();
-  dataset.empty_clip = empty.clip.narrow(0, 0, 1).view({empty.clip.size(1)}).contiguous();
+  const TextEncodings empty = empty_prompt(encoders);
+  dataset.empty_t5 = empty.t5;
+  dataset.empty_clip = empty.clip;
   write_flux_dataset(options.output, dataset);
   if (options.log) {
     options.log(fmt::format("wrote {}: {} training and {} validation examples of {}x{} images (encoders {})",

@@ -114,6 +114,8 @@ FluxTrainer::FluxTrainer(JobConfig config, const FluxDataFactory& make_data) : c
     std::filesystem::create_directories(config_.job.dump_folder);
   }
   micro_batches_ = micro_batches_per_step(config_, *mesh_);
+  tokens_ = TokenSlice{mesh_->coordinate(MeshDim::cp), mesh_->size(MeshDim::cp)};
+  tokens_.check(data_.empty_t5.size(0), (config_.training.img_size / 16) * (config_.training.img_size / 16));
   compute_dtype_ = parse_dtype(config_.training.mixed_precision_param);
   TITAN_CHECK(compute_dtype_ == DType::f32 || compute_dtype_ == DType::bf16,
               "training.mixed_precision_param must be f32 or bf16 for flux, got {}",
@@ -164,7 +166,8 @@ void FluxTrainer::print_banner() const {
   const comm::ParallelDims& dims = mesh_->dims();
   std::printf(
       "titan: flux %s, %lld parameters, %lldx%lld images (%lld image + %lld text tokens), batch %lld per rank "
-      "(x%lld accumulation), %s compute, %s, %.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld\n",
+      "(x%lld accumulation), %s compute, %s, %.2f TFLOP/s peak, %d rank(s): dp_replicate %lld x dp_shard %lld x cp "
+      "%lld\n",
       config_.model.hf_config.empty() ? config_.model.flavor.c_str() : config_.model.hf_config.c_str(),
       static_cast<long long>(parameters_), static_cast<long long>(config_.training.img_size),
       static_cast<long long>(config_.training.img_size),
@@ -173,7 +176,7 @@ void FluxTrainer::print_banner() const {
       static_cast<long long>(micro_batches_), dtype_name(compute_dtype_),
       device_.is_cpu() ? fmt::format("CPU kernels {}", ops::cpu::selected_isa()).c_str() : device_.str().c_str(),
       meter_->peak_tflops(), mesh_->size(MeshDim::world), static_cast<long long>(dims.dp_replicate),
-      static_cast<long long>(dims.dp_shard));
+      static_cast<long long>(dims.dp_shard), static_cast<long long>(dims.cp));
   std::fflush(stdout);
 }
 
@@ -221,12 +224,13 @@ StepMetrics FluxTrainer::train_step() {
     data_seconds += seconds_since(data_start);
     const int64_t image_tokens = (batch.latents.size(2) / 2) * (batch.latents.size(3) / 2);
     const auto [noise, t] = training_draws(batch);
-    const Tensor loss = flow_matching_loss(*model_, batch, noise, t, compute_dtype_);
+    const Tensor loss = flow_matching_loss(*model_, batch, noise, t, compute_dtype_, tokens_);
     loss_sum += loss.item();
     autograd::backward({F::scale(loss, 1.0f / static_cast<float>(micro_batches_))});
     parallelized_->finish_backward(micro + 1 == micro_batches_);
-    tokens += batch.size() * (image_tokens + batch.t5.size(1));
-    image_tokens_seen += batch.size() * image_tokens;
+    // This rank's tokens: a context-parallel rank computes on its slice.
+    tokens += batch.size() * (image_tokens + batch.t5.size(1)) / tokens_.ranks;
+    image_tokens_seen += batch.size() * image_tokens / tokens_.ranks;
   }
   const std::vector<float> clip =
       parallelized_->synchronize_and_clip_gradients(*model_, config_.training.max_norm, device_).to_floats();
@@ -273,7 +277,7 @@ double FluxTrainer::validate() {
         ops::normal_(noise.narrow(0, j, 1), 0.0, 1.0, draws);
       }
       const Tensor loss =
-          flow_matching_loss(*model_, batch, noise, Tensor::from_floats(t, {batch.size()}), compute_dtype_);
+          flow_matching_loss(*model_, batch, noise, Tensor::from_floats(t, {batch.size()}), compute_dtype_, tokens_);
       sum += loss.item() * static_cast<double>(batch.size());
       counted += batch.size();
     }
@@ -296,9 +300,13 @@ void FluxTrainer::save_validation_images() {
   options.guidance_scale = config_.validation.classifier_free_guidance_scale;
   options.seed = static_cast<uint64_t>(config_.training.seed) + kValidationSeedOffset;
   options.dtype = compute_dtype_;
+  // Sampling runs the whole sequence on every rank: the plain attention kernel, not the ring.
+  const nn::AttentionCore ring = model_->attention_core();
+  model_->set_attention_core(nullptr);
   const Tensor latents =
       sample_latents(*model_, prompts.t5.narrow(0, 0, count), prompts.clip.narrow(0, 0, count), data_.empty_t5,
                      data_.empty_clip, prompts.latents.size(2), prompts.latents.size(3), options);
+  model_->set_attention_core(ring);
   if (!reports_) return;
   const Tensor images = data_.decode(latents);
   const std::filesystem::path folder = std::filesystem::path(config_.job.dump_folder) /

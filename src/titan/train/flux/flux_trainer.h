@@ -79,7 +79,8 @@ class FluxTrainer {
   // captions dropped (in place) at training.classifier_free_guidance_prob.
   std::pair<Tensor, Tensor> training_draws(FluxBatch& batch) const;
   // validation.save_img_count images sampled for the first validation
-  // captions (every rank samples: FSDP gathers in each forward), written by
+  // captions (every rank samples the whole sequence, context-parallel ranks
+  // too: FSDP gathers in each forward), written by
   // the reporting rank to <dump_folder>/<save_img_folder>/step-N/ and TensorBoard.
   void save_validation_images();
   void save_checkpoint();
@@ -94,6 +95,7 @@ class FluxTrainer {
   FluxData data_;
   DType compute_dtype_ = DType::f32;
   int64_t micro_batches_ = 1;
+  TokenSlice tokens_;  // this rank's share of each example's tokens (context parallelism)
   std::shared_ptr<models::flux::FluxModel> model_;
   std::unique_ptr<parallel::ParallelizedModel> parallelized_;
   std::unique_ptr<optim::AdamW> optimizer_;

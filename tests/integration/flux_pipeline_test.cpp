@@ -145,7 +145,7 @@ TEST(FluxPipeline, PrepareTrainValidateAndGenerate) {
       testing::run_ok(fmt::format("{} train --config {}", TITAN_CLI_PATH, job.string()), dir / "train.log");
   const std::vector<double> losses = testing::metrics_column(dir / "outputs" / "metrics.jsonl", "loss");
   ASSERT_EQ(losses.size(), 4u) << output;
-  // Encoders other than the data's (here: T5 cut at 8 tokens, not 16) are refused before training.
+  // Encoders other than the data's (here: T5 cut at 8 tokens, not 32) are refused before training.
   testing::expect_user_error(
       testing::run_to_completion(fmt::format("{} train --config {} --encoder.max_t5_encoding_len 8 --job.dump_folder "
                                              "{}/other_encoders",
@@ -224,7 +224,7 @@ Scores score_heldout(const fs::path& job, const fs::path& checkpoint,
       options.checkpoint = checkpoint.string();
       options.prompt = data::shape_caption(label);
       options.output = (checkpoint.parent_path() / "sample.png").string();
-      options.sampling.steps = 20;
+      options.sampling.steps = 10;
       options.sampling.guidance = true;
       options.sampling.guidance_scale = 4.0;
       options.sampling.seed = seed;
@@ -243,13 +243,13 @@ Scores score_heldout(const fs::path& job, const fs::path& checkpoint,
 // never shown at the top left) too, and seen prompts' positions, far more
 // often than an untrained model's (one step: its output layer still near
 // zero, so its samples are decoded noise), and held-out prompts' positions
-// too, in most cases. Measured here (2-core AVX-512, 700 steps): held-out
-// colour 81% (untrained 17%, chance 1/6) and colour-and-position 81%
-// (untrained 0%); seen prompts' colour 97% and colour-and-position 97%
-// (training seeds 1 and 2: held-out 94% / 83% and 81% / 69%, seen 97% / 94%
-// and 92% / 89%). Most misses are the held-out cyan in the centre, the one
-// position a shape spans all four image tokens at. The bounds leave room for
-// another kernel set's rounding.
+// too, in most cases. Measured here (2-core AVX-512, 700 steps, 10 sampling
+// steps): held-out colour 81% (untrained 17%, chance 1/6) and
+// colour-and-position 81% (untrained 0%); seen prompts' colour 100% and
+// colour-and-position 100% (training seeds 1 and 2: held-out 92% / 83% and
+// 81% / 69%, seen 100% / 97% and 89% / 86%). Most misses are the held-out
+// cyan in the centre, the one position where a shape spans all four image
+// tokens. The bounds leave room for another kernel set's rounding.
 TEST(FluxPipeline, TrainedModelDrawsHeldOutPromptsUntrainedDoesNot) {
   const fs::path dir = testing::per_test_folder("flux_pipeline");
   fs::remove_all(dir);

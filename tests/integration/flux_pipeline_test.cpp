@@ -1,7 +1,7 @@
 // FLUX from end to end through the CLI, on the synthetic coloured shapes with
-// tiny random-initialised encoders (T5 and CLIP folders holding a config.json
-// and a tokenizer.json made by the tokenizer tests' scripts) and the
-// block-mean autoencoder: `titan data prepare --shapes` writes a dataset the
+// the main FLUX example's tiny random-initialised encoders (configs/flux_shapes/:
+// T5 and CLIP folders holding a config.json and a tokenizer.json made by the
+// tokenizer tests' scripts) and the block-mean autoencoder: `titan data prepare --shapes` writes a dataset the
 // trainer reads, `titan train` logs its steps, validation losses and
 // validation images (PNG files and TensorBoard images), saves a checkpoint,
 // and `titan generate --image` samples a PNG from it.
@@ -18,7 +18,6 @@
 #include "titan/data/shapes_dataset.h"
 #include "titan/data/shapes_measure.h"
 #include "titan/models/flux/block_mean_autoencoder.h"
-#include "titan/models/flux/flux_diffusers_config.h"
 #include "titan/train/flux/flux_dataset.h"
 #include "titan/train/flux/flux_generate.h"
 
@@ -32,50 +31,27 @@ void write(const fs::path& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-// The job: a transformer of width 64, 2 + 2 blocks, over the block-mean latents (12
-// channels: 48 per packed token) of 32-pixel images, encoders of width 16, 32
-// T5 tokens: the test T5 tokenizer spells the shapes' words in pieces, so a
-// caption is 17 to 30 tokens (EOS included), and 16 would cut "left" and
-// "right" (and "top", "bottom", "centre" after the longer colours and shapes)
-// off every caption, leaving the model no way to tell the positions apart.
-// Steps of the learning check (batches of 16 of 720 images: 15.6 epochs).
+// Steps of the learning check: configs/flux_shapes.toml's training.steps (batches of 16 of 720 images: 15.6 epochs).
 constexpr int kLearningSteps = 700;
 
+// A short job on the main FLUX example's model and encoders
+// (configs/flux_shapes/): a transformer of width 64, 2 + 2 blocks, over the
+// block-mean latents (12 channels: 48 per packed token) of 32-pixel images,
+// encoders of width 16, 32 T5 tokens: the T5 tokenizer spells the shapes'
+// words in pieces, so a caption is 17 to 30 tokens (EOS included), and 16
+// would cut "left" and "right" (and "top", "bottom", "centre" after the longer
+// colours and shapes) off every caption, leaving the model no way to tell the
+// positions apart.
 fs::path write_job(const fs::path& dir) {
-  const fs::path tokenizers = dir / "tokenizers";
-  testing::run_ok(fmt::format("{} {}/make_t5_tokenizer_json.py {} && {} {}/make_clip_tokenizer_json.py {}/clip.json",
-                              TITAN_PYTHON, TITAN_REFERENCE_SCRIPTS_DIR, tokenizers.string(), TITAN_PYTHON,
-                              TITAN_REFERENCE_SCRIPTS_DIR, tokenizers.string()),
-                  dir / "tokenizers.log");
-  fs::create_directories(dir / "t5");
-  fs::copy_file(tokenizers / "t5_current.json", dir / "t5" / "tokenizer.json");
-  write(dir / "t5" / "config.json",
-        R"({"model_type": "t5", "feed_forward_proj": "gated-gelu", "vocab_size": 512, "d_model": 16, "d_kv": 8,
-            "num_heads": 2, "d_ff": 32, "num_layers": 1})");
-  fs::create_directories(dir / "clip");
-  fs::copy_file(tokenizers / "clip.json", dir / "clip" / "tokenizer.json");
-  write(dir / "clip" / "config.json",
-        R"({"model_type": "clip_text_model", "hidden_act": "quick_gelu", "vocab_size": 1024, "hidden_size": 16,
-            "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2})");
-  models::flux::FluxConfig transformer;
-  transformer.in_channels = transformer.out_channels = 4 * models::flux::kBlockMeanChannels;
-  transformer.hidden_size = 64;
-  transformer.num_heads = 4;
-  transformer.axes_dim = {4, 6, 6};
-  transformer.depth = 2;
-  transformer.depth_single_blocks = 2;
-  transformer.context_in_dim = 16;
-  transformer.vec_in_dim = 16;
-  write(dir / "transformer" / "config.json", models::flux::diffusers_flux_config_json(transformer));
   const fs::path job = dir / "job.toml";
   write(job, fmt::format(R"([job]
 dump_folder = "{0}/outputs"
 [model]
 name = "flux"
-hf_config = "{0}/transformer/config.json"
+hf_config = "{1}/configs/flux_shapes/transformer/config.json"
 [encoder]
-t5_encoder = "{0}/t5"
-clip_encoder = "{0}/clip"
+t5_encoder = "{1}/configs/flux_shapes/t5"
+clip_encoder = "{1}/configs/flux_shapes/clip"
 autoencoder = "block_mean"
 max_t5_encoding_len = 32
 random_init = true
@@ -104,7 +80,7 @@ save_img_count = 2
 denoising_steps = 3
 enable_classifier_free_guidance = true
 )",
-                         dir.string()));
+                         dir.string(), TITAN_SOURCE_DIR));
   return job;
 }
 
@@ -119,6 +95,23 @@ std::vector<double> validation_losses(const fs::path& metrics) {
     }
   }
   return losses;
+}
+
+// The main FLUX example, configs/flux_shapes.toml, with its paths made
+// absolute (its encoders' folders in the source tree, its data and outputs in `dir`).
+fs::path shipped_example_job(const fs::path& dir) {
+  std::string text = testing::file_text(fs::path(TITAN_SOURCE_DIR) / "configs" / "flux_shapes.toml");
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+  };
+  replace("\"configs/", "\"" + std::string(TITAN_SOURCE_DIR) + "/configs/");
+  replace("\"data/flux_shapes\"", "\"" + (dir / "data").string() + "\"");
+  replace("\"outputs/flux_shapes\"", "\"" + (dir / "outputs").string() + "\"");
+  const fs::path job = dir / "flux_shapes.toml";
+  write(job, text);
+  return job;
 }
 
 TEST(FluxPipeline, PrepareTrainValidateAndGenerate) {
@@ -254,17 +247,12 @@ TEST(FluxPipeline, TrainedModelDrawsHeldOutPromptsUntrainedDoesNot) {
   const fs::path dir = testing::per_test_folder("flux_pipeline");
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const fs::path job = write_job(dir);
+  const fs::path job = shipped_example_job(dir);
   testing::run_ok(fmt::format("{} data prepare --shapes 720 --config {} --output {}/data", TITAN_CLI_PATH, job.string(),
                               dir.string()),
                   dir / "prepare.log");
-  const std::string common = fmt::format(
-      "--validation.enable false --training.local_batch_size 16 --optimizer.lr 3e-3 "
-      "--training.classifier_free_guidance_prob 0.1 --checkpoint.interval {}",
-      kLearningSteps);
-  testing::run_ok(
-      fmt::format("{} train --config {} {} --training.steps {}", TITAN_CLI_PATH, job.string(), common, kLearningSteps),
-      dir / "train.log");
+  const std::string common = "--validation.enable false --metrics.peak_tflops 1 --metrics.progress false";
+  testing::run_ok(fmt::format("{} train --config {} {}", TITAN_CLI_PATH, job.string(), common), dir / "train.log");
   testing::run_ok(fmt::format("{} train --config {} {} --training.steps 1 --job.dump_folder {}/untrained",
                               TITAN_CLI_PATH, job.string(), common, dir.string()),
                   dir / "untrained.log");

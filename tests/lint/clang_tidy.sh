@@ -11,7 +11,7 @@ jobs=${2:-$(nproc)}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_CUDA=OFF -DTITAN_TESTS=OFF \
-  -DTITAN_UNITY_BUILD=ON -DTITAN_PCH=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$build/configure.log" 2>&1 ||
+  -DTITAN_UNITY_BUILD=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; exit 1; }
 # The entries to check: unity batches, and every other source of src/ once.
 files=$(/usr/bin/python3 - "$build/compile_commands.json" "$root/src" <<'PY'

@@ -23,6 +23,7 @@
 #include "support/expect_error.h"
 #include "titan/core/allocator.h"
 #include "titan/models/decoder_size.h"
+#include "titan/models/flux/flux_diffusers_config.h"
 #include "titan/parallel/activation_checkpoint.h"
 #include "titan/train/config_loader.h"
 #include "titan/train/config_registry.h"
@@ -546,6 +547,17 @@ std::string file_text(const std::filesystem::path& path) {
 void check_registered_config(const std::string& module, const std::string& name) {
   train::JobConfig config = train::parse_train_arguments({"--module", module, "--config", name}).config;
   train::validate(config);
+  if (config.model.name == "flux") {
+    // FLUX is no decoder: its transformer's Diffusers config and its encoders'
+    // folders must be there (the example's paths are relative to the repository root).
+    const std::filesystem::path source(TITAN_SOURCE_DIR);
+    models::flux::read_diffusers_flux_config((source / config.model.hf_config).string()).validate();
+    for (const std::string& folder : {config.encoder.t5_encoder, config.encoder.clip_encoder}) {
+      EXPECT_TRUE(std::filesystem::exists(source / folder / "config.json")) << folder;
+      EXPECT_TRUE(std::filesystem::exists(source / folder / "tokenizer.json")) << folder;
+    }
+    return;
+  }
   const int64_t live = memory_stats(DeviceType::cpu).live_bytes;
   const models::DecoderConfig model_config = train::resolve_model_config(config, 0);
   const auto model = model_config.build(Device::meta());

@@ -60,8 +60,13 @@ TEST(Async, StatsCountCollectivesAndWaiting) {
   EXPECT_EQ(group.stats().collectives, 0);
   EXPECT_EQ(group.stats().busy_seconds, 0.0);
 
-  // Rank 0 waits for the others, which join 100 ms late: that wait is exposed.
-  if (me != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Rank 0 waits for the others, which join 300 ms after a common start: that
+  // wait is exposed. 300 ms for the 80 asserted: with more ranks than cores,
+  // under a sanitizer, rank 0 itself can leave the barrier tens of
+  // milliseconds late (TSan, 3 ranks on 2 cores: it then waited only 25 ms of 100).
+  group.barrier();
+  group.reset_stats();
+  if (me != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const Tensor tensor = Tensor::zeros({256});
   group.all_reduce(tensor, ReduceOp::sum)->wait();
   for (int k = 0; k < 3; ++k) group.all_gather(Tensor::zeros({group.size() * 256}), tensor)->wait();

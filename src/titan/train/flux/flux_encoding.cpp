@@ -60,10 +60,12 @@ FluxSplit encoded_on_the_fly(std::vector<data::CaptionedImage> items, std::share
                              int64_t img_size) {
   FluxSplit split;
   split.size = static_cast<int64_t>(items.size());
+  split.captions.reserve(items.size());
   for (const data::CaptionedImage& item : items) split.captions.push_back(item.caption);
   const auto shared = std::make_shared<const std::vector<data::CaptionedImage>>(std::move(items));
   split.batch = [shared, encoders, img_size](const std::vector<int64_t>& indices) {
     std::vector<data::CaptionedImage> drawn;
+    drawn.reserve(indices.size());
     for (const int64_t i : indices) drawn.push_back((*shared)[static_cast<size_t>(i)]);
     const FluxExamples examples = encode_examples(drawn, *encoders, img_size, drawn.size());
     return FluxBatch{examples.latents, examples.t5, examples.clip};

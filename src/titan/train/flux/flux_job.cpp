@@ -7,18 +7,27 @@
 
 namespace titan::train::flux {
 
+namespace {
+
+// The trainer over `make`'s data, given the autoencoder's decoder when validation images are asked for.
+std::unique_ptr<FluxTrainer> trainer_over(const JobConfig& config, const FluxDataFactory& make) {
+  const bool decodes = config.validation.enable && config.validation.save_img_count != 0;
+  return std::make_unique<FluxTrainer>(config, [make, &config, decodes](const comm::DeviceMesh& mesh) {
+    FluxData data = make(mesh);
+    if (decodes) data.decode = latent_decoder(config);
+    return data;
+  });
+}
+
+}  // namespace
+
 std::unique_ptr<FluxTrainer> make_flux_trainer(const JobConfig& config) {
   const std::string& path = config.training.dataset_path;
-  // Validation images need the decoder of the autoencoder the data was encoded with.
-  const bool decodes = config.validation.enable && config.validation.save_img_count != 0;
   if (path.ends_with(".jsonl")) {
     // Encoded on the fly: the encoders are built once, before the mesh, and shared by every batch.
     auto source = std::make_shared<const FluxSource>(on_the_fly_source(config));
-    return std::make_unique<FluxTrainer>(config, [source, &config, decodes](const comm::DeviceMesh& mesh) {
-      FluxData data = flux_data(*source, config, mesh);
-      if (decodes) data.decode = latent_decoder(config);
-      return data;
-    });
+    return trainer_over(config,
+                        [source, &config](const comm::DeviceMesh& mesh) { return flux_data(*source, config, mesh); });
   }
   TITAN_CHECK(is_flux_dataset(path),
               "training.dataset_path {} is neither a prepared FLUX dataset (no manifest.json of format "
@@ -41,11 +50,8 @@ std::unique_ptr<FluxTrainer> make_flux_trainer(const JobConfig& config) {
                 "training.seed)",
                 path, dataset->encoders_fingerprint, job);
   }
-  return std::make_unique<FluxTrainer>(config, [dataset, &config, decodes](const comm::DeviceMesh& mesh) {
-    FluxData data = flux_data(*dataset, config, mesh);
-    if (decodes) data.decode = latent_decoder(config);
-    return data;
-  });
+  return trainer_over(config,
+                      [dataset, &config](const comm::DeviceMesh& mesh) { return flux_data(*dataset, config, mesh); });
 }
 
 }  // namespace titan::train::flux

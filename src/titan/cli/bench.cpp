@@ -6,6 +6,7 @@
 #include "bench/delta_rule_bench.h"
 #include "bench/failures_bench.h"
 #include "bench/families_bench.h"
+#include "bench/float8_bench.h"
 #include "bench/flux_bench.h"
 #include "bench/gpu_bench.h"
 #include "bench/kv_cache_bench.h"
@@ -41,6 +42,7 @@ Subcommand make_bench_subcommand() {
   auto startup = std::make_shared<bench::StartupBenchOptions>();
   auto failures = std::make_shared<bench::FailuresBenchOptions>();
   auto plan = std::make_shared<bench::PlanBenchOptions>();
+  auto float8 = std::make_shared<bench::Float8BenchOptions>();
   // The families suite shares --seq, --batch and --dtypes with others but has its own defaults, so it asks
   // the parsed command whether they were given.
   auto bench_app = std::make_shared<CLI::App*>(nullptr);
@@ -51,15 +53,22 @@ Subcommand make_bench_subcommand() {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
-        "lora, gpu, families, delta-rule, kv-cache, failures, plan, plan-published, flux)");
+        "lora, gpu, families, delta-rule, kv-cache, failures, plan, plan-published, flux, float8)");
     app->add_option(
            "suite", *suite,
            "which suite: ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, lora, "
-           "gpu, families, delta-rule, kv-cache, failures, plan, plan-published, flux")
+           "gpu, families, delta-rule, kv-cache, failures, plan, plan-published, flux, float8")
         ->required()
-        ->check(CLI::IsMember({"ops", "tokenizer", "train", "scaling", "checkpoint", "moe", "pipeline",
-                               "context-parallel", "profiler", "lora", "gpu", "families", "startup", "delta-rule",
-                               "kv-cache", "failures", "plan", "plan-published", "flux"}));
+        ->check(CLI::IsMember({"ops",        "tokenizer",
+                               "train",      "scaling",
+                               "checkpoint", "moe",
+                               "pipeline",   "context-parallel",
+                               "profiler",   "lora",
+                               "gpu",        "families",
+                               "startup",    "delta-rule",
+                               "kv-cache",   "failures",
+                               "plan",       "plan-published",
+                               "flux",       "float8"}));
     *bench_app = app;
     app->add_option("--repeats", options->repeats, "timed repetitions per case (median reported)")->check(at_least(1));
     app->add_flag("--quick", options->quick, "small shapes only (smoke test)");
@@ -71,11 +80,13 @@ Subcommand make_bench_subcommand() {
     app->add_option("--threads", tokenizer->threads, "tokenizer suite: threads of the all-threads run (0: all)")
         ->check(at_least(0));
     app->add_flag("!--no-train", tokenizer->train, "tokenizer suite: skip the BPE training measurement");
-    app->add_option("--steps", train->steps, "train, families and plan suites: timed steps")->check(at_least(1));
+    app->add_option("--steps", train->steps, "train, families, plan and float8 suites: timed steps")
+        ->check(at_least(1));
     app->add_option("--dtypes", train->dtypes,
                     "train and families suites: training dtypes (default f32 bf16; families f32)")
         ->check(CLI::IsMember({"f32", "bf16"}));
-    app->add_flag("!--no-peer", train->peer, "train, families, moe, gpu and flux suites: skip the PyTorch peer");
+    app->add_flag("!--no-peer", train->peer,
+                  "train, families, moe, gpu, flux and float8 suites: skip the PyTorch peer");
     app->add_option("--busy-cores", train->busy_cores,
                     "train suite: measure again with this many cores kept busy by other processes, and show the share "
                     "of its speed each side keeps")
@@ -83,9 +94,11 @@ Subcommand make_bench_subcommand() {
     app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
     app->add_option("--seq", gpu->seq_len,
-                    "gpu, families, delta-rule and kv-cache suites: sequence length (default 4096; families 256)")
+                    "gpu, families, delta-rule, kv-cache and float8 suites: sequence length (default 4096; families "
+                    "256; float8 512)")
         ->check(at_least(1));
-    app->add_option("--batch", gpu->batch, "gpu and families suites: local batch (default 2; families 4)")
+    app->add_option("--batch", gpu->batch,
+                    "gpu, families and float8 suites: local batch (default 2; families and float8 4)")
         ->check(at_least(1));
     app->add_option("--python", gpu->python, "gpu suite: Python with CUDA PyTorch for the peer (default python3)");
     app->add_option("--pp-ranks", pipeline->ranks, "pipeline suite: pipeline ranks (default 4)")->check(at_least(1));
@@ -126,7 +139,22 @@ Subcommand make_bench_subcommand() {
     return app;
   };
   subcommand.run = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, lora,
-                    families, startup, failures, plan, bench_app, suite] {
+                    families, startup, failures, plan, float8, bench_app, suite] {
+    if (*suite == "float8") {
+      const CLI::App& app = **bench_app;
+      float8->json_path = options->json_path;
+      float8->peer = train->peer;
+      if (app.count("--steps") > 0) float8->steps = train->steps;
+      if (app.count("--seq") > 0) float8->seq_len = gpu->seq_len;
+      if (app.count("--batch") > 0) float8->local_batch = gpu->batch;
+      if (options->quick) {
+        float8->steps = 2;
+        float8->seq_len = 64;
+        float8->fsdp_seq_len = 64;
+        float8->fsdp_local_batch = 1;
+      }
+      return bench::run_float8_bench(*float8);
+    }
     if (*suite == "plan-published") {
       bench::PlanPublishedOptions published;
       published.json_path = options->json_path;

@@ -22,6 +22,10 @@
 #include "titan/ops/delta_rule.h"
 #include "titan/ops/rope.h"
 
+namespace titan::nn {
+struct Float8LinearRecipe;
+}  // namespace titan::nn
+
 namespace titan::F {
 
 // ---- shape.cpp: views, copies and casts (Tensor methods, core/copy.h) ----
@@ -51,6 +55,11 @@ Tensor geglu(const Tensor& gate, const Tensor& up);
 Tensor clamped_swiglu(const Tensor& gate, const Tensor& up, float alpha, float limit);
 // cap * tanh(x / cap), cap > 0: Gemma 2's soft-capping of attention scores and final logits.
 Tensor soft_cap(const Tensor& x, float cap);
+
+// ---- float8.cpp (ops/float8.h) ----
+// F::linear with its three GEMMs on float8-cast operands, as `recipe` says
+// (nn/float8_recipe.h); the bias, when defined, added after in y's dtype.
+Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const nn::Float8LinearRecipe& recipe);
 
 // ---- reduction.cpp (ops/reduction.h) ----
 Tensor sum(const Tensor& x);   // 0-d f32

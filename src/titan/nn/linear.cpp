@@ -1,6 +1,7 @@
 #include "titan/nn/linear.h"
 
 #include "titan/core/copy.h"
+#include "titan/nn/float8_recipe.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/random.h"
 
@@ -21,7 +22,9 @@ Linear::Linear(const LinearConfig& config, Device device)
 
 Tensor Linear::forward(const Tensor& x) const {
   const ForwardScope scope(*this);
-  const Tensor y = F::linear(x, weight->materialize(), bias && !bias_added_outside ? bias->materialize() : Tensor());
+  const Tensor b = bias && !bias_added_outside ? bias->materialize() : Tensor();
+  const Tensor y =
+      float8_ ? F::float8_linear(x, weight->materialize(), b, *float8_) : F::linear(x, weight->materialize(), b);
   return adapter_ ? F::add(y, adapter_->forward(x)) : y;
 }
 

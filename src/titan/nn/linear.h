@@ -1,6 +1,7 @@
 // Linear layer: y = x @ W^T (+ b when config.bias: Qwen 2's q/k/v projections;
 // Llama has none), plus, when one is installed from outside (LoRA
-// fine-tuning), an adapter's output.
+// fine-tuning), an adapter's output. A float8 recipe installed from outside
+// (models/float8_plan.h) runs its GEMMs on float8-cast operands.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 namespace titan::nn {
 
 class Linear;
+struct Float8LinearRecipe;
 
 // Something added to a Linear's output, computed from the same input: a
 // low-rank update (nn/lora.h). Installed by a plan outside the model code, as
@@ -53,6 +55,9 @@ class Linear : public Module {
   // Drops the adapter and its modules (the export of a merged model).
   void remove_adapter();
   const std::shared_ptr<LinearAdapter>& adapter() const { return adapter_; }
+  // Runs forward and backward as F::float8_linear with `recipe` (null: F::linear again).
+  void set_float8(std::shared_ptr<const Float8LinearRecipe> recipe) { float8_ = std::move(recipe); }
+  const std::shared_ptr<const Float8LinearRecipe>& float8() const { return float8_; }
 
   const LinearConfig config;
   Parameter* const weight;  // [out_features, in_features]
@@ -64,6 +69,7 @@ class Linear : public Module {
 
  private:
   std::shared_ptr<LinearAdapter> adapter_;
+  std::shared_ptr<const Float8LinearRecipe> float8_;
 };
 
 }  // namespace titan::nn

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/nn/float8_recipe.h"
 #include "titan/nn/lora_targets.h"
 #include "titan/parallel/context_parallel_options.h"
 #include "titan/train/config_registry.h"
@@ -94,7 +95,10 @@ class TomlReader : public ConfigVisitor {
   }
 
  private:
-  const toml::node* find(const char* key) { return table_.get(key); }
+  // A dotted key ([quantize]'s linear.float8.recipe_name) is a path through nested tables.
+  const toml::node* find(const char* key) {
+    return std::strchr(key, '.') == nullptr ? table_.get(key) : table_.at_path(key).node();
+  }
 
   template <typename T>
   T expect(const toml::node& node, const char* key, const char* what) {
@@ -291,6 +295,29 @@ void collect_torchtitan_keys(const std::string& dotted, const toml::node& node, 
   foreign.push_back({entry, canonical_text(node), where(node, source)});
 }
 
+// Whether some field of the section is a dotted key under `prefix` ([quantize]'s linear.float8.*).
+bool has_dotted_field(const std::vector<std::string>& fields, const std::string& prefix) {
+  return std::any_of(fields.begin(), fields.end(), [&](const std::string& f) { return f.starts_with(prefix + "."); });
+}
+
+// The leaf keys under the nested `table` at `prefix` that are not fields, with their nodes.
+std::vector<std::pair<std::string, const toml::node*>> unknown_nested_keys(const toml::table& table,
+                                                                           const std::string& prefix,
+                                                                           const std::vector<std::string>& fields) {
+  std::vector<std::pair<std::string, const toml::node*>> unknown;
+  for (const auto& [key, node] : table) {
+    const std::string path = fmt::format("{}.{}", prefix, key.str());
+    if (std::find(fields.begin(), fields.end(), path) != fields.end()) continue;
+    if (node.is_table() && has_dotted_field(fields, path)) {
+      const auto inner = unknown_nested_keys(*node.as_table(), path, fields);
+      unknown.insert(unknown.end(), inner.begin(), inner.end());
+    } else {
+      unknown.emplace_back(path, &node);
+    }
+  }
+  return unknown;
+}
+
 // What kind of key titan's section holds under `key`: a boolean, another value, or none.
 class KeyKind : public ConfigVisitor {
  public:
@@ -408,6 +435,17 @@ void load_toml_string(JobConfig& config, const std::string& text, const std::str
     for (const auto& [key, node] : *table) {
       const std::string k(key.str());
       if (std::find(keys.keys.begin(), keys.keys.end(), k) != keys.keys.end()) continue;
+      if (node.is_table() && has_dotted_field(keys.keys, k)) {
+        // Named in full, as TorchTitan spells them: quantize.linear.float8.recipe_name.
+        std::vector<std::string> dotted_fields;
+        for (const std::string& field : keys.keys) dotted_fields.push_back(fmt::format("{}.{}", name, field));
+        for (const auto& [path, leaf] : unknown_nested_keys(*node.as_table(), k, keys.keys)) {
+          const std::string dotted = fmt::format("{}.{}", name, path);
+          unknown.push_back(
+              fmt::format("{}: unknown key {}{}", where(*leaf, source), dotted, suggestion(dotted, dotted_fields)));
+        }
+        continue;
+      }
       const std::string dotted = fmt::format("{}.{}", name, k);
       if (find_torchtitan_key(dotted) != nullptr || is_torchtitan_section(dotted)) {
         collect_torchtitan_keys(dotted, node, source, foreign, unknown);
@@ -564,6 +602,56 @@ void validate_lora(const JobConfig& c) {
               "lora.enable with parallelism.pipeline_parallel_degree {}: LoRA does not run under pipeline "
               "parallelism yet",
               c.parallelism.pipeline_parallel_degree);
+}
+
+// model.converters and the [quantize] tables they read (models/float8_plan.h).
+void validate_quantize(const JobConfig& c) {
+  const QuantizeSection& q = c.quantize;
+  const std::vector<std::string>& converters = c.model.converters;
+  const auto named = [&](const char* name) {
+    return std::find(converters.begin(), converters.end(), name) != converters.end();
+  };
+  for (const std::string& converter : converters) {
+    TITAN_CHECK(converter != "quantize.grouped_mm.float8" && converter != "quantize.grouped_mm.mx",
+                "model.converters: {} is not supported: float8 and MX grouped GEMMs for MoE experts are not built yet",
+                converter);
+    TITAN_CHECK(converter == "quantize.linear.float8" || converter == "quantize.linear.mx",
+                "model.converters: unknown converter '{}' (expected quantize.linear.float8 or quantize.linear.mx)",
+                converter);
+  }
+  TITAN_CHECK(converters.empty() || c.model.name != "flux",
+              "model.converters with model.name = flux: float8 and MX training of FLUX are not built yet");
+  TITAN_CHECK(!(named("quantize.linear.float8") && named("quantize.linear.mx")),
+              "model.converters names both quantize.linear.float8 and quantize.linear.mx: a Linear takes one recipe");
+  const auto& float8_names = nn::float8_linear_recipe_names();
+  TITAN_CHECK(q.float8_recipe_name.empty() ||
+                  std::find(float8_names.begin(), float8_names.end(), q.float8_recipe_name) != float8_names.end(),
+              "quantize.linear.float8.recipe_name: unknown recipe '{}' (expected {})", q.float8_recipe_name,
+              fmt::join(float8_names, ", "));
+  const auto& mx_names = nn::mx_linear_recipe_names();
+  TITAN_CHECK(std::find(mx_names.begin(), mx_names.end(), q.mx_recipe_name) != mx_names.end(),
+              "quantize.linear.mx.recipe_name: unknown recipe '{}' (expected {})", q.mx_recipe_name,
+              fmt::join(mx_names, ", "));
+  const std::string& kernel = q.mx_dim1_cast_kernel_choice;
+  TITAN_CHECK(kernel == "triton" || kernel == "cuda" || kernel == "torch",
+              "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice must be triton, cuda or torch, got '{}'", kernel);
+  // TorchTitan asserts the same: the all-gather belongs to the default (tensorwise) config.
+  TITAN_CHECK(!q.float8_fsdp_all_gather || q.float8_recipe_name.empty(),
+              "quantize.linear.float8.enable_fsdp_float8_all_gather with recipe_name '{}': TorchTitan allows the "
+              "float8 all-gather only without a recipe name (tensorwise)",
+              q.float8_recipe_name);
+  TITAN_CHECK(!q.float8_fsdp_all_gather || !named("quantize.linear.float8"),
+              "quantize.linear.float8.enable_fsdp_float8_all_gather: FSDP's float8 all-gather is not built yet; "
+              "set it to false (the weights are then gathered in training.mixed_precision_param)");
+  if (named("quantize.linear.mx")) {
+    const int64_t cp = std::max<int64_t>(1, c.parallelism.context_parallel_degree);
+    const int64_t tokens = c.training.local_batch_size * c.training.seq_len / cp;
+    TITAN_CHECK(tokens % ops::kMxBlockSize == 0,
+                "quantize.linear.mx: the weight gradient's GEMM reduces over the {} tokens of a batch "
+                "(training.local_batch_size x training.seq_len / context_parallel_degree), which MXFP8's blocks "
+                "of {} do not divide",
+                tokens, ops::kMxBlockSize);
+  }
 }
 
 // The checkpoint keys that only make sense together (TorchTitan's meanings).
@@ -787,6 +875,7 @@ void validate(const JobConfig& c) {
   }
   chat_options(c);
   validate_lora(c);
+  validate_quantize(c);
   validate_fault_tolerance(c);
 }
 

@@ -34,6 +34,7 @@ struct ModelSection {
   double moe_load_balance_coeff = -1.0;
   int64_t num_mtp_layers = -1;
   double mtp_scale = 0.3;
+  std::vector<std::string> converters;
   void visit(ConfigVisitor& v) {
     // The lists in these help lines are checked against the registry (tests/train/documented_lists_test.cpp).
     v.field("name", name,
@@ -69,6 +70,9 @@ struct ModelSection {
     v.field("mtp_scale", mtp_scale,
             "weight of the multi-token prediction loss (TorchTitan's loss.mtp_scale): loss = cross-entropy + "
             "mtp_scale * mean over depths");
+    v.field("converters", converters,
+            "model converters, as TorchTitan's: quantize.linear.float8 (float8 training, [quantize.linear.float8]) "
+            "or quantize.linear.mx (MXFP8, [quantize.linear.mx])");
   }
 };
 
@@ -417,6 +421,38 @@ struct ValidationSection {
 
 // LoRA fine-tuning (models/lora_plan.h): low-rank adapters on the chosen
 // projections train, every base weight stays frozen.
+// TorchTitan's [quantize.linear.float8] and [quantize.linear.mx] tables,
+// read when model.converters names them (models/float8_plan.h); the keys
+// keep TorchTitan's dotted names under [quantize]. The grouped-GEMM tables
+// are TorchTitan keys titan refuses (train/torchtitan_keys.cpp).
+struct QuantizeSection {
+  bool float8_fsdp_all_gather = false;
+  bool float8_precompute_scale = false;
+  std::string float8_recipe_name = "";
+  std::vector<std::string> float8_filter_fqns;
+  bool float8_emulate = false;
+  std::string mx_dim1_cast_kernel_choice = "triton";
+  std::string mx_recipe_name = "mxfp8_cublas";
+  std::vector<std::string> mx_filter_fqns{"output"};
+  void visit(ConfigVisitor& v) {
+    v.field("linear.float8.enable_fsdp_float8_all_gather", float8_fsdp_all_gather,
+            "FSDP all-gathers float8 weights and their scales (not built yet: refused when true)");
+    v.field("linear.float8.precompute_float8_dynamic_scale_for_fsdp", float8_precompute_scale,
+            "compute the all-gathered weights' scales once per step (only with enable_fsdp_float8_all_gather)");
+    v.field("linear.float8.recipe_name", float8_recipe_name,
+            "tensorwise, rowwise or rowwise_with_gw_hp (\"\": tensorwise)");
+    v.field("linear.float8.filter_fqns", float8_filter_fqns,
+            "Linears whose name contains one of these stay high precision; auto_filter_small_kn adds torchao's size "
+            "thresholds");
+    v.field("linear.float8.emulate", float8_emulate,
+            "TorchTitan's emulation switch; titan always runs the float8 GEMMs as exact bf16 GEMMs of the fp8 values");
+    v.field("linear.mx.mxfp8_dim1_cast_kernel_choice", mx_dim1_cast_kernel_choice,
+            "triton, cuda or torch: which kernel casts along dim 1 in TorchTitan; titan has one cast kernel");
+    v.field("linear.mx.recipe_name", mx_recipe_name, "mxfp8_cublas (or mxfp8): e4m3 in blocks of 32, e8m0 scales");
+    v.field("linear.mx.filter_fqns", mx_filter_fqns, "Linears whose name contains one of these stay high precision");
+  }
+};
+
 struct LoraSection {
   bool enable = false;
   int64_t rank = 8;
@@ -493,6 +529,7 @@ struct JobConfig {
   ProfilingSection profiling;
   ChatSection chat;
   LoraSection lora;
+  QuantizeSection quantize;
   FaultToleranceSection fault_tolerance;
 
   // What TorchTitan keys (train/torchtitan_keys.h) left to resolve once the
@@ -529,6 +566,7 @@ struct JobConfig {
     f("profiling", profiling);
     f("chat", chat);
     f("lora", lora);
+    f("quantize", quantize);
     f("fault_tolerance", fault_tolerance);
   }
 };

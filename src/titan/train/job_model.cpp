@@ -39,6 +39,15 @@ void load_initial_weights(const JobConfig& config, models::Decoder& model) {
 
 }  // namespace
 
+std::optional<models::Float8Options> float8_options(const JobConfig& config) {
+  if (config.model.converters.empty()) return std::nullopt;  // validation allows one quantize.linear.* entry
+  const std::string& converter = config.model.converters.front();
+  const QuantizeSection& q = config.quantize;
+  if (converter == "quantize.linear.mx") return models::Float8Options{converter, q.mx_recipe_name, q.mx_filter_fqns};
+  return models::Float8Options{converter, q.float8_recipe_name.empty() ? "tensorwise" : q.float8_recipe_name,
+                               q.float8_filter_fqns};
+}
+
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
                          Generator& generator, ModelStart start) {
   // A Hugging Face config.json fixes the vocabulary (its embedding rows); otherwise the tokenizer sizes it.
@@ -81,6 +90,8 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
       if (parameter->data.requires_grad()) job.lora_parameters += parameter->data.numel();
     }
   }
+  // Float8 / MXFP8 (TorchTitan's model converters): recipes on the filtered Linears, before any split.
+  if (const auto float8 = float8_options(config)) job.float8_linears = models::apply_float8(*job.model, *float8);
   // Pipeline stages keep their parts of the same initial weights.
   const bool pipelined = mesh.size(MeshDim::pp) > 1;
   if (pipelined) {

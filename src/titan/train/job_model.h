@@ -9,10 +9,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "titan/comm/device_mesh.h"
 #include "titan/core/generator.h"
 #include "titan/models/decoder.h"
+#include "titan/models/float8_plan.h"
 #include "titan/models/model_parts.h"
 #include "titan/parallel/parallelized_model.h"
 #include "titan/train/job_config.h"
@@ -29,9 +31,14 @@ struct JobModel {
   DType compute_dtype = DType::f32;          // training.mixed_precision_param
   int64_t parameters = 0;                    // the whole model's
   int64_t lora_parameters = 0;               // the adapters', whole (before any sharding)
+  std::vector<std::string> float8_linears;   // the Linears a quantize.linear.* converter changed (FQNs)
   double flops_per_token = 0.0;              // forward + backward, the whole model's, for MFU
   double memory_needed_bytes = 0.0;          // the memory check's estimate for this rank (its pipeline stages)
 };
+
+// The float8 converter model.converters asks for, with its [quantize.linear.*]
+// settings (an empty float8 recipe name is "tensorwise"), or none.
+std::optional<models::Float8Options> float8_options(const JobConfig& config);
 
 // How the model comes to this rank's shards. meta_then_shards (every job):
 // shapes only, then storage, initial values and loaded weights for the

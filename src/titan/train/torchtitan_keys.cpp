@@ -28,8 +28,11 @@ constexpr const char* kNotExposed = "titan does not expose this choice";
 constexpr const char* kNoCompile =
     "titan runs its own compiled kernels; there is no torch.compile (training.graph_capture replays whole steps on "
     "CUDA)";
-constexpr const char* kNoLowPrecision =
-    "read only by a float8 or MX entry of model.converters, which is refused: low-precision training is not built";
+constexpr const char* kFloat8Key =
+    "titan's key, TorchTitan's meaning, read when model.converters names its table (docs/float8.md)";
+constexpr const char* kNoGroupedFloat8 =
+    "read only by model.converters' quantize.grouped_mm entries, which are refused: float8 and MX grouped GEMMs for "
+    "MoE experts are not built yet";
 constexpr const char* kNoTorchft =
     "a restarted replica group takes the data loader's position from a live peer (fault_tolerance.enable)";
 constexpr const char* kValidationShape = "validation uses training.local_batch_size and training.seq_len";
@@ -104,8 +107,10 @@ std::vector<TorchTitanKey> make_table() {
        "and it is the Hugging Face folder checkpoint.initial_load_in_hf loads",
        current},
       {"model.tokenizer_path", titan_key, "", kTitanKey, v0_2_2},
-      {"model.converters", refused, "", "float8 and MX training (quantize.*) are not built yet", v0_2_2},
-      {"model.print_after_conversion", no_effect, "false", "no model converter runs", v0_2_2},
+      {"model.converters", titan_key, "",
+       "titan's key, TorchTitan's meaning: quantize.linear.float8 and quantize.linear.mx (docs/float8.md)", v0_2_2},
+      {"model.print_after_conversion", no_effect, "false",
+       "titan prints how many Linears the converter changed, not the model", v0_2_2},
       {"tokenizer.image_token", converter_setting, "", kMultimodal, current},
       {"tokenizer.video_token", converter_setting, "", kMultimodal, current},
       {"tokenizer.vision_start_token", converter_setting, "", kMultimodal, current},
@@ -301,18 +306,17 @@ std::vector<TorchTitanKey> make_table() {
       {"compile.enable_async_tensor_parallel", no_effect, "false", kNoAsyncTp, current},
       {"compile.components", no_effect, "model,loss", kNoCompile, both},
       {"compile.backend", no_effect, "inductor", kNoCompile, both},
-      {"quantize.linear.float8.enable_fsdp_float8_all_gather", converter_setting, "false", kNoLowPrecision, v0_2_2},
-      {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", converter_setting, "false", kNoLowPrecision,
-       v0_2_2},
-      {"quantize.linear.float8.recipe_name", converter_setting, "", kNoLowPrecision, v0_2_2},
-      {"quantize.linear.float8.filter_fqns", converter_setting, "", kNoLowPrecision, v0_2_2},
-      {"quantize.linear.float8.emulate", converter_setting, "false", kNoLowPrecision, v0_2_2},
-      {"quantize.linear.mx.mxfp8_dim1_cast_kernel_choice", converter_setting, "triton", kNoLowPrecision, v0_2_2},
-      {"quantize.linear.mx.recipe_name", converter_setting, "mxfp8_cublas", kNoLowPrecision, v0_2_2},
-      {"quantize.linear.mx.filter_fqns", converter_setting, "output", kNoLowPrecision, v0_2_2},
-      {"quantize.grouped_mm.float8.fqns", converter_setting, "", kNoLowPrecision, v0_2_2},
-      {"quantize.grouped_mm.mx.recipe_name", converter_setting, "mxfp8", kNoLowPrecision, v0_2_2},
-      {"quantize.grouped_mm.mx.fqns", converter_setting, "", kNoLowPrecision, v0_2_2},
+      {"quantize.linear.float8.enable_fsdp_float8_all_gather", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.float8.recipe_name", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.float8.filter_fqns", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.float8.emulate", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.mx.mxfp8_dim1_cast_kernel_choice", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.mx.recipe_name", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.linear.mx.filter_fqns", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.grouped_mm.float8.fqns", converter_setting, "", kNoGroupedFloat8, v0_2_2},
+      {"quantize.grouped_mm.mx.recipe_name", converter_setting, "mxfp8", kNoGroupedFloat8, v0_2_2},
+      {"quantize.grouped_mm.mx.fqns", converter_setting, "", kNoGroupedFloat8, v0_2_2},
       {"comm.init_timeout_seconds", no_effect, "300", "comm.timeout_seconds bounds every collective, the first too",
        both},
       {"comm.train_timeout_seconds", mapped, "100", "sets comm.timeout_seconds", both},

@@ -12,8 +12,9 @@
 //  - refused: accepted at TorchTitan's default (asking for nothing), any
 //    other value is an error naming the key and what would make it work;
 //  - converter_setting ("inert" in the docs): accepted whatever its value,
-//    read only by a feature that is refused when asked for (quantize.*: a
-//    model.converters entry; fault_tolerance.*: fault_tolerance.enable).
+//    read only by a feature that is refused when asked for
+//    (quantize.grouped_mm.*: a model.converters entry;
+//    fault_tolerance.*: fault_tolerance.enable).
 // docs/torchtitan-keys.md lists them all; a test keeps it equal to this table.
 #pragma once
 

@@ -138,6 +138,7 @@ void Trainer::print_banner() const {
       static_cast<long long>(dims.dp_replicate), static_cast<long long>(dims.dp_shard), static_cast<long long>(dims.cp),
       static_cast<long long>(dims.tp), static_cast<long long>(state_bytes), static_cast<long long>(optimizer_bytes));
   print_nodes_line();
+  print_float8_line();
   if (!config_.lora.enable) return;
   // This rank's shards: the ratio is what matters.
   int64_t trainable = 0, total = 0;
@@ -150,6 +151,14 @@ void Trainer::print_banner() const {
               fmt::format("{}", fmt::join(config_.lora.target_modules, ",")).c_str(), static_cast<long long>(trainable),
               static_cast<long long>(total),
               100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(total, 1)));
+}
+
+// Which Linears a quantize.linear.* converter changed (TorchTitan logs the same count).
+void Trainer::print_float8_line() const {
+  const auto float8 = float8_options(config_);
+  if (!float8) return;
+  std::printf("titan: %s (%s) on %zu Linear(s); the rest stay in %s\n", float8->converter.c_str(),
+              float8->recipe_name.c_str(), job_.float8_linears.size(), dtype_name(job_.compute_dtype));
 }
 
 // Where the launcher (mpirun, srun) put the ranks: the nodes as titan sees

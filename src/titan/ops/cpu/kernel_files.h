@@ -27,7 +27,8 @@
   X(causal_conv1d)                \
   X(gdn_gates)                    \
   X(conv2d)                       \
-  X(group_norm)
+  X(group_norm)                   \
+  X(float8)
 
 // ops/cpu/onednn/<name>.cpp: kernels that are oneDNN calls. oneDNN picks its
 // own ISA at run time (capped by TITAN_CPU_ISA, see register.cpp), so a copy

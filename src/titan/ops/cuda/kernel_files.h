@@ -29,6 +29,7 @@
   X(attention_sinks)               \
   X(conv2d_im2col)                 \
   X(group_norm)                    \
+  X(float8)                        \
   X(synchronize)                   \
   X(host_swap)                     \
   X(step_recorder)                 \

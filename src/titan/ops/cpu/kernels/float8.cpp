@@ -1,0 +1,274 @@
+// CPU float8 casts and the scaled GEMM's unscaling (ops/float8.h). The
+// rounding onto the fp8 grid is branch-free so each kernel set vectorises
+// it; tests/ops/float8_test.cpp checks it against core/dtype.h's scalar
+// casts on every fp8 value and the midpoints between them. Amaxes are maxima,
+// which do not depend on the order of the reduction, so neither does the
+// result on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "titan/ops/float8.h"
+
+// Last, in its own block: it switches on the ISA for everything after it.
+#include "titan/ops/cpu/kernels/vec.h"
+
+namespace titan::ops::cpu::TITAN_ISA {
+namespace {
+
+struct Grid {
+  float max;          // largest finite value: the saturation bound
+  int mantissa_bits;  // 3 (e4m3) or 2 (e5m2)
+  int min_exponent;   // of the smallest normal: -6 (e4m3) or -14 (e5m2)
+  int max_exponent;   // of the largest binade: 8 (e4m3) or 15 (e5m2), the MX spec's emax
+};
+
+Grid grid_of(Float8Format format) {
+  return format == Float8Format::e4m3 ? Grid{448.0f, 3, -6, 8} : Grid{57344.0f, 2, -14, 15};
+}
+
+inline float bits_to_float(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+inline uint32_t float_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+// Saturates v to +-max and rounds it to nearest-even at the quantum of its
+// binade (of the smallest normal binade below it: the subnormals). NaN stays NaN.
+inline float to_grid(float v, const Grid& grid) {
+  const float clamped = std::min(std::max(v, -grid.max), grid.max);
+  const int32_t exponent = std::max(static_cast<int32_t>((float_bits(clamped) >> 23) & 0xffu) - 127,
+                                    static_cast<int32_t>(grid.min_exponent));
+  const int32_t quantum_exponent = exponent - grid.mantissa_bits;
+  const float quantum = bits_to_float(static_cast<uint32_t>(quantum_exponent + 127) << 23);
+  const float inverse = bits_to_float(static_cast<uint32_t>(127 - quantum_exponent) << 23);
+  // |clamped * inverse| < 2^(mantissa_bits + 1): adding 1.5 * 2^23 rounds it to an integer, nearest-even.
+  const float units = (clamped * inverse + 12582912.0f) - 12582912.0f;
+  return std::copysign(units * quantum, clamped);  // a negative that rounds to zero is -0, as the scalar cast's
+}
+
+// fmax / max(amax, 1e-12) computed in f64 and rounded to f32, then optionally
+// rounded down to a power of two: torchao's amax_to_scale. NaN amax gives NaN.
+float scale_from_amax(float amax, const Grid& grid, bool power_of_two) {
+  if (std::isnan(amax)) return amax;
+  auto scale = static_cast<float>(static_cast<double>(grid.max) / std::max(static_cast<double>(amax), 1e-12));
+  if (power_of_two && std::isfinite(scale)) {
+    int exponent;
+    std::frexp(scale, &exponent);  // scale = m 2^exponent, m in [0.5, 1)
+    scale = std::ldexp(1.0f, exponent - 1);
+  }
+  return scale;
+}
+
+// The e8m0 exponent of a block with this amax: floor(log2(amax)) - emax
+// clamped to [-127, 128], read from amax's exponent field (a zero or f32
+// subnormal amax reads as -127). Biased by 127; 255 for NaN or inf.
+inline int32_t mx_exponent(float amax, const Grid& grid) {
+  if (!std::isfinite(amax)) return 128;
+  const int32_t floor_log2 = static_cast<int32_t>((float_bits(amax) >> 23) & 0xffu) - 127;
+  return std::min(std::max(floor_log2 - grid.max_exponent, -127), 128);
+}
+
+// max |x[i * stride]| over n elements; NaN when any is NaN (torch.amax
+// propagates it). The max and the NaN flag are separate reductions so that
+// the loop vectorises.
+template <typename T>
+float strided_amax(const T* x, int64_t n, int64_t stride) {
+  float running = 0.0f;
+  int nan_seen = 0;
+#pragma omp simd reduction(max : running) reduction(| : nan_seen)
+  for (int64_t i = 0; i < n; ++i) {
+    const float value = to_f32(x[i * stride]);
+    running = std::max(running, std::fabs(value));
+    nan_seen |= static_cast<int>(value != value);
+  }
+  return nan_seen != 0 ? std::numeric_limits<float>::quiet_NaN() : running;
+}
+
+inline float combine_amax(float a, float b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); }
+
+template <typename T>
+float tensor_amax(const T* x, int64_t n) {
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<float> partial(static_cast<size_t>(chunks), 0.0f);
+  parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      partial[static_cast<size_t>(c)] = strided_amax(x + c * kChunk, std::min(kChunk, n - c * kChunk), 1);
+    }
+  });
+  float amax = 0.0f;
+  for (const float value : partial) amax = combine_amax(amax, value);
+  return amax;
+}
+
+template <typename T>
+void cast_scaled(const T* x, bf16* values, const float* scale, int64_t rows, int64_t cols, bool scale_per_row,
+                 bool scale_per_col, const Grid& grid) {
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* src = x + r * cols;
+      bf16* dst = values + r * cols;
+      if (scale_per_col) {
+        for (int64_t c = 0; c < cols; ++c) dst[c] = from_f32<bf16>(to_grid(to_f32(src[c]) * scale[c], grid));
+      } else {
+        const float s = scale_per_row ? scale[r] : scale[0];
+        for (int64_t c = 0; c < cols; ++c) dst[c] = from_f32<bf16>(to_grid(to_f32(src[c]) * s, grid));
+      }
+    }
+  });
+}
+
+// 2^-e and 2^e of an e8m0 exponent; NaN for a NaN or inf block (exponent
+// 128), so that every element of it is NaN, as torchao's.
+inline float mx_inverse(int32_t exponent) {
+  return exponent != 128 ? bits_to_float(static_cast<uint32_t>(127 - exponent) << 23) : NAN;
+}
+inline float mx_scale(int32_t exponent) { return exponent != 128 ? std::ldexp(1.0f, exponent) : NAN; }
+
+template <typename T>
+void cast_mx(const T* x, bf16* values, uint8_t* exponents, int64_t rows, int64_t cols, int64_t axis, const Grid& grid) {
+  if (axis == 1) {  // blocks along each row: contiguous
+    const int64_t blocks_per_row = cols / kMxBlockSize;
+    parallel_for(rows * blocks_per_row, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const T* src = x + b * kMxBlockSize;
+        bf16* dst = values + b * kMxBlockSize;
+        const int32_t exponent = mx_exponent(strided_amax(src, kMxBlockSize, 1), grid);
+        exponents[b] = static_cast<uint8_t>(exponent + 127);
+        const float inverse = mx_inverse(exponent), scale = mx_scale(exponent);
+        for (int64_t i = 0; i < kMxBlockSize; ++i)
+          dst[i] = from_f32<bf16>(to_grid(to_f32(src[i]) * inverse, grid) * scale);
+      }
+    });
+    return;
+  }
+  // Blocks down each column: 32 rows at a time, swept row by row so that the
+  // reads stay sequential and the loops run across columns.
+  const int64_t row_blocks = rows / kMxBlockSize;
+  parallel_for(row_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> amax(static_cast<size_t>(cols)), inverse(static_cast<size_t>(cols)),
+        scale(static_cast<size_t>(cols));
+    std::vector<int> nan_seen(static_cast<size_t>(cols));
+    for (int64_t rb = begin; rb < end; ++rb) {
+      const int64_t first_row = rb * kMxBlockSize;
+      std::fill(amax.begin(), amax.end(), 0.0f);
+      std::fill(nan_seen.begin(), nan_seen.end(), 0);
+      for (int64_t r = first_row; r < first_row + kMxBlockSize; ++r) {
+        const T* row = x + r * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float value = to_f32(row[c]);
+          amax[static_cast<size_t>(c)] = std::max(amax[static_cast<size_t>(c)], std::fabs(value));
+          nan_seen[static_cast<size_t>(c)] |= static_cast<int>(value != value);
+        }
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        const auto i = static_cast<size_t>(c);
+        const int32_t exponent = mx_exponent(nan_seen[i] != 0 ? NAN : amax[i], grid);
+        exponents[rb * cols + c] = static_cast<uint8_t>(exponent + 127);
+        inverse[i] = mx_inverse(exponent);
+        scale[i] = mx_scale(exponent);
+      }
+      for (int64_t r = first_row; r < first_row + kMxBlockSize; ++r) {
+        const T* row = x + r * cols;
+        bf16* dst = values + r * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          const auto i = static_cast<size_t>(c);
+          dst[c] = from_f32<bf16>(to_grid(to_f32(row[c]) * inverse[i], grid) * scale[i]);
+        }
+      }
+    }
+  });
+}
+
+void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& cast,
+                        int64_t axis) {
+  const Grid grid = grid_of(cast.format);
+  const int64_t rows = x.size(0), cols = x.size(1);
+  dispatch_float("float8_cast", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    bf16* dst = values.data<bf16>();
+    switch (cast.scaling) {
+      case Float8Scaling::tensorwise: {
+        scale.data<float>()[0] = scale_from_amax(tensor_amax(src, x.numel()), grid, cast.power_of_two_scale);
+        cast_scaled(src, dst, scale.data<float>(), rows, cols, false, false, grid);
+        return;
+      }
+      case Float8Scaling::axiswise: {
+        float* scales = scale.data<float>();
+        if (axis == 1) {
+          parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+              scales[r] = scale_from_amax(strided_amax(src + r * cols, cols, 1), grid, cast.power_of_two_scale);
+            }
+          });
+        } else {
+          parallel_for(cols, 16, [&](int64_t begin, int64_t end) {
+            // Row by row, so that the reads stay sequential; the NaN flags beside the maxima.
+            const auto width = static_cast<size_t>(end - begin);
+            std::vector<float> running(width, 0.0f);
+            std::vector<int> nan_seen(width, 0);
+            for (int64_t r = 0; r < rows; ++r) {
+              const T* row = src + r * cols + begin;
+              for (size_t c = 0; c < width; ++c) {
+                const float value = to_f32(row[c]);
+                running[c] = std::max(running[c], std::fabs(value));
+                nan_seen[c] |= static_cast<int>(value != value);
+              }
+            }
+            for (size_t c = 0; c < width; ++c) {
+              const float amax = nan_seen[c] != 0 ? std::numeric_limits<float>::quiet_NaN() : running[c];
+              scales[begin + static_cast<int64_t>(c)] = scale_from_amax(amax, grid, cast.power_of_two_scale);
+            }
+          });
+        }
+        cast_scaled(src, dst, scales, rows, cols, axis == 1, axis == 0, grid);
+        return;
+      }
+      case Float8Scaling::mx_block:
+        cast_mx(src, dst, scale.data<uint8_t>(), rows, cols, axis, grid);
+        return;
+    }
+  });
+}
+
+void float8_unscale_kernel(const Tensor& out, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale) {
+  const int64_t rows = acc.size(0), cols = acc.size(1);
+  // The reciprocals, as cuBLASLt's scale pointers take them: out = acc * (1 / a) * (1 / b).
+  const auto reciprocals = [](const Tensor& scale, int64_t size) {
+    std::vector<float> inverse(static_cast<size_t>(size), 1.0f);
+    if (!scale.defined()) return inverse;
+    const float* s = scale.data<float>();
+    for (int64_t i = 0; i < size; ++i) inverse[static_cast<size_t>(i)] = 1.0f / s[scale.numel() == 1 ? 0 : i];
+    return inverse;
+  };
+  const std::vector<float> row_inverse = reciprocals(a_scale, rows), col_inverse = reciprocals(b_scale, cols);
+  const float* sum = acc.data<float>();
+  dispatch_float("float8_scaled_mm", out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = out.data<T>();
+    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float row = row_inverse[static_cast<size_t>(r)];
+        const float* in = sum + r * cols;
+        T* o = dst + r * cols;
+        for (int64_t c = 0; c < cols; ++c) o[c] = from_f32<T>(in[c] * row * col_inverse[static_cast<size_t>(c)]);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_float8() {
+  float8_cast_kernels.set_kernel(DeviceType::cpu, float8_cast_kernel);
+  float8_unscale_kernels.set_kernel(DeviceType::cpu, float8_unscale_kernel);
+}
+
+}  // namespace titan::ops::cpu::TITAN_ISA

@@ -1,0 +1,85 @@
+// Float8 training's two primitives, as torchao defines them (float8/ and
+// prototype/mx_formats/): casting an operand to fp8 with a dynamic scale, and
+// the scaled GEMM of two cast operands.
+//
+// The cast of x (2-d, f32 or bf16, [R, C]) for a GEMM that reduces over
+// `axis` (1: along each row, the usual [M, K] left operand; 0: down each
+// column), in one of three granularities:
+//  - tensorwise: one scale for all of x, scale = fmax / max(amax, 1e-12),
+//    computed in f64 and rounded to f32 (torchao's amax_to_scale);
+//  - axiswise ("rowwise"): one such scale per row (axis 1) or column (axis
+//    0), i.e. per slice the GEMM reduces;
+//  - mx_block (MXFP8): one power-of-two scale per 32 consecutive elements
+//    along `axis`, chosen as the OCP MX spec's (torchao's FLOOR mode):
+//    2^(floor(log2(block amax)) - emax) with emax the format's largest
+//    exponent (8 for e4m3), an e8m0 exponent clamped to [-127, 128].
+// Tensorwise and axiswise scales may be rounded down to a power of two
+// (torchao's round_scales_to_power_of_2, on in its rowwise recipes). Each
+// element is then x * scale in f32, clamped to +-fmax (saturation: 448 for
+// e4m3, 57344 for e5m2) and rounded to nearest-even onto the fp8 grid
+// (core/dtype.h's casts; NaN stays NaN). MX elements are x / 2^e, likewise.
+//
+// Why the results are bf16: every e4m3 and e5m2 value is exactly a bf16
+// value, so the CPU runs an fp8 GEMM as the bf16 GEMM of the fp8 values
+// (f32 accumulation, as the hardware's), exactly, and applies the scales
+// after. MX values are stored times their block's power-of-two scale, which
+// is exact in bf16 too (same exponent range as f32; only results below
+// bf16's smallest subnormal, 2^-133, would lose bits) and lets the GEMM need
+// no per-block step.
+#pragma once
+
+#include <cstdint>
+
+#include "titan/core/tensor.h"
+#include "titan/ops/dispatch.h"
+
+namespace titan::ops {
+
+enum class Float8Format : uint8_t { e4m3, e5m2 };
+enum class Float8Scaling : uint8_t { tensorwise, axiswise, mx_block };
+
+inline constexpr int64_t kMxBlockSize = 32;
+
+struct Float8Cast {
+  Float8Scaling scaling = Float8Scaling::tensorwise;
+  Float8Format format = Float8Format::e4m3;
+  bool power_of_two_scale = false;  // tensorwise and axiswise only (MX scales always are)
+};
+
+// The format's largest finite value: 448 (e4m3) or 57344 (e5m2).
+float float8_max(Float8Format format);
+const char* float8_format_name(Float8Format format);
+
+struct Float8Operand {
+  // bf16, x's shape. Tensorwise and axiswise: the fp8 values of x * scale.
+  // MX: each fp8 value times its block's scale 2^e (x's approximation).
+  Tensor values;
+  // f32 scales, x * scale having been cast: [1] (tensorwise), [R] (axiswise
+  // over axis 1) or [C] (axis 0). MX: u8 e8m0 exponents (biased by 127, 255
+  // for a block holding NaN or inf), [R, C / 32] (axis 1) or [R / 32, C]
+  // (axis 0): applied already, kept for inspection and for block-scaled GEMMs.
+  Tensor scale;
+};
+
+// Casts x [R, C] for a GEMM reducing over `axis` (0 or 1). MX needs the
+// reduced dim divisible by 32 (the caller names the key that set it).
+Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis);
+
+// out [M, N] = (a @ b) / (a_scale (x) b_scale) in `out_dtype` (f32 or bf16):
+// a [M, K] and b [K, N] bf16 (cast values; b may be a transposed view),
+// a_scale f32 [1] or [M] and b_scale f32 [1] or [N], either undefined for 1
+// (an MX or high-precision operand). Accumulates in f32, multiplies by the
+// scales' f32 reciprocals (cuBLASLt's scale pointers) and rounds once.
+Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Tensor& b_scale,
+                        DType out_dtype);
+
+// Kernels: `values` and `scale` allocated as float8_cast describes.
+using Float8CastKernel = void(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& cast,
+                              int64_t axis);
+inline Op<Float8CastKernel> float8_cast_kernels{"float8_cast"};
+// out[m, n] = acc[m, n] * (1 / a_scale[m or 0]) * (1 / b_scale[n or 0]); acc f32, out f32 or bf16; undefined scales
+// are 1.
+using Float8UnscaleKernel = void(const Tensor& out, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale);
+inline Op<Float8UnscaleKernel> float8_unscale_kernels{"float8_unscale"};
+
+}  // namespace titan::ops

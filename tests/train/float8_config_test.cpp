@@ -71,6 +71,7 @@ TEST(Float8Config, WhatCannotTrainNamesTheKey) {
       {[](train::JobConfig& c) { c.quantize.mx_dim1_cast_kernel_choice = "cutlass"; },
        "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice"},
       {[](train::JobConfig& c) {
+         c.model.converters = {"quantize.linear.float8"};
          c.quantize.float8_fsdp_all_gather = true;
          c.quantize.float8_recipe_name = "rowwise";
        },
@@ -102,6 +103,9 @@ TEST(Float8Config, WhatCannotTrainNamesTheKey) {
   train::JobConfig config;
   train::apply_override(config, "quantize.grouped_mm.float8.fqns", "experts");
   EXPECT_TRUE(config.notices.empty());
+  // As are the float8 table's settings without the converter, whatever they hold.
+  config.quantize.float8_fsdp_all_gather = true;
+  config.quantize.float8_recipe_name = "rowwise";
   train::validate(config);
 }
 

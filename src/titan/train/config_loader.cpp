@@ -635,8 +635,8 @@ void validate_quantize(const JobConfig& c) {
   const std::string& kernel = q.mx_dim1_cast_kernel_choice;
   TITAN_CHECK(kernel == "triton" || kernel == "cuda" || kernel == "torch",
               "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice must be triton, cuda or torch, got '{}'", kernel);
-  // TorchTitan asserts the same: the all-gather belongs to the default (tensorwise) config.
-  TITAN_CHECK(!q.float8_fsdp_all_gather || q.float8_recipe_name.empty(),
+  // TorchTitan asserts the same when the converter runs: the all-gather belongs to the default (tensorwise) config.
+  TITAN_CHECK(!named("quantize.linear.float8") || !q.float8_fsdp_all_gather || q.float8_recipe_name.empty(),
               "quantize.linear.float8.enable_fsdp_float8_all_gather with recipe_name '{}': TorchTitan allows the "
               "float8 all-gather only without a recipe name (tensorwise)",
               q.float8_recipe_name);

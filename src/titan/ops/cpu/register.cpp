@@ -19,12 +19,16 @@ namespace titan::ops::cpu {
 namespace baseline {
 TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
+#if TITAN_BUILT_AVX2
 namespace avx2 {
 TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
+#endif
+#if TITAN_BUILT_AVX512
 namespace avx512 {
 TITAN_CPU_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 }
+#endif
 TITAN_CPU_ONEDNN_KERNEL_FILES(TITAN_DECLARE_REGISTER)
 #undef TITAN_DECLARE_REGISTER
 
@@ -76,13 +80,14 @@ bool cpu_supports(CpuIsa isa) {
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   const bool avx2 =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") && f16c;
+  // A set left out of the build (TITAN_CPU_ISAS) counts as unsupported: run time never picks it.
   switch (isa) {
     case CpuIsa::baseline:
       return true;
     case CpuIsa::avx2:
-      return avx2;
+      return TITAN_BUILT_AVX2 && avx2;
     case CpuIsa::avx512:
-      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      return TITAN_BUILT_AVX512 && avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   }
   return false;
@@ -98,8 +103,9 @@ CpuIsa selected_cpu_isa() {
     }
     for (CpuIsa candidate : kAllIsas) {
       if (std::string_view(forced) != cpu_isa_name(candidate)) continue;
-      TITAN_CHECK(cpu_supports(candidate), "TITAN_CPU_ISA={} but this CPU lacks it (it supports up to {})", forced,
-                  cpu_isa_name(best_supported_isa()));
+      TITAN_CHECK(cpu_supports(candidate),
+                  "TITAN_CPU_ISA={} but this CPU lacks it, or this build left it out (TITAN_CPU_ISAS; up to {} here)",
+                  forced, cpu_isa_name(best_supported_isa()));
       if (candidate != CpuIsa::avx512) cap_onednn(candidate);
       if (candidate == CpuIsa::avx512) cap_onednn_below_amx();
       return candidate;
@@ -118,10 +124,14 @@ void register_kernels() {
       TITAN_CPU_KERNEL_FILES(TITAN_CALL_BASELINE)
       break;
     case CpuIsa::avx2:
+#if TITAN_BUILT_AVX2
       TITAN_CPU_KERNEL_FILES(TITAN_CALL_AVX2)
+#endif
       break;
     case CpuIsa::avx512:
+#if TITAN_BUILT_AVX512
       TITAN_CPU_KERNEL_FILES(TITAN_CALL_AVX512)
+#endif
       break;
   }
 #undef TITAN_CALL_BASELINE

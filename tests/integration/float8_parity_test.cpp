@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "parity_job.h"
 
@@ -51,6 +53,87 @@ TEST(Float8Parity, RecipesTrainNearHighPrecisionAndFsdpMatchesOneProcess) {
     // fp8 rounding by a whole step, which AdamW carries on (5e-5 measured).
     testing::expect_matches(single, fsdp, recipe + " FSDP 2", true, 2e-4);
   }
+}
+
+// The collectives rank 0 ran in the profiled last step, from its trace.
+struct StepCollectives {
+  std::map<std::string, int64_t> gathered_bytes;  // all-gathers' received bytes by dtype
+  int all_reduces = 0;
+};
+
+StepCollectives collectives_in_last_step(const std::string& job) {
+  const auto path =
+      jobs().dir() / job / "profile_traces" / fmt::format("iteration_{}", testing::kParitySteps) / "rank0_trace.json";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "no trace at " << path;
+  StepCollectives result;
+  if (!in.good()) return result;
+  const nlohmann::json trace_json = nlohmann::json::parse(in);
+  for (const nlohmann::json& e : trace_json["traceEvents"]) {
+    if (e.value("cat", "") != "comm") continue;
+    if (e.value("name", "") == "all_gather") {
+      result.gathered_bytes[e["args"]["dtype"].get<std::string>()] += e["args"]["bytes_out"].get<int64_t>();
+    }
+    if (e.value("name", "") == "all_reduce") ++result.all_reduces;
+  }
+  return result;
+}
+
+// FSDP's float8 all-gather: each rank casts its shard of a converted weight
+// with the whole weight's scale (an all-reduce of the shards' amaxes) and
+// gathers the e4m3 codes, which decode exactly into the weight a single
+// process casts from its f32 master (the all-gather key does that without
+// FSDP too).
+TEST(Float8Parity, FsdpFloat8AllGatherMatchesOneProcessAndHalvesTheWeightBytes) {
+  // No recipe name: TorchTitan allows the all-gather only with the default (tensorwise) config.
+  const std::string tensorwise =
+      "--model.converters quantize.linear.float8 --quantize.linear.float8.filter_fqns output ";
+  const std::string all_gather = tensorwise + "--quantize.linear.float8.enable_fsdp_float8_all_gather true ";
+  const std::string fsdp2 = fmt::format(
+      "--parallelism.data_parallel_shard_degree 2 --profiling.enable_profiling true --profiling.profile_freq {} ",
+      testing::kParitySteps);
+
+  // f32 compute: FSDP 2 tracks one process taking the batch as two micro-batches (as the recipes above), and
+  // equals, bit for bit, FSDP 2 gathering the f32 weights and casting them whole: the same fp8 values.
+  const JobRun single = jobs().single("all_gather_accumulated",
+                                      all_gather + "--training.local_batch_size 2 --training.global_batch_size 4");
+  const JobRun fsdp = jobs().distributed("all_gather_fsdp2", 2, 2, all_gather + fsdp2);
+  testing::expect_matches(single, fsdp, "float8 all-gather FSDP 2", true, 2e-4);
+  const JobRun f32_gather = jobs().distributed("f32_gather_fsdp2", 2, 2, tensorwise + fsdp2);
+  const auto expect_same_run = [](const JobRun& a, const JobRun& b, const char* what) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(a.losses, b.losses);
+    EXPECT_EQ(a.grad_norms, b.grad_norms);
+    ASSERT_EQ(a.weights.size(), b.weights.size());
+    for (const auto& [name, weight] : b.weights) EXPECT_EQ(a.weights.at(name).to_floats(), weight.to_floats()) << name;
+  };
+  expect_same_run(f32_gather, fsdp, "f32 weights gathered, cast whole");
+
+  // bf16 compute, whose all-gather bytes the float8 codes halve.
+  const std::string bf16 = "--training.mixed_precision_param bf16 ";
+  const JobRun bf16_fsdp = jobs().distributed("all_gather_bf16_fsdp2", 2, 2, bf16 + all_gather + fsdp2);
+  // Precomputed scales are the same numbers from one all-reduce per step: the same run, bit for bit.
+  const JobRun precomputed = jobs().distributed(
+      "all_gather_precomputed_fsdp2", 2, 2,
+      bf16 + all_gather + fsdp2 + "--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp true");
+  expect_same_run(precomputed, bf16_fsdp, "precomputed scales");
+  // Gathering bf16 weights and casting those rounds twice: another run.
+  const JobRun bf16_gather = jobs().distributed("bf16_gather_fsdp2", 2, 2, bf16 + tensorwise + fsdp2);
+  EXPECT_NE(bf16_gather.losses, bf16_fsdp.losses);
+
+  // The same gathers, the converted weights' at one byte an element instead of two.
+  const StepCollectives plain = collectives_in_last_step("bf16_gather_fsdp2");
+  const StepCollectives float8 = collectives_in_last_step("all_gather_bf16_fsdp2");
+  const StepCollectives precomputed_step = collectives_in_last_step("all_gather_precomputed_fsdp2");
+  ASSERT_EQ(plain.gathered_bytes.size(), 1u);
+  ASSERT_EQ(float8.gathered_bytes.size(), 2u);
+  const int64_t bf16_bytes = plain.gathered_bytes.at("bf16"), float8_bytes = float8.gathered_bytes.at("f8e4m3");
+  EXPECT_GT(float8_bytes, bf16_bytes / 4);  // the Linears are most of the model
+  EXPECT_EQ(float8.gathered_bytes.at("bf16") + 2 * float8_bytes, bf16_bytes);
+  EXPECT_EQ(precomputed_step.gathered_bytes, float8.gathered_bytes);
+  // One amax all-reduce per gather of a unit holding converted weights, or one per step when precomputed.
+  EXPECT_GT(float8.all_reduces, plain.all_reduces + 1);
+  EXPECT_EQ(precomputed_step.all_reduces, plain.all_reduces + 1);
 }
 
 }  // namespace float8_parity_test

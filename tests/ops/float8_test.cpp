@@ -303,6 +303,116 @@ TEST(Float8Recipe, UnknownNamesListTheKnownOnes) {
   EXPECT_FALSE(nn::float8_linear_recipe("rowwise").uses_mx_blocks());
 }
 
+// ---- FSDP's float8 all-gather: shards cast with the whole weight's scale ----
+
+// The shards' amaxes, their max turned into one scale, each shard encoded and
+// the codes decoded: the whole weight's tensorwise cast, bit for bit (the
+// cast itself is checked against the reference above). Uneven shards, an
+// empty one, values over 2^24 in magnitude.
+TEST(Float8Gather, ShardsEncodedWithTheWholeScaleDecodeToTheTensorwiseCast) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::vector<float> values(40 * 72);
+    std::mt19937 engine(11);
+    std::uniform_real_distribution<float> exponent(-14.0f, 10.0f), mantissa(-2.0f, 2.0f);
+    for (float& v : values) v = std::ldexp(mantissa(engine), static_cast<int>(exponent(engine)));
+    values[5] = 0.0f;
+    const Tensor whole = Tensor::from_floats(values, {40, 72}).to(dtype);
+    const ops::Float8Operand expected = ops::float8_cast(whole, Float8Cast{}, 1);
+    const std::vector<std::pair<int64_t, int64_t>> row_ranges{{0, 17}, {17, 17}, {17, 40}};
+    std::vector<Tensor> shards;
+    for (const auto& [begin, end] : row_ranges) shards.push_back(whole.narrow(0, begin, end - begin).contiguous());
+    const Tensor amaxes = ops::float8_amaxes(shards);
+    EXPECT_EQ(amaxes.to_floats()[1], 0.0f);
+    const std::vector<float> per_shard = amaxes.to_floats();
+    const float amax = *std::max_element(per_shard.begin(), per_shard.end());
+    const Tensor scales =
+        ops::float8_scales_from_amaxes(Tensor::from_floats(std::vector<float>{amax}, {1}), Float8Format::e4m3);
+    EXPECT_EQ(scales.to_floats(), expected.scale.to_floats());
+    std::vector<float> decoded;
+    for (const Tensor& shard : shards) {
+      const Tensor codes = Tensor::empty({shard.numel()}, DType::f8e4m3);
+      ops::float8_encode(codes, shard.view({-1}), scales, 0);
+      const Tensor back = Tensor::empty({shard.numel()}, DType::bf16);
+      ops::float8_decode(back, codes);
+      for (const float v : back.to_floats()) decoded.push_back(v);
+    }
+    const std::vector<float> cast = expected.values.to_floats();
+    ASSERT_EQ(decoded.size(), cast.size());
+    for (size_t i = 0; i < cast.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(cast[i])) << i;
+    }
+  }
+}
+
+// Every finite code's value, both signs, encodes back to its code at scale 1
+// (the encoding is the scalar cast's on the grid), and NaN to the NaN code.
+TEST(Float8Gather, EveryValueEncodesToItsCode) {
+  for (const DType format : {DType::f8e4m3, DType::f8e5m2}) {
+    const Spec& spec = format == DType::f8e4m3 ? kE4M3 : kE5M2;
+    std::vector<float> values;
+    std::vector<uint8_t> expected;
+    for (uint32_t code = 0; code < 256; ++code) {
+      const double value = spec_value(spec, code);
+      if (std::isinf(value)) continue;  // beyond the grid: the casts saturate
+      values.push_back(static_cast<float>(value));
+      const uint8_t nan_code = format == DType::f8e4m3 ? float_to_f8e4m3(NAN) : float_to_f8e5m2(NAN);
+      expected.push_back(std::isnan(value) ? static_cast<uint8_t>(nan_code | (code & 0x80u))
+                                           : static_cast<uint8_t>(code));
+    }
+    const auto n = static_cast<int64_t>(values.size());
+    const Tensor codes = Tensor::empty({n}, format);
+    ops::float8_encode(codes, Tensor::from_floats(values, {n}), Tensor::from_floats(std::vector<float>{1.0f}, {1}), 0);
+    const auto* got = static_cast<const uint8_t*>(codes.data_ptr());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], expected[static_cast<size_t>(i)]) << dtype_name(format) << " value " << values[i];
+    }
+  }
+}
+
+// Every code of both formats decodes to the OCP value (NaN to NaN), in f32 and bf16.
+TEST(Float8Gather, EveryCodeDecodesToItsOcpValue) {
+  for (const DType format : {DType::f8e4m3, DType::f8e5m2}) {
+    const Spec& spec = format == DType::f8e4m3 ? kE4M3 : kE5M2;
+    Tensor codes = Tensor::empty({256}, format);
+    for (int code = 0; code < 256; ++code) static_cast<uint8_t*>(codes.data_ptr())[code] = static_cast<uint8_t>(code);
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      const Tensor values = Tensor::empty({256}, dtype);
+      ops::float8_decode(values, codes);
+      const std::vector<float> decoded = values.to_floats();
+      for (uint32_t code = 0; code < 256; ++code) {
+        const double expected = spec_value(spec, code);
+        if (std::isnan(expected)) {
+          EXPECT_TRUE(std::isnan(decoded[code])) << code;
+        } else {
+          EXPECT_EQ(decoded[code], expected) << code;
+        }
+      }
+    }
+  }
+}
+
+// A weight cast already (F::float8_cast_weight, what FSDP's all-gather hands
+// the Linear) gives the Linear the tensorwise recipe's forward and gradients,
+// the weight's through the cast to the master.
+TEST(Float8Gather, LinearOnAPrecastWeightEqualsCastingItInside) {
+  ReferenceCase ref("float8_linear_tensorwise");
+  const nn::Float8LinearRecipe recipe = nn::float8_linear_recipe("tensorwise");
+  Tensor x1 = ref.get("x"), w1 = ref.get("w"), x2 = x1.detach(), w2 = w1.detach();
+  for (Tensor* t : {&x1, &w1, &x2, &w2}) t->set_requires_grad(true);
+  const Tensor inside = F::float8_linear(x1, w1, Tensor(), recipe);
+  const ops::Float8Operand precast = F::float8_cast_weight(w2, DType::f32);
+  const Tensor outside = F::float8_linear(x2, precast.values, Tensor(), recipe, precast.scale);
+  EXPECT_EQ(outside.to_floats(), inside.to_floats());
+  autograd::backward({inside}, {ref.get("grad_y")});
+  autograd::backward({outside}, {ref.get("grad_y")});
+  EXPECT_EQ(x2.grad().to_floats(), x1.grad().to_floats());
+  EXPECT_EQ(w2.grad().to_floats(), w1.grad().to_floats());
+  testing::expect_error(
+      [&] { F::float8_linear(x2, precast.values, Tensor(), nn::float8_linear_recipe("rowwise"), precast.scale); },
+      {"cast already", "'rowwise'"});
+}
+
 // The CUDA kernels (ops/cuda/float8.cu) against the CPU's: casts bit for bit,
 // the Linear's outputs and gradients within the GEMMs' f32 accumulation
 // order. Skipped without a GPU (counted).
@@ -325,6 +435,19 @@ TEST_P(CudaFloat8, CastsAndLinearMatchTheCpu) {
       }
     }
   }
+  // The float8 all-gather's steps.
+  const Tensor scales = ops::float8_scales_from_amaxes(ops::float8_amaxes(std::vector<Tensor>{x}), Float8Format::e4m3);
+  const Tensor gpu_scales =
+      ops::float8_scales_from_amaxes(ops::float8_amaxes(std::vector<Tensor>{testing::on_cuda(x)}), Float8Format::e4m3);
+  EXPECT_EQ(testing::on_cpu(gpu_scales).to_floats(), scales.to_floats());
+  const Tensor codes = Tensor::empty({x.numel()}, DType::f8e4m3), gpu_codes = testing::on_cuda(codes);
+  ops::float8_encode(codes, x.view({-1}), scales, 0);
+  ops::float8_encode(gpu_codes, testing::on_cuda(x).view({-1}), gpu_scales, 0);
+  EXPECT_EQ(testing::on_cpu(gpu_codes).to_floats(), codes.to_floats());
+  const Tensor decoded = Tensor::empty({x.numel()}, dtype), gpu_decoded = testing::on_cuda(decoded);
+  ops::float8_decode(decoded, codes);
+  ops::float8_decode(gpu_decoded, gpu_codes);
+  EXPECT_EQ(testing::on_cpu(gpu_decoded).to_floats(), decoded.to_floats());
   for (const char* name : {"tensorwise", "rowwise", "rowwise_with_gw_hp", "mxfp8"}) {
     SCOPED_TRACE(name);
     const nn::Float8LinearRecipe recipe = nn::float8_linear_recipe(name);

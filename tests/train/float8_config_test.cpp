@@ -77,11 +77,6 @@ TEST(Float8Config, WhatCannotTrainNamesTheKey) {
        },
        "enable_fsdp_float8_all_gather with recipe_name 'rowwise'"},
       {[](train::JobConfig& c) {
-         c.model.converters = {"quantize.linear.float8"};
-         c.quantize.float8_fsdp_all_gather = true;
-       },
-       "quantize.linear.float8.enable_fsdp_float8_all_gather"},
-      {[](train::JobConfig& c) {
          c.model.converters = {"quantize.linear.mx"};
          c.training.local_batch_size = 1;
          c.training.seq_len = 48;
@@ -106,6 +101,11 @@ TEST(Float8Config, WhatCannotTrainNamesTheKey) {
   // As are the float8 table's settings without the converter, whatever they hold.
   config.quantize.float8_fsdp_all_gather = true;
   config.quantize.float8_recipe_name = "rowwise";
+  train::validate(config);
+  // The float8 all-gather with the default recipe, its scales precomputed.
+  config.model.converters = {"quantize.linear.float8"};
+  config.quantize.float8_recipe_name = "";
+  config.quantize.float8_precompute_scale = true;
   train::validate(config);
 }
 

@@ -53,6 +53,7 @@ std::vector<std::string> apply_float8(nn::Module& model, const Float8Options& op
                 "{}.filter_fqns to keep it in high precision",
                 options.converter, ops::kMxBlockSize, fqn, out, in, fqn, options.converter);
     linear->set_float8(recipe);
+    linear->weight->float8_all_gather = options.fsdp_float8_all_gather;
     converted.push_back(fqn);
   }
   return converted;

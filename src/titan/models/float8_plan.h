@@ -31,6 +31,9 @@ struct Float8Options {
   std::string converter;    // "quantize.linear.float8" or "quantize.linear.mx": named in errors
   std::string recipe_name;  // see nn::float8_linear_recipe
   std::vector<std::string> filter_fqns;
+  // quantize.linear.float8.enable_fsdp_float8_all_gather: mark the converted
+  // weights (nn::Parameter::float8_all_gather) to be cast from the master.
+  bool fsdp_float8_all_gather = false;
 };
 
 // Installs the recipe on every Linear of `model` the filter picks and returns

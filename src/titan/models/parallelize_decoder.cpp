@@ -210,9 +210,10 @@ std::vector<nn::Block*> blocks_of(const Decoder& model) {
 std::shared_ptr<parallel::Fsdp> apply_fsdp(Decoder& model, const comm::DeviceMesh& mesh,
                                            const ParallelizeOptions& options, bool with_mtp = true) {
   // Context-parallel ranks hold the same parameters and see different tokens: they shard with dp_shard.
-  auto fsdp = std::make_shared<parallel::Fsdp>(
-      mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
-      parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward, options.device});
+  auto fsdp =
+      std::make_shared<parallel::Fsdp>(mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
+                                       parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward,
+                                                             options.device, options.precompute_float8_scales});
   // The embedding table is a unit of its own, freed once the lookup is done
   // (its backward scatters the output gradient and needs no weights); tied to
   // the output projection, it goes with the output, needed again by the loss.

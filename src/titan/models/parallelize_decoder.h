@@ -34,6 +34,8 @@ struct ParallelizeOptions {
   bool pipelined = false;
   // Where the parameters live once materialised (the model may still be on the meta device).
   Device device = Device::cpu();
+  // quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp (with the float8 all-gather).
+  bool precompute_float8_scales = false;
 };
 
 parallel::ParallelizedModel parallelize_decoder(Decoder& model, const comm::DeviceMesh& mesh,

@@ -20,6 +20,7 @@
 #include "titan/ops/conv2d.h"
 #include "titan/ops/cross_entropy.h"
 #include "titan/ops/delta_rule.h"
+#include "titan/ops/float8.h"
 #include "titan/ops/rope.h"
 
 namespace titan::nn {
@@ -59,7 +60,17 @@ Tensor soft_cap(const Tensor& x, float cap);
 // ---- float8.cpp (ops/float8.h) ----
 // F::linear with its three GEMMs on float8-cast operands, as `recipe` says
 // (nn/float8_recipe.h); the bias, when defined, added after in y's dtype.
-Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const nn::Float8LinearRecipe& recipe);
+// With `weight_scale` defined, `weight` arrives cast already (FSDP's float8
+// all-gather): its values are on the e4m3 grid times that tensorwise scale
+// ([1]), and serve both the forward GEMM and the input gradient's (the
+// recipe must cast W tensorwise to e4m3 for both, as tensorwise does).
+Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const nn::Float8LinearRecipe& recipe,
+                     const Tensor& weight_scale = Tensor());
+// x (a weight, any shape) cast tensorwise to e4m3 in one piece, as FSDP's
+// float8 all-gather casts it: {values in compute_dtype (f32 or bf16; the
+// Linear's weight gradient comes in it), scale}, the gradient of the values
+// passing straight through to x (in x's dtype).
+ops::Float8Operand float8_cast_weight(const Tensor& x, DType compute_dtype);
 
 // ---- reduction.cpp (ops/reduction.h) ----
 Tensor sum(const Tensor& x);   // 0-d f32

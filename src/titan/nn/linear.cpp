@@ -23,8 +23,15 @@ Linear::Linear(const LinearConfig& config, Device device)
 Tensor Linear::forward(const Tensor& x) const {
   const ForwardScope scope(*this);
   const Tensor b = bias && !bias_added_outside ? bias->materialize() : Tensor();
-  const Tensor y =
-      float8_ ? F::float8_linear(x, weight->materialize(), b, *float8_) : F::linear(x, weight->materialize(), b);
+  Tensor y;
+  if (!float8_) {
+    y = F::linear(x, weight->materialize(), b);
+  } else if (weight->float8_parametrization) {  // cast already, from the master (FSDP's float8 all-gather)
+    const ops::Float8Operand w = weight->float8_parametrization();
+    y = F::float8_linear(x, w.values, b, *float8_, w.scale);
+  } else {
+    y = F::float8_linear(x, weight->materialize(), b, *float8_);
+  }
   return adapter_ ? F::add(y, adapter_->forward(x)) : y;
 }
 

@@ -17,6 +17,7 @@
 #include "titan/core/tensor.h"
 #include "titan/core/trace_context.h"
 #include "titan/nn/init_rule.h"
+#include "titan/ops/float8.h"
 
 namespace titan::nn {
 
@@ -48,6 +49,14 @@ struct Parameter {
   bool expert_parallel = false;
   // How nn::initialize draws it (declared by its module).
   InitRule init;
+  // Float8 training with quantize.linear.float8.enable_fsdp_float8_all_gather
+  // (set by models/float8_plan.h on a converted Linear's weight): whoever
+  // materialises it casts it to e4m3 from the f32 master with one tensorwise
+  // scale (FSDP: each shard before the all-gather, with the whole weight's
+  // amax) and installs float8_parametrization, which the Linear then uses
+  // instead of materialize(): {the cast values, their scale}.
+  bool float8_all_gather = false;
+  std::function<ops::Float8Operand()> float8_parametrization;
 
   // The tensor forward uses this step.
   Tensor materialize() const;

@@ -72,4 +72,47 @@ Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b,
   return out;
 }
 
+Tensor float8_amaxes(std::span<const Tensor> parts) {
+  const trace::OpScope op_scope("float8_amaxes");
+  TITAN_CHECK(!parts.empty(), "float8_amaxes: no tensors");
+  for (const Tensor& part : parts) {
+    check_dtype("float8_amaxes", part, {DType::f32, DType::bf16}, "part");
+    check_contiguous("float8_amaxes", part, "part");
+    check_same_device("float8_amaxes", part, parts.front());
+  }
+  Tensor out = Tensor::empty({static_cast<int64_t>(parts.size())}, DType::f32, parts.front().device());
+  if (!out.device().is_meta()) float8_amaxes_kernels(out.device(), out, parts);
+  return out;
+}
+
+Tensor float8_scales_from_amaxes(const Tensor& amaxes, Float8Format format) {
+  check_dtype("float8_scales_from_amaxes", amaxes, {DType::f32}, "amaxes");
+  check_contiguous("float8_scales_from_amaxes", amaxes, "amaxes");
+  Tensor scales = Tensor::empty(amaxes.shape(), DType::f32, amaxes.device());
+  if (!scales.device().is_meta()) float8_scales_kernels(scales.device(), scales, amaxes, format);
+  return scales;
+}
+
+void float8_encode(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index) {
+  const trace::OpScope op_scope("float8_encode");
+  check_dtype("float8_encode", codes, {DType::f8e4m3, DType::f8e5m2}, "codes");
+  check_dtype("float8_encode", x, {DType::f32, DType::bf16}, "x");
+  check_dtype("float8_encode", scales, {DType::f32}, "scales");
+  check_contiguous("float8_encode", codes, "codes");
+  check_contiguous("float8_encode", x, "x");
+  TITAN_CHECK(codes.numel() == x.numel(), "float8_encode: {} codes for {} values", codes.numel(), x.numel());
+  TITAN_CHECK(index >= 0 && index < scales.numel(), "float8_encode: scale {} of {}", index, scales.numel());
+  if (!codes.device().is_meta() && codes.numel() > 0) float8_encode_kernels(codes.device(), codes, x, scales, index);
+}
+
+void float8_decode(const Tensor& values, const Tensor& codes) {
+  const trace::OpScope op_scope("float8_decode");
+  check_dtype("float8_decode", values, {DType::f32, DType::bf16}, "values");
+  check_dtype("float8_decode", codes, {DType::f8e4m3, DType::f8e5m2}, "codes");
+  check_contiguous("float8_decode", values, "values");
+  check_contiguous("float8_decode", codes, "codes");
+  TITAN_CHECK(codes.numel() == values.numel(), "float8_decode: {} codes for {} values", codes.numel(), values.numel());
+  if (!codes.device().is_meta() && codes.numel() > 0) float8_decode_kernels(codes.device(), values, codes);
+}
+
 }  // namespace titan::ops

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/dispatch.h"
@@ -73,6 +74,23 @@ Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis)
 Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Tensor& b_scale,
                         DType out_dtype);
 
+// FSDP's float8 all-gather (tensorwise; torchao's WeightWithDynamicFloat8CastTensor):
+// each rank casts its shard of a weight with the scale of the whole weight,
+// from the max of the shards' amaxes (an all-reduce), and gathers one byte
+// per element instead of bf16's two. Its three steps:
+//  - float8_amaxes: max |x| of each of `parts` (any shape, f32 or bf16; NaN
+//    if any element is, 0 if empty), f32 [parts.size()];
+//  - float8_scales_from_amaxes: the tensorwise scales of those amaxes, as
+//    float8_cast computes them (f32, amaxes' shape);
+//  - float8_encode: codes (f8e4m3 or f8e5m2, x's element count) = x *
+//    scales[index], saturated and rounded as float8_cast rounds;
+// and float8_decode: values (f32 or bf16) = the codes' fp8 values, exactly.
+// codes, x and values are flat and contiguous.
+Tensor float8_amaxes(std::span<const Tensor> parts);
+Tensor float8_scales_from_amaxes(const Tensor& amaxes, Float8Format format);
+void float8_encode(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index);
+void float8_decode(const Tensor& values, const Tensor& codes);
+
 // Kernels: `values` and `scale` allocated as float8_cast describes.
 using Float8CastKernel = void(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& cast,
                               int64_t axis);
@@ -81,5 +99,13 @@ inline Op<Float8CastKernel> float8_cast_kernels{"float8_cast"};
 // are 1.
 using Float8UnscaleKernel = void(const Tensor& out, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale);
 inline Op<Float8UnscaleKernel> float8_unscale_kernels{"float8_unscale"};
+using Float8AmaxesKernel = void(const Tensor& out, std::span<const Tensor> parts);
+inline Op<Float8AmaxesKernel> float8_amaxes_kernels{"float8_amaxes"};
+using Float8ScalesKernel = void(const Tensor& scales, const Tensor& amaxes, Float8Format format);
+inline Op<Float8ScalesKernel> float8_scales_kernels{"float8_scales_from_amaxes"};
+using Float8EncodeKernel = void(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index);
+inline Op<Float8EncodeKernel> float8_encode_kernels{"float8_encode"};
+using Float8DecodeKernel = void(const Tensor& values, const Tensor& codes);
+inline Op<Float8DecodeKernel> float8_decode_kernels{"float8_decode"};
 
 }  // namespace titan::ops

@@ -8,6 +8,7 @@
 #include "titan/core/copy.h"
 #include "titan/nn/functional.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/float8.h"
 
 namespace titan::parallel {
 
@@ -29,13 +30,23 @@ ReshardPolicy parse_reshard_policy(const std::string& name) {
 // (requires_grad false: LoRA's base weights) are gathered like the others but
 // have no place in the gradient bucket (G <= L elements per rank), so their
 // gradients are neither computed nor reduced.
+//
+// Float8 all-gather (nn::Parameter::float8_all_gather): such a weight is not
+// in the local buffer that is gathered in the compute dtype but in a second
+// one of fp8 codes, gathered alongside. Each rank casts its chunk with the
+// tensorwise scale of the whole weight (from the max of every shard's amax:
+// an all-reduce per gather, or one per step for every unit when the scales
+// are precomputed), and the gathered codes decode exactly into the full
+// weight, which the float8 Linear takes with its scale, cast already.
 class FsdpUnit {
   struct Entry {
     nn::Parameter* parameter;
     Shape full_shape;
     int64_t dim;  // the one split: the first that is not 1
     int64_t rows, row_size, chunk_rows, local_offset, full_offset;
-    int64_t grad_offset = -1;  // in a rank's part of the gradient bucket; -1: frozen
+    int64_t grad_offset = -1;   // in a rank's part of the gradient bucket; -1: frozen
+    int64_t float8_index = -1;  // among the unit's float8-gathered weights (their scales); -1: gathered in bf16
+    int64_t gather_offset = 0;  // in a rank's part of its all-gather: the compute dtype's, or the float8 one
   };
 
   // The uses of the unit's weights recorded in one forward (one micro-batch
@@ -77,6 +88,14 @@ class FsdpUnit {
       e.chunk_rows = (e.rows + world - 1) / world;
       e.local_offset = local_size_;
       local_size_ += e.chunk_rows * e.row_size;
+      if (parameter->float8_all_gather) {
+        e.float8_index = static_cast<int64_t>(float8_count_++);
+        e.gather_offset = float8_size_;
+        float8_size_ += e.chunk_rows * e.row_size;
+      } else {
+        e.gather_offset = compute_size_;
+        compute_size_ += e.chunk_rows * e.row_size;
+      }
       const bool trainable = full.requires_grad();
       if (trainable) {
         e.grad_offset = grad_size_;
@@ -104,43 +123,91 @@ class FsdpUnit {
   void unshard_async() {
     if (state_ != State::sharded) return;
     full_.storage()->reallocate();
+    scales_ = float8_scales();
     const int64_t world = shard_.size();
-    if (world == 1) {
+    if (world == 1 && float8_count_ == 0) {
       for (size_t i = 0; i < entries_.size(); ++i) titan::copy_(full_views_[i], entries_[i].parameter->data);
       state_ = State::unsharded;
       return;
     }
-    Tensor send = Tensor::zeros({local_size_}, options_.param_dtype, device_);
+    Tensor send = Tensor::zeros({compute_size_}, options_.param_dtype, device_);
+    Tensor send8 = Tensor::zeros({float8_size_}, kGatherFloat8, device_);
     for (const Entry& e : entries_) {
       const Tensor& shard = e.parameter->data;
-      if (shard.numel() > 0) titan::copy_(send.narrow(0, e.local_offset, shard.numel()).view(shard.shape()), shard);
+      if (shard.numel() == 0) continue;
+      if (e.float8_index >= 0) {
+        ops::float8_encode(send8.narrow(0, e.gather_offset, shard.numel()), shard.contiguous().view({-1}), scales_,
+                           e.float8_index);
+      } else {
+        titan::copy_(send.narrow(0, e.gather_offset, shard.numel()).view(shard.shape()), shard);
+      }
     }
-    gathered_ = Tensor::empty({world * local_size_}, options_.param_dtype, device_);
-    // In flight across the forward of the block that prefetched it.
-    send.storage()->keep_on_device();
-    gathered_.storage()->keep_on_device();
-    gather_work_ = shard_.all_gather(gathered_, send);
     state_ = State::gathering;
+    if (world == 1) {  // nothing to gather: the unpacking decodes the float8 weights
+      gathered_ = send;
+      gathered8_ = send8;
+      return;
+    }
+    // In flight across the forward of the block that prefetched it.
+    const auto gather = [this, world](const Tensor& local, Tensor& gathered) -> std::shared_ptr<comm::Work> {
+      if (local.numel() == 0) return nullptr;
+      gathered = Tensor::empty({world * local.numel()}, local.dtype(), device_);
+      local.storage()->keep_on_device();
+      gathered.storage()->keep_on_device();
+      return shard_.all_gather(gathered, local);
+    };
+    gather_work_ = gather(send, gathered_);
+    gather8_work_ = gather(send8, gathered8_);
   }
 
   void wait_unsharded() {
     unshard_async();
     if (state_ != State::gathering) return;
-    gather_work_->wait();
-    gather_work_.reset();
+    for (std::shared_ptr<comm::Work>* work : {&gather_work_, &gather8_work_}) {
+      if (*work) (*work)->wait();
+      work->reset();
+    }
     const int64_t world = shard_.size();
     for (size_t i = 0; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
       const Tensor flat = full_views_[i].view({-1});
+      const bool float8 = e.float8_index >= 0;
+      const Tensor& gathered = float8 ? gathered8_ : gathered_;
+      const int64_t rank_size = float8 ? float8_size_ : compute_size_;
       for (int64_t r = 0; r < world; ++r) {
         const int64_t count = rows_on(e, r) * e.row_size;
         if (count == 0) continue;
-        titan::copy_(flat.narrow(0, r * e.chunk_rows * e.row_size, count),
-                     gathered_.narrow(0, r * local_size_ + e.local_offset, count));
+        const Tensor to = flat.narrow(0, r * e.chunk_rows * e.row_size, count),
+                     from = gathered.narrow(0, r * rank_size + e.gather_offset, count);
+        if (float8) {
+          ops::float8_decode(to, from);
+        } else {
+          titan::copy_(to, from);
+        }
       }
     }
     gathered_ = Tensor();
+    gathered8_ = Tensor();
     state_ = State::unsharded;
+  }
+
+  // This rank's amax of each float8-gathered weight's shard.
+  Tensor local_float8_amaxes() const {
+    std::vector<Tensor> shards;
+    for (const Entry& e : entries_) {
+      if (e.float8_index >= 0) shards.push_back(e.parameter->data.contiguous());
+    }
+    return ops::float8_amaxes(shards);
+  }
+
+  // The scales of the float8-gathered weights (undefined if none): the
+  // precomputed ones, else from the whole weights' amaxes, maxima over the shards.
+  Tensor float8_scales() {
+    if (float8_count_ == 0) return Tensor();
+    if (precomputed_scales_.defined()) return precomputed_scales_;
+    Tensor amaxes = local_float8_amaxes();
+    if (shard_.size() > 1) shard_.all_reduce(amaxes, comm::ReduceOp::max)->wait();
+    return ops::float8_scales_from_amaxes(amaxes, ops::Float8Format::e4m3);
   }
 
   // The master weights of the unit, gathered in f32.
@@ -179,6 +246,21 @@ class FsdpUnit {
   // The full parameter i for forward: an autograd op whose backward hands the
   // gradient to the unit (which reduce-scatters it) instead of to the leaf.
   Tensor materialize(size_t i) {
+    TITAN_CHECK(entries_[i].float8_index < 0,
+                "fsdp unit {}: a weight gathered as float8 (quantize.linear.float8.enable_fsdp_float8_all_gather) is "
+                "read other than by its float8 Linear (a tied weight?); turn the float8 all-gather off",
+                name_);
+    return record_use(i);
+  }
+
+  // A float8-gathered weight i for its Linear: the fp8 values (the gradient
+  // passing straight through to the shard) and their scale.
+  ops::Float8Operand materialize_float8(size_t i) {
+    const Tensor values = record_use(i);
+    return {values, scales_.narrow(0, entries_[i].float8_index, 1)};
+  }
+
+  Tensor record_use(size_t i) {
     wait_unsharded();
     Tensor full = full_views_[i].detach();
     const std::shared_ptr<Uses> uses = current_uses();
@@ -369,12 +451,20 @@ class FsdpUnit {
   FsdpOptions options_;
   float gradient_scale_;
   Device device_;  // where the unit's parameters live: every buffer goes there
+  // The float8 all-gather's codes: e4m3, as torchao's tensorwise weights.
+  static constexpr DType kGatherFloat8 = DType::f8e4m3;
+
   std::vector<Entry> entries_;
-  int64_t local_size_ = 0;
-  int64_t grad_size_ = 0;  // the trainable parameters' part of local_size_
-  Tensor full_, gathered_;
+  int64_t local_size_ = 0;     // a rank's chunks of every parameter (the f32 master's gather)
+  int64_t compute_size_ = 0;   // of those gathered in the compute dtype
+  int64_t float8_size_ = 0;    // of those gathered as float8 codes
+  size_t float8_count_ = 0;    // how many are
+  Tensor scales_;              // the float8 weights' scales of the current gather
+  Tensor precomputed_scales_;  // set once per step by Fsdp::after_optimizer_step when precomputing
+  int64_t grad_size_ = 0;      // the trainable parameters' part of local_size_
+  Tensor full_, gathered_, gathered8_;
   std::vector<Tensor> full_views_;
-  std::shared_ptr<comm::Work> gather_work_, reduce_work_;
+  std::shared_ptr<comm::Work> gather_work_, gather8_work_, reduce_work_;
   State state_ = State::sharded;
   Tensor bucket_;     // this rank's full-size f32 gradients, filling (or being reduce-scattered)
   Tensor receiving_;  // the shard gradients of the reduce-scatter in flight
@@ -405,6 +495,9 @@ size_t Fsdp::add_unit(const std::string& name, const std::vector<nn::Parameter*>
   FsdpUnit* raw = unit.get();
   for (size_t i = 0; i < parameters.size(); ++i) {
     parameters[i]->parametrizations.push_back([raw, i](const Tensor&) { return raw->materialize(i); });
+    if (parameters[i]->float8_all_gather) {
+      parameters[i]->float8_parametrization = [raw, i] { return raw->materialize_float8(i); };
+    }
   }
   units_.push_back(std::move(unit));
   return units_.size() - 1;
@@ -464,6 +557,41 @@ void Fsdp::reshard_after_forward(nn::Module& module, size_t index) {
 void Fsdp::for_each_full_parameter(const std::function<void(nn::Parameter*, const Tensor&)>& use) {
   for (auto& unit : units_) {
     for (const auto& [parameter, full] : unit->gather_f32()) use(parameter, full);
+  }
+}
+
+void Fsdp::after_optimizer_step() {
+  if (!options_.precompute_float8_scales) return;
+  // One all-reduce for every unit on the main shard group; a unit sharded
+  // over another (experts: never float8 Linears today) computes its own.
+  std::vector<FsdpUnit*> batched;
+  std::vector<Tensor> amaxes;
+  for (auto& unit : units_) {
+    if (unit->float8_count_ == 0) continue;
+    unit->precomputed_scales_ = Tensor();
+    if (unit->shard_group_ != shard_group_) {
+      unit->precomputed_scales_ = unit->float8_scales();
+      continue;
+    }
+    batched.push_back(unit.get());
+    amaxes.push_back(unit->local_float8_amaxes());
+  }
+  if (batched.empty()) return;
+  int64_t total = 0;
+  for (const FsdpUnit* unit : batched) total += static_cast<int64_t>(unit->float8_count_);
+  Tensor all = Tensor::empty({total}, DType::f32, options_.device);
+  int64_t at = 0;
+  for (const Tensor& unit_amaxes : amaxes) {
+    titan::copy_(all.narrow(0, at, unit_amaxes.numel()), unit_amaxes);
+    at += unit_amaxes.numel();
+  }
+  if (shard_group_->size() > 1) shard_group_->all_reduce(all, comm::ReduceOp::max)->wait();
+  const Tensor scales = ops::float8_scales_from_amaxes(all, ops::Float8Format::e4m3);
+  int64_t offset = 0;
+  for (FsdpUnit* unit : batched) {
+    const auto count = static_cast<int64_t>(unit->float8_count_);
+    unit->precomputed_scales_ = scales.narrow(0, offset, count).contiguous();
+    offset += count;
   }
 }
 

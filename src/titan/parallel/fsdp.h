@@ -33,6 +33,10 @@ struct FsdpOptions {
   // Where the parameters live once materialised: FSDP may be applied to a
   // model still on the meta device, whose shards get storage afterwards.
   Device device = Device::cpu();
+  // quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp: the
+  // float8-gathered weights' scales are computed once per step, after the
+  // optimizer, for every unit in one all-reduce (instead of one per gather).
+  bool precompute_float8_scales = false;
 };
 
 class FsdpUnit;
@@ -85,6 +89,10 @@ class Fsdp {
   // collective, adds the shard gradients into each parameter's .grad(), and
   // frees gathered parameters. Call once per backward.
   void finish_backward();
+
+  // After each optimizer step: precomputes the float8 all-gather's scales
+  // when the options say so.
+  void after_optimizer_step();
 
   // The full f32 parameters of every unit, gathered from the shards (every
   // rank must call it; every rank gets them), one unit at a time: each is

@@ -33,6 +33,10 @@ class ParallelizedModel {
   // After each backward (a micro-batch's, or a pipeline pass's): FSDP reduces
   // the gradients, across replicas too when `last_of_step`.
   void finish_backward(bool last_of_step);
+  // After each optimizer step: FSDP precomputes the float8 all-gather's scales (when asked to).
+  void after_optimizer_step() {
+    if (fsdp) fsdp->after_optimizer_step();
+  }
   // Sums the tensor-parallel partial gradients of replicated parameters (norms,
   // embeddings: each tp rank saw its part of the sequence), then clips every
   // gradient of `model` by the global norm, counting each disjoint part once.

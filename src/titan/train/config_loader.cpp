@@ -640,9 +640,6 @@ void validate_quantize(const JobConfig& c) {
               "quantize.linear.float8.enable_fsdp_float8_all_gather with recipe_name '{}': TorchTitan allows the "
               "float8 all-gather only without a recipe name (tensorwise)",
               q.float8_recipe_name);
-  TITAN_CHECK(!q.float8_fsdp_all_gather || !named("quantize.linear.float8"),
-              "quantize.linear.float8.enable_fsdp_float8_all_gather: FSDP's float8 all-gather is not built yet; "
-              "set it to false (the weights are then gathered in training.mixed_precision_param)");
   if (named("quantize.linear.mx")) {
     const int64_t cp = std::max<int64_t>(1, c.parallelism.context_parallel_degree);
     const int64_t tokens = c.training.local_batch_size * c.training.seq_len / cp;

@@ -436,7 +436,7 @@ struct QuantizeSection {
   std::vector<std::string> mx_filter_fqns{"output"};
   void visit(ConfigVisitor& v) {
     v.field("linear.float8.enable_fsdp_float8_all_gather", float8_fsdp_all_gather,
-            "FSDP all-gathers float8 weights and their scales (not built yet: refused when true)");
+            "FSDP all-gathers the converted Linears' weights as float8 (cast from the f32 master, tensorwise)");
     v.field("linear.float8.precompute_float8_dynamic_scale_for_fsdp", float8_precompute_scale,
             "compute the all-gathered weights' scales once per step (only with enable_fsdp_float8_all_gather)");
     v.field("linear.float8.recipe_name", float8_recipe_name,

@@ -45,7 +45,7 @@ std::optional<models::Float8Options> float8_options(const JobConfig& config) {
   const QuantizeSection& q = config.quantize;
   if (converter == "quantize.linear.mx") return models::Float8Options{converter, q.mx_recipe_name, q.mx_filter_fqns};
   return models::Float8Options{converter, q.float8_recipe_name.empty() ? "tensorwise" : q.float8_recipe_name,
-                               q.float8_filter_fqns};
+                               q.float8_filter_fqns, q.float8_fsdp_all_gather};
 }
 
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
@@ -91,7 +91,8 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
     }
   }
   // Float8 / MXFP8 (TorchTitan's model converters): recipes on the filtered Linears, before any split.
-  if (const auto float8 = float8_options(config)) job.float8_linears = models::apply_float8(*job.model, *float8);
+  const auto float8 = float8_options(config);
+  if (float8) job.float8_linears = models::apply_float8(*job.model, *float8);
   // Pipeline stages keep their parts of the same initial weights.
   const bool pipelined = mesh.size(MeshDim::pp) > 1;
   if (pipelined) {
@@ -119,6 +120,9 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
       parallel::parse_load_balancer(config.parallelism.context_parallel_load_balancer);
   options.pipelined = pipelined;
   options.device = device;
+  // As TorchTitan: the scales are precomputed only for the float8 all-gather.
+  options.precompute_float8_scales =
+      float8 && float8->fsdp_float8_all_gather && config.quantize.float8_precompute_scale;
   job.parallelized = std::make_unique<parallel::ParallelizedModel>(spec.parallelize(*job.model, mesh, options));
   if (job.pipeline)
     job.pipeline->before_each_forward([parallelized = job.parallelized.get()] { parallelized->begin_micro_batch(); });

@@ -36,6 +36,7 @@ StepOutputs StepRunner::run(const StepInputs& step, bool apply_update) {
   if (apply_update) {
     const profiler::Span span("phase", "optimizer");
     optimizer_.apply();
+    parallelized_.after_optimizer_step();
   }
   return out;
 }

@@ -157,8 +157,12 @@ void Trainer::print_banner() const {
 void Trainer::print_float8_line() const {
   const auto float8 = float8_options(config_);
   if (!float8) return;
-  std::printf("titan: %s (%s) on %zu Linear(s); the rest stay in %s\n", float8->converter.c_str(),
-              float8->recipe_name.c_str(), job_.float8_linears.size(), dtype_name(job_.compute_dtype));
+  const char* weights = !float8->fsdp_float8_all_gather ? ""
+                        : config_.quantize.float8_precompute_scale
+                            ? "; their weights cast to float8 from the f32 master, scales precomputed once per step"
+                            : "; their weights cast to float8 from the f32 master";
+  std::printf("titan: %s (%s) on %zu Linear(s)%s; the rest stay in %s\n", float8->converter.c_str(),
+              float8->recipe_name.c_str(), job_.float8_linears.size(), weights, dtype_name(job_.compute_dtype));
 }
 
 // Where the launcher (mpirun, srun) put the ranks: the nodes as titan sees
@@ -228,6 +232,7 @@ StepMetrics Trainer::train_step() {
   } else if (!replay) {
     const profiler::Span span("phase", "optimizer");
     optimizer_->apply();
+    job_.parallelized->after_optimizer_step();
   }
   m.skipped_steps = goodput_.skipped_steps + (step_skipped_ ? 1 : 0);
   if (fault_tolerance_) fault_tolerance_->report(m);

@@ -37,9 +37,25 @@ Tensor product(const CastOperand& a, const CastOperand& b, DType out_dtype) {
   return ops::float8_scaled_mm(left, a.scale, right, b.scale, out_dtype);
 }
 
+bool is_tensorwise_e4m3(const std::optional<ops::Float8Cast>& cast) {
+  return cast.has_value() && cast->scaling == ops::Float8Scaling::tensorwise &&
+         cast->format == ops::Float8Format::e4m3 && !cast->power_of_two_scale;
+}
+
 }  // namespace
 
-Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const nn::Float8LinearRecipe& recipe) {
+ops::Float8Operand float8_cast_weight(const Tensor& x, DType compute_dtype) {
+  const Tensor flat = x.contiguous().view({1, -1});
+  ops::Float8Operand operand = ops::float8_cast(flat, ops::Float8Cast{}, 1);
+  operand.values = operand.values.view(x.shape()).to(compute_dtype);  // exact: fp8 values are bf16 values
+  const DType x_dtype = x.dtype();
+  record("Float8CastWeightBackward", {&x}, {&operand.values},
+         [x_dtype](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(x_dtype)}; });
+  return operand;
+}
+
+Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const nn::Float8LinearRecipe& recipe,
+                     const Tensor& weight_scale) {
   TITAN_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
               "float8_linear: input {} does not match weight {} ([out, in])", shape_str(x.shape()),
               shape_str(weight.shape()));
@@ -48,10 +64,20 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   Shape out_shape = x.shape();
   out_shape.back() = out;
   const Tensor w = weight.contiguous();
+  const bool precast = weight_scale.defined();
+  TITAN_CHECK(!precast || (is_tensorwise_e4m3(recipe.weight) && is_tensorwise_e4m3(recipe.weight_for_grad_input)),
+              "float8_linear: a weight cast already (FSDP's float8 all-gather) needs a recipe casting W tensorwise to "
+              "e4m3, not '{}'",
+              recipe.name);
+  // W cast for the GEMM reducing over `axis`: the tensorwise cast is the same along either.
+  const auto weight_operand = [precast, weight_scale](const Tensor& w, const std::optional<ops::Float8Cast>& cast,
+                                                      int64_t axis) {
+    return precast ? CastOperand{w, weight_scale} : cast_operand(w, cast, axis);
+  };
   Tensor y = product(
                  cast_operand(x2, recipe.input, 1),
                  [&] {  // W^T [in, out], cast along in
-                   CastOperand wt = cast_operand(w, recipe.weight, 1);
+                   CastOperand wt = weight_operand(w, recipe.weight, 1);
                    wt.values = wt.values.transpose(0, 1);
                    return wt;
                  }(),
@@ -65,8 +91,8 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
     const Tensor g2 = g[0].reshape({-1, out}).contiguous();
     Tensor grad_x, grad_w;
     if (need_x && autograd::input_grad_wanted(0)) {  // gy [M, out] @ W [out, in], reduced over out
-      grad_x = product(cast_operand(g2, recipe.grad_output, 1), cast_operand(saved_w, recipe.weight_for_grad_input, 0),
-                       x_dtype)
+      grad_x = product(cast_operand(g2, recipe.grad_output, 1),
+                       weight_operand(saved_w, recipe.weight_for_grad_input, 0), x_dtype)
                    .view(x_shape);
     }
     if (need_w && autograd::input_grad_wanted(1)) {  // gy^T [out, M] @ x [M, in], reduced over the tokens

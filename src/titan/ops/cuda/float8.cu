@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <span>
 
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
@@ -201,11 +202,120 @@ void float8_unscale_kernel(const Tensor& out, const Tensor& acc, const Tensor& a
   TITAN_CUDA_CHECK(cudaGetLastError());
 }
 
+// FSDP's float8 all-gather: one block per part's amax; the codes from the
+// values on the grid, decoded back exactly.
+void float8_amaxes_kernel(const Tensor& out, std::span<const Tensor> parts) {
+  cudaStream_t stream = current_stream();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    float* slot = out.data<float>() + i;
+    const int64_t n = parts[i].numel();
+    if (n == 0) {
+      TITAN_CUDA_CHECK(cudaMemsetAsync(slot, 0, sizeof(float), stream));
+    } else if (is_bf16("float8_amaxes", parts[i])) {
+      row_amax<<<1, kThreads, 0, stream>>>(slot, static_cast<const __nv_bfloat16*>(parts[i].data_ptr()), 1, n);
+    } else {
+      row_amax<<<1, kThreads, 0, stream>>>(slot, parts[i].data<float>(), 1, n);
+    }
+  }
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
+void float8_scales_kernel(const Tensor& scales, const Tensor& amaxes, Float8Format format) {
+  cudaStream_t stream = current_stream();
+  const int64_t n = amaxes.numel();
+  TITAN_CUDA_CHECK(
+      cudaMemcpyAsync(scales.data<float>(), amaxes.data<float>(), n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  amax_to_scales<<<1, kThreads, 0, stream>>>(scales.data<float>(), n, false, grid_of(format), false);
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
+// The OCP code of a value on the grid (finite, or NaN): sign, biased exponent,
+// the mantissa's top bits; below the smallest normal, the subnormal count.
+__device__ __forceinline__ uint8_t grid_code(float v, Grid g) {
+  const unsigned bits = __float_as_uint(v);
+  const unsigned sign = (bits >> 31) << 7;
+  if (v != v) return static_cast<uint8_t>((g.mantissa_bits == 3 ? 0x7fu : 0x7eu) | sign);  // core/dtype.cpp's NaN codes
+  const float magnitude = fabsf(v);
+  const int exponent = static_cast<int>((bits >> 23) & 0xffu) - 127;
+  const int bias = -g.min_exponent + 1;  // 7 (e4m3) or 15 (e5m2)
+  if (magnitude == 0.0f) return static_cast<uint8_t>(sign);
+  if (exponent < g.min_exponent) {  // subnormal: magnitude / 2^(min_exponent - mantissa_bits)
+    return static_cast<uint8_t>(sign | static_cast<unsigned>(ldexpf(magnitude, g.mantissa_bits - g.min_exponent)));
+  }
+  const unsigned mantissa = (bits & 0x7fffffu) >> (23 - g.mantissa_bits);
+  return static_cast<uint8_t>(sign | (static_cast<unsigned>(exponent + bias) << g.mantissa_bits) | mantissa);
+}
+
+template <typename T>
+__global__ void encode(uint8_t* codes, const T* x, const float* scales, int64_t index, int64_t n, Grid g) {
+  const float s = scales[index];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    codes[i] = grid_code(to_grid(__fmul_rn(load_f32(x, i), s), g), g);
+  }
+}
+
+__device__ __forceinline__ float code_value(uint8_t code, Grid g) {
+  const float sign = (code & 0x80u) != 0 ? -1.0f : 1.0f;
+  const int exponent_field = (code & 0x7fu) >> g.mantissa_bits;
+  const int mantissa = code & ((1 << g.mantissa_bits) - 1);
+  const int bias = -g.min_exponent + 1;
+  if (g.mantissa_bits == 3 && (code & 0x7fu) == 0x7fu) return __int_as_float(0x7fffffff);  // e4m3's NaN
+  if (g.mantissa_bits == 2 && exponent_field == 31) {
+    return mantissa == 0 ? sign * __int_as_float(0x7f800000) : __int_as_float(0x7fffffff);  // e5m2's inf and NaN
+  }
+  if (exponent_field == 0) return sign * ldexpf(static_cast<float>(mantissa), g.min_exponent - g.mantissa_bits);
+  return sign * ldexpf(static_cast<float>((1 << g.mantissa_bits) | mantissa), exponent_field - bias - g.mantissa_bits);
+}
+
+template <typename T>
+__global__ void decode(T* values, const uint8_t* codes, int64_t n, Grid g) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    store_f32(values, i, code_value(codes[i], g));
+  }
+}
+
+Grid grid_of_codes(const Tensor& codes) {
+  return grid_of(codes.dtype() == DType::f8e4m3 ? Float8Format::e4m3 : Float8Format::e5m2);
+}
+
+void float8_encode_kernel(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index) {
+  const int64_t n = x.numel();
+  auto* out = static_cast<uint8_t*>(codes.data_ptr());
+  cudaStream_t stream = current_stream();
+  if (is_bf16("float8_encode", x)) {
+    encode<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+                                                           scales.data<float>(), index, n, grid_of_codes(codes));
+  } else {
+    encode<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, x.data<float>(), scales.data<float>(), index, n,
+                                                           grid_of_codes(codes));
+  }
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
+void float8_decode_kernel(const Tensor& values, const Tensor& codes) {
+  const int64_t n = codes.numel();
+  const auto* in = static_cast<const uint8_t*>(codes.data_ptr());
+  cudaStream_t stream = current_stream();
+  if (is_bf16("float8_decode", values)) {
+    decode<<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(values.data_ptr()), in, n,
+                                                           grid_of_codes(codes));
+  } else {
+    decode<<<grid_for(n, kThreads), kThreads, 0, stream>>>(values.data<float>(), in, n, grid_of_codes(codes));
+  }
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace float8_device
 
 void register_float8() {
   float8_cast_kernels.set_kernel(DeviceType::cuda, float8_device::float8_cast_kernel);
   float8_unscale_kernels.set_kernel(DeviceType::cuda, float8_device::float8_unscale_kernel);
+  float8_amaxes_kernels.set_kernel(DeviceType::cuda, float8_device::float8_amaxes_kernel);
+  float8_scales_kernels.set_kernel(DeviceType::cuda, float8_device::float8_scales_kernel);
+  float8_encode_kernels.set_kernel(DeviceType::cuda, float8_device::float8_encode_kernel);
+  float8_decode_kernels.set_kernel(DeviceType::cuda, float8_device::float8_decode_kernel);
 }
 
 }  // namespace titan::ops::cuda

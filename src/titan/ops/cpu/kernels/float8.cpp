@@ -4,7 +4,9 @@
 // casts on every fp8 value and the midpoints between them. Amaxes are maxima,
 // which do not depend on the order of the reduction, so neither does the
 // result on the thread count.
+#include <array>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "titan/ops/float8.h"
@@ -264,11 +266,82 @@ void float8_unscale_kernel(const Tensor& out, const Tensor& acc, const Tensor& a
   });
 }
 
+void float8_amaxes_kernel(const Tensor& out, std::span<const Tensor> parts) {
+  float* amax = out.data<float>();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    dispatch_float("float8_amaxes", parts[i].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      amax[i] = parts[i].numel() > 0 ? tensor_amax(parts[i].data<T>(), parts[i].numel()) : 0.0f;
+    });
+  }
+}
+
+void float8_scales_kernel(const Tensor& scales, const Tensor& amaxes, Float8Format format) {
+  const Grid grid = grid_of(format);
+  for (int64_t i = 0; i < amaxes.numel(); ++i)
+    scales.data<float>()[i] = scale_from_amax(amaxes.data<float>()[i], grid, false);
+}
+
+// The OCP code of a value already on the grid (to_grid's result, NaN
+// included): the sign, then the biased exponent and the mantissa's top bits,
+// or below the smallest normal the count of subnormal quanta. Selects, not
+// branches, so that the encoding loop vectorises; Float8Gather's tests check
+// it against core/dtype.h's scalar cast on every code.
+inline uint8_t grid_code(float on_grid, const Grid& grid) {
+  const uint32_t bits = float_bits(on_grid);
+  const uint32_t sign = (bits >> 24) & 0x80u;
+  const int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
+  const int32_t bias = 1 - grid.min_exponent;
+  const uint32_t normal = (static_cast<uint32_t>(exponent + bias) << grid.mantissa_bits) |
+                          ((bits & 0x7fffffu) >> (23 - grid.mantissa_bits));
+  // |v| / 2^(min_exponent - mantissa_bits): an integer below 2^mantissa_bits.
+  const float quanta =
+      std::fabs(on_grid) * bits_to_float(static_cast<uint32_t>(127 + grid.mantissa_bits - grid.min_exponent) << 23);
+  const uint32_t subnormal = static_cast<uint32_t>(quanta);
+  const uint32_t nan_code = grid.mantissa_bits == 3 ? 0x7fu : 0x7eu;  // core/dtype.cpp's
+  const uint32_t magnitude = exponent >= grid.min_exponent ? normal : subnormal;
+  return static_cast<uint8_t>(on_grid != on_grid ? (nan_code | sign) : (magnitude | sign));
+}
+
+void float8_encode_kernel(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index) {
+  const Grid grid = grid_of(codes.dtype() == DType::f8e4m3 ? Float8Format::e4m3 : Float8Format::e5m2);
+  const float scale = scales.data<float>()[index];
+  auto* out = static_cast<uint8_t*>(codes.data_ptr());
+  dispatch_float("float8_encode", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    parallel_for(x.numel(), 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = grid_code(to_grid(to_f32(src[i]) * scale, grid), grid);
+    });
+  });
+}
+
+void float8_decode_kernel(const Tensor& values, const Tensor& codes) {
+  // Every code's value, once: 256 entries.
+  std::array<float, 256> table{};
+  for (int code = 0; code < 256; ++code) {
+    const auto bits = static_cast<uint8_t>(code);
+    table[static_cast<size_t>(code)] = codes.dtype() == DType::f8e4m3 ? f8e4m3_to_float(bits) : f8e5m2_to_float(bits);
+  }
+  const auto* in = static_cast<const uint8_t*>(codes.data_ptr());
+  dispatch_float("float8_decode", values.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = values.data<T>();
+    parallel_for(values.numel(), 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = from_f32<T>(table[in[i]]);
+    });
+  });
+}
+
 }  // namespace
 
 void register_float8() {
   float8_cast_kernels.set_kernel(DeviceType::cpu, float8_cast_kernel);
   float8_unscale_kernels.set_kernel(DeviceType::cpu, float8_unscale_kernel);
+  float8_amaxes_kernels.set_kernel(DeviceType::cpu, float8_amaxes_kernel);
+  float8_scales_kernels.set_kernel(DeviceType::cpu, float8_scales_kernel);
+  float8_encode_kernels.set_kernel(DeviceType::cpu, float8_encode_kernel);
+  float8_decode_kernels.set_kernel(DeviceType::cpu, float8_decode_kernel);
 }
 
 }  // namespace titan::ops::cpu::TITAN_ISA

@@ -18,18 +18,25 @@ mkdir -p "$out"
 config=configs/llama3_debug.toml
 for arg in "$@"; do [[ "$arg" == *.toml ]] && config=$arg; done
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+# An MoE config also converts its experts' grouped GEMMs: float8 rowwise
+# beside the float8 Linear recipes, MXFP8 beside MXFP8.
+grouped_float8="" grouped_mx=""
+if grep -q 'moe' <<<"$config"; then
+  grouped_float8=",quantize.grouped_mm.float8 --quantize.grouped_mm.float8.fqns experts"
+  grouped_mx=",quantize.grouped_mm.mx --quantize.grouped_mm.mx.fqns experts"
+fi
 declare -A recipes=(
   [bf16]=""
-  [tensorwise]="--model.converters quantize.linear.float8 --quantize.linear.float8.recipe_name tensorwise --quantize.linear.float8.filter_fqns output"
-  [rowwise]="--model.converters quantize.linear.float8 --quantize.linear.float8.recipe_name rowwise --quantize.linear.float8.filter_fqns output"
-  [mxfp8]="--model.converters quantize.linear.mx --quantize.linear.mx.filter_fqns output"
+  [tensorwise]="--model.converters quantize.linear.float8$grouped_float8 --quantize.linear.float8.recipe_name tensorwise --quantize.linear.float8.filter_fqns output"
+  [rowwise]="--model.converters quantize.linear.float8$grouped_float8 --quantize.linear.float8.recipe_name rowwise --quantize.linear.float8.filter_fqns output"
+  [mxfp8]="--model.converters quantize.linear.mx$grouped_mx --quantize.linear.mx.filter_fqns output"
 )
 for name in bf16 tensorwise rowwise mxfp8; do
   # shellcheck disable=SC2086
   "$titan" train --config "$config" --training.steps "$steps" --metrics.log_freq 10 --validation.enable false \
     --checkpoint.enable false --job.dump_folder "$out/$name" ${recipes[$name]} "$@" >"$out/$name.log" 2>&1 ||
     { tail -20 "$out/$name.log"; exit 1; }
-  grep -m1 'titan: quantize' "$out/$name.log" || true
+  grep 'titan: quantize' "$out/$name.log" || true
 done
 "$titan" plot -o "$out/loss.svg" "$out/bf16" "$out/tensorwise" "$out/rowwise" "$out/mxfp8"
 python3 - "$out" <<'PY'

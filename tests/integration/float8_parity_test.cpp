@@ -55,6 +55,47 @@ TEST(Float8Parity, RecipesTrainNearHighPrecisionAndFsdpMatchesOneProcess) {
   }
 }
 
+// The MoE experts' float8 and MXFP8 grouped GEMMs (quantize.grouped_mm.*)
+// on the qwen3_moe debug model: each trains near the high-precision run, and
+// with expert parallelism 2 matches one process. Under EP an expert's owner
+// takes the tokens routed to it from both ranks as one group, so its weight
+// gradient's casts run down the same tokens as in one process (seed 1, as
+// ParallelParity's EP test: no routing tie in these steps).
+TEST(Float8Parity, MoeGroupedGemmsTrainNearHighPrecisionAndExpertParallelMatchesOneProcess) {
+  const std::string moe =
+      "--model.name qwen3_moe --model.moe_aux_loss_coef 0 --model.moe_load_balance_coeff 1e-3 --training.seed 1 ";
+  const JobRun high = jobs().single("moe_high_precision", moe);
+  for (const auto& [name, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"float8", "--model.converters quantize.grouped_mm.float8 --quantize.grouped_mm.float8.fqns experts "},
+           {"mxfp8", "--model.converters quantize.grouped_mm.mx --quantize.grouped_mm.mx.fqns experts "}}) {
+    SCOPED_TRACE(name);
+    const JobRun single = jobs().single("moe_" + name, moe + flags);
+    ASSERT_EQ(single.losses.size(), high.losses.size());
+    EXPECT_LT(single.losses.back(), single.losses.front());
+    double largest_gap = 0.0;
+    for (size_t i = 0; i < high.losses.size(); ++i) {
+      EXPECT_LT(std::fabs(single.losses[i] - high.losses[i]), 0.02 * high.losses[i]) << "step " << i + 1;
+      largest_gap = std::max(largest_gap, std::fabs(single.losses[i] - high.losses[i]));
+    }
+    EXPECT_GT(largest_gap, 1e-6);
+    const JobRun ep2 =
+        jobs().distributed("moe_" + name + "_ep2", 2, 2, moe + flags + "--parallelism.expert_parallel_degree 2");
+    // Losses within 1e-5 at every step and the first step's gradient norm too; the weights within 3e-3 (float8,
+    // 1.7e-3 measured, the experts') or 1e-2 (MX, 5.0e-3 measured). An f32 rounding difference upstream (EP sums
+    // in another order) moves an fp8 rounding by a whole step, 1/16 of a value, and AdamW's first steps, near
+    // lr * sign(g), carry it on for gradient elements near zero; the experts' weight gradients, over few tokens
+    // each, have many.
+    testing::expect_matches(single, ep2, name + " EP 2", true, name == "float8" ? 3e-3 : 1e-2);
+    // What EP moves is a small part of what the recipe itself moves.
+    for (const char* weight : {"layers.1.moe.experts.w1", "layers.3.moe.experts.w2"}) {
+      const double ep_drift = testing::relative_l2_error(ep2.weights.at(weight), single.weights.at(weight));
+      const double recipe_drift = testing::relative_l2_error(single.weights.at(weight), high.weights.at(weight));
+      EXPECT_LT(10 * ep_drift, recipe_drift) << weight;
+      std::printf("%s %s: EP 2 moved it %.3g, the recipe %.3g\n", name.c_str(), weight, ep_drift, recipe_drift);
+    }
+  }
+}
+
 // The collectives rank 0 ran in the profiled last step, from its trace.
 struct StepCollectives {
   std::map<std::string, int64_t> gathered_bytes;  // all-gathers' received bytes by dtype

@@ -187,15 +187,16 @@ class Float8CastReference : public ::testing::TestWithParam<DType> {};
 // Values and scales equal the reference's exactly: both compute x * scale
 // in f32 and round it onto the same grid.
 TEST_P(Float8CastReference, EveryGranularityMatchesBitwise) {
-  for (const char* name :
-       {"tensorwise_e4m3", "tensorwise_e5m2", "rowwise_pow2_e4m3", "rowwise_e5m2", "mx_e4m3", "mx_e5m2"}) {
+  for (const char* name : {"tensorwise_e4m3", "tensorwise_e5m2", "rowwise_pow2_e4m3", "rowwise_e5m2", "mx_e4m3",
+                           "mx_e5m2", "mx_rceil_e4m3", "mx_rceil_e5m2"}) {
     SCOPED_TRACE(name);
     ReferenceCase ref(std::string("float8_cast_") + name);
     const std::string scaling = ref.meta("scaling");
     const Float8Cast cast{
         scaling == "tensorwise" ? Float8Scaling::tensorwise
                                 : (scaling == "axiswise" ? Float8Scaling::axiswise : Float8Scaling::mx_block),
-        ref.meta("format") == "e4m3" ? Float8Format::e4m3 : Float8Format::e5m2, ref.meta("power_of_two") == "true"};
+        ref.meta("format") == "e4m3" ? Float8Format::e4m3 : Float8Format::e5m2, ref.meta("power_of_two") == "true",
+        ref.meta("rounding") == "rceil" ? ops::MxScaleRounding::rceil : ops::MxScaleRounding::floor};
     const Tensor x = ref.get("x", GetParam());
     for (const int64_t axis : {0, 1}) {
       SCOPED_TRACE(axis);

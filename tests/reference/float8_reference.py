@@ -7,7 +7,10 @@ A cast of x for a GEMM reducing over `axis`:
     optionally 2^floor(log2(scale)); x * scale in f32; saturate; round to
     nearest-even on the fp8 grid.
   - mx: per 32 elements along axis, e = floor(log2(amax)) - emax clamped to
-    [-127, 128]; x * 2^-e in f32, saturate, round, times 2^e.
+    [-127, 128] (or, "rceil", e = ceil(log2(f32(amax * f32(1 / fmax)))) at
+    least -127); x * 2^-e in f32, saturate, round, times 2^e.
+The MoE experts' grouped GEMMs (grouped_gemm) cast every operand alike, the
+weight gradient's along each expert's tokens padded with zero rows.
 """
 import torch
 
@@ -40,7 +43,7 @@ def cast(x, c, axis):
     (high precision). Returns (values float64, scale f32 tensor or None)."""
     if c is None:
         return x, None
-    scaling, fmt, pow2 = c
+    scaling, fmt, pow2 = c[:3]
     xf = x.float()
     if scaling == "tensorwise":
         scale = scale_from_amax(xf.abs().max().reshape(1), fmt, pow2)
@@ -56,9 +59,17 @@ def cast(x, c, axis):
     rows, cols = blocks.shape
     blocks = blocks.reshape(rows, cols // MX_BLOCK, MX_BLOCK)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
-    _, e = torch.frexp(amax)
-    e = torch.where(amax > 0, e - 1, torch.full_like(e, -127))
-    e = torch.clamp(e - emax, -127, 128).double()
+    if len(c) > 3 and c[3] == "rceil":
+        # the smallest power of two at least amax / fmax, computed in f32 (torchao's _to_mx_rceil)
+        descale = amax * torch.tensor(1.0 / FORMATS[fmt][1], dtype=torch.float32)
+        m, k = torch.frexp(descale)
+        e = torch.where(m == 0.5, k - 1, k)
+        e = torch.where(descale > 0, e, torch.full_like(e, -127))
+        e = torch.clamp(e, min=-127).double()
+    else:
+        _, e = torch.frexp(amax)
+        e = torch.where(amax > 0, e - 1, torch.full_like(e, -127))
+        e = torch.clamp(e - emax, -127, 128).double()
     values = to_grid((blocks * torch.pow(2.0, -e).float()).double(), fmt) * torch.pow(2.0, e)
     values = values.reshape(rows, cols)
     return (values if axis == 1 else values.t()), None
@@ -105,3 +116,48 @@ def recipe(name):
     mx = ("mx", "e4m3", False)
     return {k: mx for k in ["input", "weight", "grad_output", "weight_for_grad_input", "input_for_grad_weight",
                             "grad_output_for_grad_weight"]}
+
+
+def dequantize(values, scale, axis):
+    """A cast operand's values divided by their scales (MX values carry theirs)."""
+    if scale is None:
+        return values
+    return values / (scale.double().reshape(-1, 1) if axis == 1 else scale.double().reshape(1, -1))
+
+
+def grouped_gemm(x, w, gy, counts, c, align):
+    """The MoE experts' GEMMs y_e = x_e w[e]^T and both gradients, as torchao's
+    MoE training casts them (every operand with cast c along the dim its GEMM
+    reduces): x and gy per row, w[e] along in for the forward and along out
+    for the input gradient, and for the weight gradient gy_e and x_e down
+    expert e's tokens, padded with zero rows to a multiple of `align`
+    (TorchTitan's token-group alignment), the padding dropped after."""
+    experts, out, inner = w.shape
+    rows = x.shape[0]
+
+    def fake(t, axis):
+        return dequantize(*cast(t, c, axis), axis)
+
+    xq, gq = fake(x, 1), fake(gy, 1)
+    y = torch.zeros(rows, out, dtype=torch.float64)
+    grad_x = torch.zeros(rows, inner, dtype=torch.float64)
+    grad_w = torch.zeros(experts, out, inner, dtype=torch.float64)
+    start = 0
+    for e, n in enumerate(counts):
+        part = slice(start, start + n)
+        start += n
+        y[part] = xq[part] @ fake(w[e], 1).t()
+        grad_x[part] = gq[part] @ fake(w[e], 0)
+        if n == 0:
+            continue
+        padded = -(-n // align) * align
+
+        def pad(t):
+            return torch.cat([t, torch.zeros(padded - n, t.shape[1], dtype=t.dtype)])
+
+        grad_w[e] = fake(pad(gy[part]), 0)[:n].t() @ fake(pad(x[part]), 0)[:n]
+    return y, grad_x, grad_w
+
+
+# TorchTitan's grouped-GEMM converters' casts and token-group alignments.
+GROUPED_RECIPES = {"rowwise": (("axiswise", "e4m3", True), 16), "mxfp8": (("mx", "e4m3", False, "rceil"), 32)}

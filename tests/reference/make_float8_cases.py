@@ -14,14 +14,14 @@ import float8_reference as f8
 from safetensors_io import save
 
 
-def spread(rows, cols, seed, scale=1.0):
+def spread(rows, cols, seed, scale=1.0, octaves=6):
     """bf16-representable values (one case checks f32 and bf16 inputs) whose rows and columns differ in magnitude by up to 2^12, so
     that tensorwise, rowwise and block scales all choose differently, with a
     few exact zeros and values below e4m3's smallest subnormal after scaling."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, cols, generator=g)
-    x = x * torch.pow(2.0, torch.randint(-6, 7, (rows, 1), generator=g).float())
-    x = x * torch.pow(2.0, torch.randint(-6, 7, (1, cols), generator=g).float())
+    x = x * torch.pow(2.0, torch.randint(-octaves, octaves + 1, (rows, 1), generator=g).float())
+    x = x * torch.pow(2.0, torch.randint(-octaves, octaves + 1, (1, cols), generator=g).float())
     x[0, :3] = 0.0
     x[1, 5] = 1e-30
     return (x * scale).bfloat16().double()
@@ -80,7 +80,8 @@ def main():
     x = spread(64, 96, 99)
     casts = {"tensorwise_e4m3": ("tensorwise", "e4m3", False), "tensorwise_e5m2": ("tensorwise", "e5m2", False),
              "rowwise_pow2_e4m3": ("axiswise", "e4m3", True), "rowwise_e5m2": ("axiswise", "e5m2", False),
-             "mx_e4m3": ("mx", "e4m3", False), "mx_e5m2": ("mx", "e5m2", False)}
+             "mx_e4m3": ("mx", "e4m3", False), "mx_e5m2": ("mx", "e5m2", False),
+             "mx_rceil_e4m3": ("mx", "e4m3", False, "rceil"), "mx_rceil_e5m2": ("mx", "e5m2", False, "rceil")}
     for name, c in casts.items():
         tensors = {"x": x}
         for axis in (0, 1):
@@ -89,7 +90,20 @@ def main():
             if scale is not None:
                 tensors[f"scale_axis{axis}"] = scale.double()
         save(os.path.join(outdir, f"float8_cast_{name}.safetensors"), tensors,
-             {"scaling": c[0], "format": c[1], "power_of_two": str(c[2]).lower()})
+             {"scaling": c[0], "format": c[1], "power_of_two": str(c[2]).lower(),
+              "rounding": c[3] if len(c) > 3 else "floor"})
+    # MoE experts: 4 experts, one without tokens, groups that are not multiples of 16 or 32. Rows and
+    # columns spread over 2^24, so that within a slice some values fall below e4m3's normal range once
+    # scaled: with power-of-two scales only those, and saturation, show which slices the scales cover.
+    counts = [37, 0, 45, 22]
+    for seed, (name, (c, align)) in enumerate(f8.GROUPED_RECIPES.items()):
+        rows = sum(counts)
+        x, gy = spread(rows, 64, 40 + seed, octaves=12), spread(rows, 96, 50 + seed, 1e-3, octaves=12)
+        w = torch.stack([spread(96, 64, 60 + 4 * seed + e, 0.05, octaves=12) for e in range(len(counts))])
+        y, grad_x, grad_w = f8.grouped_gemm(x, w, gy, counts, c, align)
+        save(os.path.join(outdir, f"float8_grouped_{name}.safetensors"),
+             {"x": x, "w": w, "grad_y": gy, "counts": torch.tensor(counts, dtype=torch.float64), "y": y,
+              "grad_x": grad_x, "grad_w": grad_w}, {"recipe": name})
     filter_cases(outdir)
     with open(os.path.join(outdir, ".float8_stamp"), "w") as f:
         f.write("ok\n")

@@ -59,8 +59,19 @@ TEST(Float8Config, UnknownNestedKeysAreNamed) {
 TEST(Float8Config, WhatCannotTrainNamesTheKey) {
   const std::vector<std::pair<std::function<void(train::JobConfig&)>, std::string>> cases = {
       {[](train::JobConfig& c) { c.model.converters = {"float8"}; }, "model.converters: unknown converter 'float8'"},
-      {[](train::JobConfig& c) { c.model.converters = {"quantize.grouped_mm.float8"}; },
-       "quantize.grouped_mm.float8 is not supported"},
+      {[](train::JobConfig& c) {
+         c.model.converters = {"quantize.grouped_mm.float8", "quantize.grouped_mm.mx"};
+       },
+       "names both quantize.grouped_mm.float8 and quantize.grouped_mm.mx"},
+      {[](train::JobConfig& c) {
+         c.model.converters = {"quantize.linear.mx", "quantize.linear.mx"};
+       },
+       "model.converters names quantize.linear.mx twice"},
+      {[](train::JobConfig& c) {
+         c.model.converters = {"quantize.grouped_mm.mx"};
+         c.quantize.grouped_mx_recipe_name = "mxfp8_cublas";
+       },
+       "quantize.grouped_mm.mx.recipe_name: unknown recipe 'mxfp8_cublas' (expected mxfp8)"},
       {[](train::JobConfig& c) {
          c.model.converters = {"quantize.linear.float8", "quantize.linear.mx"};
        },
@@ -94,10 +105,16 @@ TEST(Float8Config, WhatCannotTrainNamesTheKey) {
     SCOPED_TRACE(key);
     testing::expect_error([&] { train::validate(config); }, {key});
   }
-  // TorchTitan's grouped-GEMM tables are read only by the refused converters: accepted, as its stock configs set them.
+  // TorchTitan's grouped-GEMM tables, with a linear converter beside a grouped one.
   train::JobConfig config;
   train::apply_override(config, "quantize.grouped_mm.float8.fqns", "experts");
+  train::apply_override(config, "quantize.grouped_mm.mx.fqns", "moe.experts,shared");
   EXPECT_TRUE(config.notices.empty());
+  EXPECT_EQ(config.quantize.grouped_float8_fqns, std::vector<std::string>{"experts"});
+  EXPECT_EQ(config.quantize.grouped_mx_fqns, (std::vector<std::string>{"moe.experts", "shared"}));
+  config.model.converters = {"quantize.linear.float8", "quantize.grouped_mm.mx"};
+  train::validate(config);
+  config.model.converters.clear();
   // As are the float8 table's settings without the converter, whatever they hold.
   config.quantize.float8_fsdp_all_gather = true;
   config.quantize.float8_recipe_name = "rowwise";

@@ -234,14 +234,13 @@ TEST(TorchTitanKeys, NoticesRefusalsAndMappings) {
   // Something that would change the result: an error naming the line and the key.
   expect_error([] { from_toml("[job]\ndescription = \"x\"\n\n[metrics]\nenable_wandb = true\n"); },
                {"job.toml:5", "metrics.enable_wandb", "enable_tensorboard"});
-  // Float8 is titan's own key now (tests/train/float8_config_test.cpp); the grouped-GEMM converter is refused.
+  // Float8 is titan's own key now (tests/train/float8_config_test.cpp), the grouped-GEMM tables too.
   const train::JobConfig float8 = from_toml(
       "[model]\nconverters = [\"quantize.linear.float8\"]\n[quantize.linear.float8]\nrecipe_name = "
       "\"rowwise\"\nfilter_fqns = [\"output\"]\n[quantize.grouped_mm.float8]\nfqns = [\"experts\"]\n");
   EXPECT_TRUE(float8.notices.empty());
   EXPECT_EQ(float8.quantize.float8_recipe_name, "rowwise");
-  expect_error([] { train::validate(from_toml("[model]\nconverters = [\"quantize.grouped_mm.float8\"]\n")); },
-               {"model.converters", "quantize.grouped_mm.float8", "not built"});
+  EXPECT_EQ(float8.quantize.grouped_float8_fqns, std::vector<std::string>{"experts"});
   // Mapped onto titan's keys.
   const train::JobConfig mapped = from_toml(
       "[debug]\nseed = 7\ndeterministic = true\n[comm]\ntrain_timeout_seconds = 30\n"

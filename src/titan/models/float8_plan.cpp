@@ -1,11 +1,15 @@
 #include "titan/models/float8_plan.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <memory>
 
 #include "titan/core/error.h"
 #include "titan/nn/float8_recipe.h"
 #include "titan/nn/linear.h"
+#include "titan/nn/moe.h"
 
 namespace titan::models {
 
@@ -56,6 +60,32 @@ std::vector<std::string> apply_float8(nn::Module& model, const Float8Options& op
     linear->weight->float8_all_gather = options.fsdp_float8_all_gather;
     converted.push_back(fqn);
   }
+  return converted;
+}
+
+std::vector<std::string> apply_float8_grouped(nn::Module& model, const Float8GroupedOptions& options) {
+  const ops::Float8Cast cast = nn::float8_grouped_recipe(options.converter, options.recipe_name);
+  TITAN_CHECK(!options.fqns.empty(),
+              "{}.fqns is empty: name the MoE experts to convert (TorchTitan's example: \"experts\")",
+              options.converter);
+  const int64_t multiple = cast.scaling == ops::Float8Scaling::mx_block ? ops::kMxBlockSize : 16;
+  std::vector<std::string> converted;
+  for (auto& [fqn, module] : model.named_modules()) {
+    auto* experts = dynamic_cast<nn::GroupedExperts*>(module);
+    if (experts == nullptr) continue;
+    const std::string& name = fqn;  // a structured binding: lambdas may not capture it (C++20)
+    const bool picked = std::any_of(options.fqns.begin(), options.fqns.end(),
+                                    [&](const std::string& entry) { return name.find(entry) != std::string::npos; });
+    if (!picked) continue;
+    const int64_t dim = experts->config.dim, hidden = experts->config.hidden_dim;
+    TITAN_CHECK(dim % multiple == 0 && hidden % multiple == 0,
+                "{}: {} has dim {} and hidden_dim {}; its grouped GEMMs cast along both, which need multiples of {}",
+                options.converter, fqn, dim, hidden, multiple);
+    experts->set_float8(cast);
+    converted.push_back(fqn);
+  }
+  TITAN_CHECK(!converted.empty(), "{}.fqns [{}] names no MoE experts module of this model", options.converter,
+              fmt::format("{}", fmt::join(options.fqns, ", ")));
   return converted;
 }
 

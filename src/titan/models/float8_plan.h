@@ -42,4 +42,17 @@ struct Float8Options {
 // gradient): a layer that is not is an error naming it and `<converter>.filter_fqns`.
 std::vector<std::string> apply_float8(nn::Module& model, const Float8Options& options);
 
+struct Float8GroupedOptions {
+  std::string converter;          // "quantize.grouped_mm.float8" or "quantize.grouped_mm.mx": named in errors
+  std::string recipe_name;        // quantize.grouped_mm.mx.recipe_name (the float8 converter has one recipe)
+  std::vector<std::string> fqns;  // MoE experts whose name contains one of these are converted
+};
+
+// Installs the grouped recipe (nn::float8_grouped_recipe) on every MoE
+// experts module whose FQN contains an entry of `fqns` (TorchTitan's filter)
+// and returns their FQNs. Errors, naming the key: no entry, no module
+// matched, or dims the recipe cannot cast (the fp8 GEMMs' multiples of 16;
+// MX's blocks of 32 along dim and hidden_dim).
+std::vector<std::string> apply_float8_grouped(nn::Module& model, const Float8GroupedOptions& options);
+
 }  // namespace titan::models

@@ -64,4 +64,12 @@ Float8LinearRecipe float8_linear_recipe(std::string_view name) {
        fmt::join(float8_linear_recipe_names(), ", "), fmt::join(mx, ", "));
 }
 
+ops::Float8Cast float8_grouped_recipe(std::string_view converter, std::string_view mx_recipe_name) {
+  if (converter == "quantize.grouped_mm.float8") return Float8Cast{Float8Scaling::axiswise, Float8Format::e4m3, true};
+  TITAN_CHECK(converter == "quantize.grouped_mm.mx", "unknown grouped-GEMM converter '{}'", converter);
+  TITAN_CHECK(mx_recipe_name == "mxfp8", "quantize.grouped_mm.mx.recipe_name: unknown recipe '{}' (expected mxfp8)",
+              mx_recipe_name);
+  return Float8Cast{Float8Scaling::mx_block, Float8Format::e4m3, true, ops::MxScaleRounding::rceil};
+}
+
 }  // namespace titan::nn

@@ -40,4 +40,13 @@ Float8LinearRecipe float8_linear_recipe(std::string_view name);
 const std::vector<std::string>& float8_linear_recipe_names();
 const std::vector<std::string>& mx_linear_recipe_names();
 
+// The MoE experts' grouped-GEMM recipes (TorchTitan's quantize.grouped_mm.*
+// converters, torchao's MoE training): every operand of the three grouped
+// GEMMs cast one way, along the dim its GEMM reduces (the weight gradient's
+// along each expert's tokens). quantize.grouped_mm.float8: e4m3 with
+// power-of-two scales per row (torchao's FP8_ROWWISE, its only float8 one);
+// quantize.grouped_mm.mx with recipe_name "mxfp8": e4m3 in blocks of 32 with
+// RCEIL e8m0 scales. Other names throw, naming the key.
+ops::Float8Cast float8_grouped_recipe(std::string_view converter, std::string_view mx_recipe_name);
+
 }  // namespace titan::nn

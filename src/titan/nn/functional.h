@@ -106,6 +106,15 @@ Tensor grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts);
 // reference for grouped_gemm). It reads the counts on the host.
 Tensor looped_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts);
 
+// ---- float8_grouped_gemm.cpp (ops/float8.h, ops/grouped_gemm.h) ----
+// grouped_gemm with its three GEMMs on fp8 operands, each cast as `cast`
+// says (nn::float8_grouped_recipe) along the dim it reduces: x per row and
+// w[e] per output row along in; the gradient per row and w[e] per column
+// along out; the gradient and x per expert down its tokens. The operands are
+// dequantized exactly (power-of-two scales) and the grouped GEMM kernels
+// multiply them in f32; x and w saved in high precision, as torchao's.
+Tensor float8_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& counts, const ops::Float8Cast& cast);
+
 // ---- attention.cpp (ops/attention.h) ----
 enum class AttentionImpl { flash, naive };
 AttentionImpl parse_attention_impl(const std::string& name);

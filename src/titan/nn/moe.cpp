@@ -106,9 +106,10 @@ Tensor GroupedExperts::forward(const Tensor& rows, const Tensor& counts) const {
 Tensor GroupedExperts::compute(const Tensor& rows, const Tensor& counts) const {
   using moe_expert_bias::add_expert_bias;
   const Tensor gate = w1->materialize(), down = w2->materialize(), up = w3->materialize();
-  // The grouped path, or the plain one: one ordinary GEMM per expert.
+  // The grouped path, or the plain one: one ordinary GEMM per expert; float8 has its own.
   const bool grouped = config.expert_impl == ExpertImpl::grouped;
   const auto gemm = [&](const Tensor& x, const Tensor& w) {
+    if (float8_) return F::float8_grouped_gemm(x, w, counts, *float8_);
     return grouped ? F::grouped_gemm(x, w, counts) : F::looped_grouped_gemm(x, w, counts);
   };
   const Tensor g = add_expert_bias(gemm(rows, gate), b1, counts);

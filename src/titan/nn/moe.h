@@ -15,11 +15,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "titan/core/generator.h"
 #include "titan/nn/feed_forward.h"
 #include "titan/nn/linear.h"
+#include "titan/ops/float8.h"
 
 namespace titan::nn {
 
@@ -115,6 +117,10 @@ class GroupedExperts : public Module {
   GroupedExperts(const MoEConfig& config, Device device);
   Tensor forward(const Tensor& rows, const Tensor& counts) const;
   void set_dispatcher(ExpertsDispatcher dispatcher) { dispatcher_ = std::move(dispatcher); }
+  // Float8 or MXFP8 expert GEMMs (F::float8_grouped_gemm), installed from
+  // outside by the quantize.grouped_mm converters (models/float8_plan.h).
+  void set_float8(const ops::Float8Cast& cast) { float8_ = cast; }
+  const std::optional<ops::Float8Cast>& float8() const { return float8_; }
   // Init rules: w1 N(0, 0.02) (unless set), w2 and w3 N(0, output_std), in [-2, 2].
   void set_init(double output_std);
 
@@ -130,6 +136,7 @@ class GroupedExperts : public Module {
   // The experts this module holds (all of them, or a rank's share under expert parallelism).
   Tensor compute(const Tensor& rows, const Tensor& counts) const;
   ExpertsDispatcher dispatcher_;
+  std::optional<ops::Float8Cast> float8_;
 };
 
 class Router : public Module {

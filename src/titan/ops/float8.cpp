@@ -42,6 +42,44 @@ Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis)
 
 namespace {
 
+void check_power_of_two_scales(const char* op, const Float8Cast& cast) {
+  TITAN_CHECK(cast.scaling == Float8Scaling::mx_block || cast.power_of_two_scale,
+              "{}: dequantizing exactly needs power-of-two scales (MX, or power_of_two_scale)", op);
+}
+
+}  // namespace
+
+Tensor float8_fake_quantize(const Tensor& x, const Float8Cast& cast, int64_t axis) {
+  check_power_of_two_scales("float8_fake_quantize", cast);
+  Float8Operand operand = float8_cast(x, cast, axis);
+  if (cast.scaling == Float8Scaling::mx_block) return operand.values;  // stored dequantized already
+  Tensor values = Tensor::empty(x.shape(), DType::bf16, x.device());
+  if (!x.device().is_meta()) {
+    const bool per_row = cast.scaling == Float8Scaling::tensorwise || axis == 1;
+    float8_unscale_kernels(x.device(), values, operand.values.to(DType::f32), per_row ? operand.scale : Tensor(),
+                           per_row ? Tensor() : operand.scale);
+  }
+  return values;
+}
+
+Tensor float8_fake_quantize_groups(const Tensor& x, const Tensor& counts, const Float8Cast& cast) {
+  const trace::OpScope op_scope("float8_fake_quantize_groups");
+  check_rank("float8_fake_quantize_groups", x, 2, "x");
+  check_dtype("float8_fake_quantize_groups", x, {DType::f32, DType::bf16}, "x");
+  check_dtype("float8_fake_quantize_groups", counts, {DType::i64}, "counts");
+  check_same_device("float8_fake_quantize_groups", counts, x);
+  check_power_of_two_scales("float8_fake_quantize_groups", cast);
+  TITAN_CHECK(cast.scaling != Float8Scaling::tensorwise,
+              "float8_fake_quantize_groups: a tensorwise cast has no groups; use float8_fake_quantize");
+  Tensor values = Tensor::empty(x.shape(), DType::bf16, x.device());
+  if (!x.device().is_meta()) {
+    float8_fake_quantize_groups_kernels(x.device(), values, x.contiguous(), counts.contiguous(), cast);
+  }
+  return values;
+}
+
+namespace {
+
 void check_scale(const Tensor& scale, int64_t size, const char* what) {
   if (!scale.defined()) return;
   check_dtype("float8_scaled_mm", scale, {DType::f32}, what);

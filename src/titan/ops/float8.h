@@ -12,7 +12,11 @@
 //  - mx_block (MXFP8): one power-of-two scale per 32 consecutive elements
 //    along `axis`, chosen as the OCP MX spec's (torchao's FLOOR mode):
 //    2^(floor(log2(block amax)) - emax) with emax the format's largest
-//    exponent (8 for e4m3), an e8m0 exponent clamped to [-127, 128].
+//    exponent (8 for e4m3), an e8m0 exponent clamped to [-127, 128]. Or,
+//    with MxScaleRounding::rceil (torchao's RCEIL, the default of its MX
+//    grouped GEMMs; cuBLAS's rounding): 2^ceil(log2(amax * f32(1 / fmax))),
+//    the smallest power of two keeping the block within fmax, as e8m0
+//    rounds the f32 bits up (an f32 subnormal only above 2^-127).
 // Tensorwise and axiswise scales may be rounded down to a power of two
 // (torchao's round_scales_to_power_of_2, on in its rowwise recipes). Each
 // element is then x * scale in f32, clamped to +-fmax (saturation: 448 for
@@ -38,13 +42,15 @@ namespace titan::ops {
 
 enum class Float8Format : uint8_t { e4m3, e5m2 };
 enum class Float8Scaling : uint8_t { tensorwise, axiswise, mx_block };
+enum class MxScaleRounding : uint8_t { floor, rceil };
 
 inline constexpr int64_t kMxBlockSize = 32;
 
 struct Float8Cast {
   Float8Scaling scaling = Float8Scaling::tensorwise;
   Float8Format format = Float8Format::e4m3;
-  bool power_of_two_scale = false;  // tensorwise and axiswise only (MX scales always are)
+  bool power_of_two_scale = false;                       // tensorwise and axiswise only (MX scales always are)
+  MxScaleRounding mx_rounding = MxScaleRounding::floor;  // mx_block only
 };
 
 // The format's largest finite value: 448 (e4m3) or 57344 (e5m2).
@@ -65,6 +71,24 @@ struct Float8Operand {
 // Casts x [R, C] for a GEMM reducing over `axis` (0 or 1). MX needs the
 // reduced dim divisible by 32 (the caller names the key that set it).
 Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis);
+
+// x's fp8 approximation for a GEMM reducing over `axis`, dequantized: each
+// cast value divided by its scale, bf16, x's shape. Only for casts whose
+// scales are powers of two (axiswise or tensorwise with power_of_two_scale,
+// or MX): dividing by one is exact, and so a GEMM of dequantized operands
+// with f32 accumulation equals the scaled GEMM of the cast values, the
+// scales applied after (powers of two commute with f32 rounding, short of
+// overflow and subnormals). The MoE grouped GEMMs run that way.
+Tensor float8_fake_quantize(const Tensor& x, const Float8Cast& cast, int64_t axis);
+
+// The same for a GEMM reducing over the rows of each group of x [N, C]: the
+// rows come in groups of counts[g] (i64 [G], read by the kernel, never the
+// host), as the MoE weight gradient's tokens per expert. Axiswise: one scale
+// per group and column. MX: blocks of 32 rows from each group's first, the
+// last one short: what zero rows padding each group to a multiple of 32
+// (TorchTitan's token-group alignment) would give the real rows, as a zero
+// changes no block's amax. Power-of-two scales only, as above.
+Tensor float8_fake_quantize_groups(const Tensor& x, const Tensor& counts, const Float8Cast& cast);
 
 // out [M, N] = (a @ b) / (a_scale (x) b_scale) in `out_dtype` (f32 or bf16):
 // a [M, K] and b [K, N] bf16 (cast values; b may be a transposed view),
@@ -99,6 +123,10 @@ inline Op<Float8CastKernel> float8_cast_kernels{"float8_cast"};
 // are 1.
 using Float8UnscaleKernel = void(const Tensor& out, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale);
 inline Op<Float8UnscaleKernel> float8_unscale_kernels{"float8_unscale"};
+// values (bf16, x's shape) = x fake-quantized per group along dim 0, as float8_fake_quantize_groups says.
+using Float8FakeQuantizeGroupsKernel = void(const Tensor& values, const Tensor& x, const Tensor& counts,
+                                            const Float8Cast& cast);
+inline Op<Float8FakeQuantizeGroupsKernel> float8_fake_quantize_groups_kernels{"float8_fake_quantize_groups"};
 using Float8AmaxesKernel = void(const Tensor& out, std::span<const Tensor> parts);
 inline Op<Float8AmaxesKernel> float8_amaxes_kernels{"float8_amaxes"};
 using Float8ScalesKernel = void(const Tensor& scales, const Tensor& amaxes, Float8Format format);

@@ -612,13 +612,19 @@ void validate_quantize(const JobConfig& c) {
     return std::find(converters.begin(), converters.end(), name) != converters.end();
   };
   for (const std::string& converter : converters) {
-    TITAN_CHECK(converter != "quantize.grouped_mm.float8" && converter != "quantize.grouped_mm.mx",
-                "model.converters: {} is not supported: float8 and MX grouped GEMMs for MoE experts are not built yet",
+    TITAN_CHECK(converter == "quantize.linear.float8" || converter == "quantize.linear.mx" ||
+                    converter == "quantize.grouped_mm.float8" || converter == "quantize.grouped_mm.mx",
+                "model.converters: unknown converter '{}' (expected quantize.linear.float8, quantize.linear.mx, "
+                "quantize.grouped_mm.float8 or quantize.grouped_mm.mx)",
                 converter);
-    TITAN_CHECK(converter == "quantize.linear.float8" || converter == "quantize.linear.mx",
-                "model.converters: unknown converter '{}' (expected quantize.linear.float8 or quantize.linear.mx)",
+    TITAN_CHECK(std::count(converters.begin(), converters.end(), converter) == 1, "model.converters names {} twice",
                 converter);
   }
+  TITAN_CHECK(!(named("quantize.grouped_mm.float8") && named("quantize.grouped_mm.mx")),
+              "model.converters names both quantize.grouped_mm.float8 and quantize.grouped_mm.mx: MoE experts take one "
+              "recipe");
+  TITAN_CHECK(!named("quantize.grouped_mm.mx") || q.grouped_mx_recipe_name == "mxfp8",
+              "quantize.grouped_mm.mx.recipe_name: unknown recipe '{}' (expected mxfp8)", q.grouped_mx_recipe_name);
   TITAN_CHECK(converters.empty() || c.model.name != "flux",
               "model.converters with model.name = flux: float8 and MX training of FLUX are not built yet");
   TITAN_CHECK(!(named("quantize.linear.float8") && named("quantize.linear.mx")),

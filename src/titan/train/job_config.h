@@ -72,7 +72,8 @@ struct ModelSection {
             "mtp_scale * mean over depths");
     v.field("converters", converters,
             "model converters, as TorchTitan's: quantize.linear.float8 (float8 training, [quantize.linear.float8]) "
-            "or quantize.linear.mx (MXFP8, [quantize.linear.mx])");
+            "or quantize.linear.mx (MXFP8, [quantize.linear.mx]) for Linears; quantize.grouped_mm.float8 or "
+            "quantize.grouped_mm.mx for MoE experts");
   }
 };
 
@@ -423,8 +424,8 @@ struct ValidationSection {
 // projections train, every base weight stays frozen.
 // TorchTitan's [quantize.linear.float8] and [quantize.linear.mx] tables,
 // read when model.converters names them (models/float8_plan.h); the keys
-// keep TorchTitan's dotted names under [quantize]. The grouped-GEMM tables
-// are TorchTitan keys titan refuses (train/torchtitan_keys.cpp).
+// keep TorchTitan's dotted names under [quantize]; so do the grouped-GEMM
+// tables the quantize.grouped_mm converters read.
 struct QuantizeSection {
   bool float8_fsdp_all_gather = false;
   bool float8_precompute_scale = false;
@@ -434,6 +435,9 @@ struct QuantizeSection {
   std::string mx_dim1_cast_kernel_choice = "triton";
   std::string mx_recipe_name = "mxfp8_cublas";
   std::vector<std::string> mx_filter_fqns{"output"};
+  std::vector<std::string> grouped_float8_fqns;
+  std::string grouped_mx_recipe_name = "mxfp8";
+  std::vector<std::string> grouped_mx_fqns;
   void visit(ConfigVisitor& v) {
     v.field("linear.float8.enable_fsdp_float8_all_gather", float8_fsdp_all_gather,
             "FSDP all-gathers the converted Linears' weights as float8 (cast from the f32 master, tensorwise)");
@@ -450,6 +454,11 @@ struct QuantizeSection {
             "triton, cuda or torch: which kernel casts along dim 1 in TorchTitan; titan has one cast kernel");
     v.field("linear.mx.recipe_name", mx_recipe_name, "mxfp8_cublas (or mxfp8): e4m3 in blocks of 32, e8m0 scales");
     v.field("linear.mx.filter_fqns", mx_filter_fqns, "Linears whose name contains one of these stay high precision");
+    v.field("grouped_mm.float8.fqns", grouped_float8_fqns,
+            "MoE experts whose name contains one of these run float8 rowwise grouped GEMMs (e.g. experts)");
+    v.field("grouped_mm.mx.recipe_name", grouped_mx_recipe_name, "mxfp8: e4m3 in blocks of 32, RCEIL e8m0 scales");
+    v.field("grouped_mm.mx.fqns", grouped_mx_fqns,
+            "MoE experts whose name contains one of these run MXFP8 grouped GEMMs (e.g. experts)");
   }
 };
 

@@ -39,13 +39,34 @@ void load_initial_weights(const JobConfig& config, models::Decoder& model) {
 
 }  // namespace
 
+namespace {
+
+// The model.converters entry starting with `prefix` (validation allows one of each kind), or "".
+std::string converter_named(const JobConfig& config, std::string_view prefix) {
+  for (const std::string& converter : config.model.converters) {
+    if (converter.starts_with(prefix)) return converter;
+  }
+  return "";
+}
+
+}  // namespace
+
 std::optional<models::Float8Options> float8_options(const JobConfig& config) {
-  if (config.model.converters.empty()) return std::nullopt;  // validation allows one quantize.linear.* entry
-  const std::string& converter = config.model.converters.front();
+  const std::string converter = converter_named(config, "quantize.linear.");
+  if (converter.empty()) return std::nullopt;
   const QuantizeSection& q = config.quantize;
   if (converter == "quantize.linear.mx") return models::Float8Options{converter, q.mx_recipe_name, q.mx_filter_fqns};
   return models::Float8Options{converter, q.float8_recipe_name.empty() ? "tensorwise" : q.float8_recipe_name,
                                q.float8_filter_fqns, q.float8_fsdp_all_gather};
+}
+
+std::optional<models::Float8GroupedOptions> float8_grouped_options(const JobConfig& config) {
+  const std::string converter = converter_named(config, "quantize.grouped_mm.");
+  if (converter.empty()) return std::nullopt;
+  const QuantizeSection& q = config.quantize;
+  if (converter == "quantize.grouped_mm.mx")
+    return models::Float8GroupedOptions{converter, q.grouped_mx_recipe_name, q.grouped_mx_fqns};
+  return models::Float8GroupedOptions{converter, "", q.grouped_float8_fqns};
 }
 
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,
@@ -93,6 +114,8 @@ JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device
   // Float8 / MXFP8 (TorchTitan's model converters): recipes on the filtered Linears, before any split.
   const auto float8 = float8_options(config);
   if (float8) job.float8_linears = models::apply_float8(*job.model, *float8);
+  const auto float8_grouped = float8_grouped_options(config);
+  if (float8_grouped) job.float8_experts = models::apply_float8_grouped(*job.model, *float8_grouped);
   // Pipeline stages keep their parts of the same initial weights.
   const bool pipelined = mesh.size(MeshDim::pp) > 1;
   if (pipelined) {

@@ -32,6 +32,7 @@ struct JobModel {
   int64_t parameters = 0;                    // the whole model's
   int64_t lora_parameters = 0;               // the adapters', whole (before any sharding)
   std::vector<std::string> float8_linears;   // the Linears a quantize.linear.* converter changed (FQNs)
+  std::vector<std::string> float8_experts;   // the MoE experts a quantize.grouped_mm.* converter changed
   double flops_per_token = 0.0;              // forward + backward, the whole model's, for MFU
   double memory_needed_bytes = 0.0;          // the memory check's estimate for this rank (its pipeline stages)
 };
@@ -39,6 +40,8 @@ struct JobModel {
 // The float8 converter model.converters asks for, with its [quantize.linear.*]
 // settings (an empty float8 recipe name is "tensorwise"), or none.
 std::optional<models::Float8Options> float8_options(const JobConfig& config);
+// model.converters' quantize.grouped_mm.* entry, if any, with its settings.
+std::optional<models::Float8GroupedOptions> float8_grouped_options(const JobConfig& config);
 
 // How the model comes to this rank's shards. meta_then_shards (every job):
 // shapes only, then storage, initial values and loaded weights for the

@@ -30,9 +30,6 @@ constexpr const char* kNoCompile =
     "CUDA)";
 constexpr const char* kFloat8Key =
     "titan's key, TorchTitan's meaning, read when model.converters names its table (docs/float8.md)";
-constexpr const char* kNoGroupedFloat8 =
-    "read only by model.converters' quantize.grouped_mm entries, which are refused: float8 and MX grouped GEMMs for "
-    "MoE experts are not built yet";
 constexpr const char* kNoTorchft =
     "a restarted replica group takes the data loader's position from a live peer (fault_tolerance.enable)";
 constexpr const char* kValidationShape = "validation uses training.local_batch_size and training.seq_len";
@@ -108,7 +105,9 @@ std::vector<TorchTitanKey> make_table() {
        current},
       {"model.tokenizer_path", titan_key, "", kTitanKey, v0_2_2},
       {"model.converters", titan_key, "",
-       "titan's key, TorchTitan's meaning: quantize.linear.float8 and quantize.linear.mx (docs/float8.md)", v0_2_2},
+       "titan's key, TorchTitan's meaning: quantize.linear.float8, quantize.linear.mx, quantize.grouped_mm.float8 and "
+       "quantize.grouped_mm.mx (docs/float8.md)",
+       v0_2_2},
       {"model.print_after_conversion", no_effect, "false",
        "titan prints how many Linears the converter changed, not the model", v0_2_2},
       {"tokenizer.image_token", converter_setting, "", kMultimodal, current},
@@ -314,9 +313,9 @@ std::vector<TorchTitanKey> make_table() {
       {"quantize.linear.mx.mxfp8_dim1_cast_kernel_choice", titan_key, "", kFloat8Key, v0_2_2},
       {"quantize.linear.mx.recipe_name", titan_key, "", kFloat8Key, v0_2_2},
       {"quantize.linear.mx.filter_fqns", titan_key, "", kFloat8Key, v0_2_2},
-      {"quantize.grouped_mm.float8.fqns", converter_setting, "", kNoGroupedFloat8, v0_2_2},
-      {"quantize.grouped_mm.mx.recipe_name", converter_setting, "mxfp8", kNoGroupedFloat8, v0_2_2},
-      {"quantize.grouped_mm.mx.fqns", converter_setting, "", kNoGroupedFloat8, v0_2_2},
+      {"quantize.grouped_mm.float8.fqns", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.grouped_mm.mx.recipe_name", titan_key, "", kFloat8Key, v0_2_2},
+      {"quantize.grouped_mm.mx.fqns", titan_key, "", kFloat8Key, v0_2_2},
       {"comm.init_timeout_seconds", no_effect, "300", "comm.timeout_seconds bounds every collective, the first too",
        both},
       {"comm.train_timeout_seconds", mapped, "100", "sets comm.timeout_seconds", both},

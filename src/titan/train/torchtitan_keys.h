@@ -13,8 +13,8 @@
 //    other value is an error naming the key and what would make it work;
 //  - converter_setting ("inert" in the docs): accepted whatever its value,
 //    read only by a feature that is refused when asked for
-//    (quantize.grouped_mm.*: a model.converters entry;
-//    fault_tolerance.*: fault_tolerance.enable).
+//    (tokenizer.*'s multimodal tokens; fault_tolerance.*:
+//    fault_tolerance.enable).
 // docs/torchtitan-keys.md lists them all; a test keeps it equal to this table.
 #pragma once
 

@@ -155,6 +155,11 @@ void Trainer::print_banner() const {
 
 // Which Linears a quantize.linear.* converter changed (TorchTitan logs the same count).
 void Trainer::print_float8_line() const {
+  if (const auto grouped = float8_grouped_options(config_)) {
+    std::printf("titan: %s (%s) on %zu MoE experts module(s): %s\n", grouped->converter.c_str(),
+                grouped->converter == "quantize.grouped_mm.mx" ? "mxfp8, RCEIL scales" : "rowwise, power-of-two scales",
+                job_.float8_experts.size(), fmt::format("{}", fmt::join(job_.float8_experts, ", ")).c_str());
+  }
   const auto float8 = float8_options(config_);
   if (!float8) return;
   const char* weights = !float8->fsdp_float8_all_gather ? ""

@@ -104,9 +104,29 @@ __global__ void cast_scaled(__nv_bfloat16* values, const T* x, const float* scal
   }
 }
 
+// A block's e8m0 exponent (unbiased; 128 for NaN or inf), floor or rceil,
+// as the CPU's mx_exponent.
+__device__ __forceinline__ int mx_exponent(float amax, Grid g, bool rceil) {
+  if (!isfinite(amax)) return 128;
+  if (rceil) {
+    const unsigned bits = __float_as_uint(__fmul_rn(amax, 1.0f / g.max));
+    const int biased = static_cast<int>((bits >> 23) & 0xffu);
+    const unsigned mantissa = bits & 0x7fffffu;
+    return biased + (biased == 0 ? (mantissa > 0x400000u ? 1 : 0) : (mantissa != 0 ? 1 : 0)) - 127;
+  }
+  const int floor_log2 = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
+  return min(max(floor_log2 - g.max_exponent, -127), 128);
+}
+__device__ __forceinline__ float mx_inverse(int exponent) {
+  return exponent != 128 ? __uint_as_float(static_cast<unsigned>(127 - exponent) << 23) : __int_as_float(0x7fffffff);
+}
+__device__ __forceinline__ float mx_scale(int exponent) {
+  return exponent != 128 ? ldexpf(1.0f, exponent) : __int_as_float(0x7fffffff);
+}
+
 template <typename T>
 __global__ void cast_mx(__nv_bfloat16* values, uint8_t* exponents, const T* x, int64_t rows, int64_t cols, int64_t axis,
-                        Grid g) {
+                        Grid g, bool rceil) {
   const int64_t blocks = rows * cols / kMxBlockSize;
   for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < blocks;
        b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -115,16 +135,9 @@ __global__ void cast_mx(__nv_bfloat16* values, uint8_t* exponents, const T* x, i
     const int64_t stride = axis == 1 ? 1 : cols;
     float amax = 0.0f;
     for (int i = 0; i < kMxBlockSize; ++i) amax = nan_max(amax, fabsf(load_f32(x, first + i * stride)));
-    int exponent = 128;
-    if (isfinite(amax)) {
-      const int floor_log2 = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-      exponent = min(max(floor_log2 - g.max_exponent, -127), 128);
-    }
+    const int exponent = mx_exponent(amax, g, rceil);
     exponents[b] = static_cast<uint8_t>(exponent + 127);
-    const bool finite = exponent != 128;
-    const float inverse =
-        finite ? __uint_as_float(static_cast<unsigned>(127 - exponent) << 23) : __int_as_float(0x7fffffff);
-    const float scale = finite ? ldexpf(1.0f, exponent) : __int_as_float(0x7fffffff);
+    const float inverse = mx_inverse(exponent), scale = mx_scale(exponent);
     for (int i = 0; i < kMxBlockSize; ++i) {
       const int64_t at = first + i * stride;
       values[at] = __float2bfloat16_rn(__fmul_rn(to_grid(__fmul_rn(load_f32(x, at), inverse), g), scale));
@@ -141,7 +154,7 @@ void cast(const Tensor& values, const Tensor& scale, const T* x, const Float8Cas
   const unsigned elementwise = grid_for(rows * cols, kThreads);
   if (c.scaling == Float8Scaling::mx_block) {
     cast_mx<<<grid_for(rows * cols / kMxBlockSize, kThreads), kThreads, 0, stream>>>(
-        out, static_cast<uint8_t*>(scale.data_ptr()), x, rows, cols, axis, g);
+        out, static_cast<uint8_t*>(scale.data_ptr()), x, rows, cols, axis, g, c.mx_rounding == MxScaleRounding::rceil);
     TITAN_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -172,6 +185,59 @@ void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor&
   } else {
     cast(values, scale, x.data<float>(), c, axis);
   }
+}
+
+// Fake quantization per group down dim 0 (ops::float8_fake_quantize_groups):
+// one thread per group and column, which finds its group's first row from the
+// counts and walks its segments (the whole group, or 32 rows at a time for MX).
+template <typename T>
+__global__ void fake_quantize_groups(__nv_bfloat16* values, const T* x, const int64_t* counts, int64_t groups,
+                                     int64_t rows, int64_t cols, Grid g, bool mx, bool rceil) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < groups * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t group = i / cols, c = i % cols;
+    int64_t first = 0;
+    for (int64_t e = 0; e < group; ++e) first += counts[e] > 0 ? counts[e] : 0;
+    const int64_t last = min(first + (counts[group] > 0 ? counts[group] : 0), rows);
+    const int64_t step = mx ? kMxBlockSize : (last > first ? last - first : 1);
+    for (int64_t begin = first; begin < last; begin += step) {
+      const int64_t end = min(begin + step, last);
+      float amax = 0.0f;
+      for (int64_t r = begin; r < end; ++r) amax = nan_max(amax, fabsf(load_f32(x, r * cols + c)));
+      float to_fp8, from_fp8;
+      if (mx) {
+        const int exponent = mx_exponent(amax, g, rceil);
+        to_fp8 = mx_inverse(exponent);
+        from_fp8 = mx_scale(exponent);
+      } else {
+        to_fp8 = scale_from_amax(amax, g, true);
+        from_fp8 = __fdiv_rn(1.0f, to_fp8);
+      }
+      for (int64_t r = begin; r < end; ++r) {
+        values[r * cols + c] =
+            __float2bfloat16_rn(__fmul_rn(to_grid(__fmul_rn(load_f32(x, r * cols + c), to_fp8), g), from_fp8));
+      }
+    }
+  }
+}
+
+void float8_fake_quantize_groups_kernel(const Tensor& values, const Tensor& x, const Tensor& counts,
+                                        const Float8Cast& c) {
+  const int64_t rows = x.size(0), cols = x.size(1), groups = counts.numel();
+  if (x.numel() == 0 || groups == 0) return;
+  const Grid g = grid_of(c.format);
+  const bool mx = c.scaling == Float8Scaling::mx_block, rceil = c.mx_rounding == MxScaleRounding::rceil;
+  auto* out = static_cast<__nv_bfloat16*>(values.data_ptr());
+  const unsigned blocks = grid_for(groups * cols, kThreads);
+  cudaStream_t stream = current_stream();
+  if (is_bf16("float8_fake_quantize_groups", x)) {
+    fake_quantize_groups<<<blocks, kThreads, 0, stream>>>(out, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+                                                          counts.data<int64_t>(), groups, rows, cols, g, mx, rceil);
+  } else {
+    fake_quantize_groups<<<blocks, kThreads, 0, stream>>>(out, x.data<float>(), counts.data<int64_t>(), groups, rows,
+                                                          cols, g, mx, rceil);
+  }
+  TITAN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
@@ -312,6 +378,7 @@ void float8_decode_kernel(const Tensor& values, const Tensor& codes) {
 void register_float8() {
   float8_cast_kernels.set_kernel(DeviceType::cuda, float8_device::float8_cast_kernel);
   float8_unscale_kernels.set_kernel(DeviceType::cuda, float8_device::float8_unscale_kernel);
+  float8_fake_quantize_groups_kernels.set_kernel(DeviceType::cuda, float8_device::float8_fake_quantize_groups_kernel);
   float8_amaxes_kernels.set_kernel(DeviceType::cuda, float8_device::float8_amaxes_kernel);
   float8_scales_kernels.set_kernel(DeviceType::cuda, float8_device::float8_scales_kernel);
   float8_encode_kernels.set_kernel(DeviceType::cuda, float8_device::float8_encode_kernel);

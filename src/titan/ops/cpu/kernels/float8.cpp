@@ -67,11 +67,22 @@ float scale_from_amax(float amax, const Grid& grid, bool power_of_two) {
   return scale;
 }
 
-// The e8m0 exponent of a block with this amax: floor(log2(amax)) - emax
-// clamped to [-127, 128], read from amax's exponent field (a zero or f32
-// subnormal amax reads as -127). Biased by 127; 255 for NaN or inf.
-inline int32_t mx_exponent(float amax, const Grid& grid) {
+// The e8m0 exponent of a block with this amax, biased by 127 on output
+// (255 for NaN or inf). floor: floor(log2(amax)) - emax clamped to
+// [-127, 128], read from amax's exponent field (a zero or f32 subnormal amax
+// reads as -127). rceil: amax * f32(1 / fmax) rounded up to a power of two,
+// from its bits: a set mantissa bit adds one to the exponent (an f32
+// subnormal's, only above 2^-127), at most 127.
+inline int32_t mx_exponent(float amax, const Grid& grid, MxScaleRounding rounding) {
   if (!std::isfinite(amax)) return 128;
+  if (rounding == MxScaleRounding::rceil) {
+    const uint32_t bits = float_bits(amax * (1.0f / grid.max));
+    const auto biased = static_cast<int32_t>((bits >> 23) & 0xffu);
+    const uint32_t mantissa = bits & 0x7fffffu;
+    const int32_t round_up =
+        biased == 0 ? static_cast<int32_t>(mantissa > 0x400000u) : static_cast<int32_t>(mantissa != 0);
+    return biased + round_up - 127;
+  }
   const int32_t floor_log2 = static_cast<int32_t>((float_bits(amax) >> 23) & 0xffu) - 127;
   return std::min(std::max(floor_log2 - grid.max_exponent, -127), 128);
 }
@@ -134,14 +145,15 @@ inline float mx_inverse(int32_t exponent) {
 inline float mx_scale(int32_t exponent) { return exponent != 128 ? std::ldexp(1.0f, exponent) : NAN; }
 
 template <typename T>
-void cast_mx(const T* x, bf16* values, uint8_t* exponents, int64_t rows, int64_t cols, int64_t axis, const Grid& grid) {
+void cast_mx(const T* x, bf16* values, uint8_t* exponents, int64_t rows, int64_t cols, int64_t axis, const Grid& grid,
+             MxScaleRounding rounding) {
   if (axis == 1) {  // blocks along each row: contiguous
     const int64_t blocks_per_row = cols / kMxBlockSize;
     parallel_for(rows * blocks_per_row, 64, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const T* src = x + b * kMxBlockSize;
         bf16* dst = values + b * kMxBlockSize;
-        const int32_t exponent = mx_exponent(strided_amax(src, kMxBlockSize, 1), grid);
+        const int32_t exponent = mx_exponent(strided_amax(src, kMxBlockSize, 1), grid, rounding);
         exponents[b] = static_cast<uint8_t>(exponent + 127);
         const float inverse = mx_inverse(exponent), scale = mx_scale(exponent);
         for (int64_t i = 0; i < kMxBlockSize; ++i)
@@ -171,7 +183,7 @@ void cast_mx(const T* x, bf16* values, uint8_t* exponents, int64_t rows, int64_t
       }
       for (int64_t c = 0; c < cols; ++c) {
         const auto i = static_cast<size_t>(c);
-        const int32_t exponent = mx_exponent(nan_seen[i] != 0 ? NAN : amax[i], grid);
+        const int32_t exponent = mx_exponent(nan_seen[i] != 0 ? NAN : amax[i], grid, rounding);
         exponents[rb * cols + c] = static_cast<uint8_t>(exponent + 127);
         inverse[i] = mx_inverse(exponent);
         scale[i] = mx_scale(exponent);
@@ -234,9 +246,75 @@ void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor&
         return;
       }
       case Float8Scaling::mx_block:
-        cast_mx(src, dst, scale.data<uint8_t>(), rows, cols, axis, grid);
+        cast_mx(src, dst, scale.data<uint8_t>(), rows, cols, axis, grid, cast.mx_rounding);
         return;
     }
+  });
+}
+
+// Fake quantization down dim 0 within segments of rows: each segment has one
+// scale per column. A group is one segment (axiswise) or is cut into 32-row
+// segments from its first row, the last one short (MX).
+template <typename T>
+void fake_quantize_segments(const T* x, bf16* values, int64_t cols, std::span<const int64_t> bounds,
+                            const Float8Cast& cast, const Grid& grid) {
+  const auto segments = static_cast<int64_t>(bounds.size()) - 1;
+  parallel_for(segments, 1, [&](int64_t begin, int64_t end) {
+    const auto width = static_cast<size_t>(cols);
+    std::vector<float> amax(width), to_fp8(width), from_fp8(width);  // the scale and its inverse
+    std::vector<int> nan_seen(width);
+    for (int64_t s = begin; s < end; ++s) {
+      const int64_t first = bounds[static_cast<size_t>(s)], last = bounds[static_cast<size_t>(s) + 1];
+      std::fill(amax.begin(), amax.end(), 0.0f);
+      std::fill(nan_seen.begin(), nan_seen.end(), 0);
+      for (int64_t r = first; r < last; ++r) {  // row by row, so that the reads stay sequential
+        const T* row = x + r * cols;
+        for (size_t c = 0; c < width; ++c) {
+          const float value = to_f32(row[c]);
+          amax[c] = std::max(amax[c], std::fabs(value));
+          nan_seen[c] |= static_cast<int>(value != value);
+        }
+      }
+      for (size_t c = 0; c < width; ++c) {
+        const float a = nan_seen[c] != 0 ? std::numeric_limits<float>::quiet_NaN() : amax[c];
+        if (cast.scaling == Float8Scaling::mx_block) {
+          const int32_t exponent = mx_exponent(a, grid, cast.mx_rounding);
+          to_fp8[c] = mx_inverse(exponent);
+          from_fp8[c] = mx_scale(exponent);
+        } else {  // a power of two: its reciprocal is exact
+          to_fp8[c] = scale_from_amax(a, grid, true);
+          from_fp8[c] = 1.0f / to_fp8[c];
+        }
+      }
+      for (int64_t r = first; r < last; ++r) {
+        const T* row = x + r * cols;
+        bf16* dst = values + r * cols;
+        for (size_t c = 0; c < width; ++c)
+          dst[c] = from_f32<bf16>(to_grid(to_f32(row[c]) * to_fp8[c], grid) * from_fp8[c]);
+      }
+    }
+  });
+}
+
+void float8_fake_quantize_groups_kernel(const Tensor& values, const Tensor& x, const Tensor& counts,
+                                        const Float8Cast& cast) {
+  const Grid grid = grid_of(cast.format);
+  const int64_t* per_group = counts.data<int64_t>();
+  std::vector<int64_t> bounds{0};
+  for (int64_t g = 0; g < counts.numel(); ++g) {
+    const int64_t first = bounds.back(), last = first + per_group[g];
+    TITAN_CHECK(per_group[g] >= 0 && last <= x.size(0),
+                "float8_fake_quantize_groups: group {} of {} rows does not fit in x's {} rows", g, per_group[g],
+                x.size(0));
+    const int64_t step = cast.scaling == Float8Scaling::mx_block ? kMxBlockSize : std::max<int64_t>(last - first, 1);
+    for (int64_t r = first + step; r < last; r += step) bounds.push_back(r);
+    if (last > first) bounds.push_back(last);
+  }
+  TITAN_CHECK(bounds.back() == x.size(0), "float8_fake_quantize_groups: the counts add up to {} rows, x has {}",
+              bounds.back(), x.size(0));
+  dispatch_float("float8_fake_quantize_groups", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    fake_quantize_segments(x.data<T>(), values.data<bf16>(), x.size(1), bounds, cast, grid);
   });
 }
 
@@ -338,6 +416,7 @@ void float8_decode_kernel(const Tensor& values, const Tensor& codes) {
 void register_float8() {
   float8_cast_kernels.set_kernel(DeviceType::cpu, float8_cast_kernel);
   float8_unscale_kernels.set_kernel(DeviceType::cpu, float8_unscale_kernel);
+  float8_fake_quantize_groups_kernels.set_kernel(DeviceType::cpu, float8_fake_quantize_groups_kernel);
   float8_amaxes_kernels.set_kernel(DeviceType::cpu, float8_amaxes_kernel);
   float8_scales_kernels.set_kernel(DeviceType::cpu, float8_scales_kernel);
   float8_encode_kernels.set_kernel(DeviceType::cpu, float8_encode_kernel);

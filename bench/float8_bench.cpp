@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -20,8 +21,11 @@
 #include "bench/timing.h"
 #include "bench/train_bench.h"
 #include "bench/training_jobs.h"
+#include "titan/autograd/engine.h"
 #include "titan/core/error.h"
 #include "titan/models/model_spec.h"
+#include "titan/nn/float8_recipe.h"
+#include "titan/nn/functional.h"
 #include "titan/ops/cpu/isa.h"
 
 // The peer is not among the files cmake/share_data.cmake installs, so it runs
@@ -165,6 +169,72 @@ std::map<std::string, double> peer_steps(const Float8BenchOptions& o) {
   return steps;
 }
 
+// bf16 values of N(0, scale) from `seed`.
+Tensor random_bf16(const Shape& shape, uint32_t seed, float scale) {
+  std::mt19937 engine(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
+  for (float& v : values) v = normal(engine);
+  return Tensor::from_floats(values, shape).to(DType::bf16);
+}
+
+// Median seconds of a forward and backward through `product` (x, w -> y) on fresh leaves.
+double forward_backward_seconds(const Tensor& x, const Tensor& w, const Tensor& grad_y,
+                                const std::function<Tensor(const Tensor&, const Tensor&)>& product) {
+  return median_seconds(
+      [&] {
+        Tensor xl = x.detach(), wl = w.detach();
+        xl.set_requires_grad(true);
+        wl.set_requires_grad(true);
+        autograd::backward({product(xl, wl)}, {grad_y});
+      },
+      1, 5);
+}
+
+// The GEMMs alone, at widths where they dominate: a Linear of llama3 8B's
+// attention (4096 -> 4096) over 1024 tokens, and an MoE layer's experts (8 of
+// 1024 -> 1536, 512 tokens each), forward and backward in bf16 against each
+// recipe. The training rows above run the debug model, whose widths (256)
+// leave the casts as costly as the GEMMs.
+nlohmann::json gemm_rows() {
+  nlohmann::json rows = nlohmann::json::array();
+  const Tensor x = random_bf16({1024, 4096}, 1, 1.0f), w = random_bf16({4096, 4096}, 2, 0.02f);
+  const Tensor gy = random_bf16({1024, 4096}, 3, 1e-3f);
+  const double linear_bf16 =
+      forward_backward_seconds(x, w, gy, [](const Tensor& a, const Tensor& b) { return F::linear(a, b); });
+  std::printf("\nthe GEMMs alone, forward + backward, bf16 operands, median of 5:\n%-42s %9s %7s\n", "case", "ms",
+              "vs bf16");
+  const auto row = [&](const std::string& name, double seconds, double base) {
+    std::printf("%-42s %9.1f %6.2fx\n", name.c_str(), 1e3 * seconds, seconds / base);
+    rows.push_back({{"case", name}, {"seconds", seconds}, {"vs_bf16", seconds / base}});
+  };
+  row("Linear 1024 x 4096 -> 4096, bf16", linear_bf16, linear_bf16);
+  for (const char* name : {"tensorwise", "rowwise", "mxfp8"}) {
+    const nn::Float8LinearRecipe recipe = nn::float8_linear_recipe(name);
+    row(fmt::format("Linear 1024 x 4096 -> 4096, {}", name),
+        forward_backward_seconds(
+            x, w, gy, [&](const Tensor& a, const Tensor& b) { return F::float8_linear(a, b, Tensor(), recipe); }),
+        linear_bf16);
+  }
+  const Tensor rows_in = random_bf16({4096, 1024}, 4, 1.0f), experts = random_bf16({8, 1536, 1024}, 5, 0.02f);
+  const Tensor experts_gy = random_bf16({4096, 1536}, 6, 1e-3f);
+  const Tensor counts = Tensor::full({8}, 512.0, DType::i64);
+  const double grouped_bf16 = forward_backward_seconds(
+      rows_in, experts, experts_gy, [&](const Tensor& a, const Tensor& b) { return F::grouped_gemm(a, b, counts); });
+  row("experts 8 x 512 x 1024 -> 1536, bf16", grouped_bf16, grouped_bf16);
+  for (const auto& [name, converter] : std::vector<std::pair<std::string, std::string>>{
+           {"float8", "quantize.grouped_mm.float8"}, {"mxfp8", "quantize.grouped_mm.mx"}}) {
+    const ops::Float8Cast cast = nn::float8_grouped_recipe(converter, "mxfp8");
+    row(fmt::format("experts 8 x 512 x 1024 -> 1536, {}", name),
+        forward_backward_seconds(
+            rows_in, experts, experts_gy,
+            [&](const Tensor& a, const Tensor& b) { return F::float8_grouped_gemm(a, b, counts, cast); }),
+        grouped_bf16);
+  }
+  std::fflush(stdout);
+  return rows;
+}
+
 }  // namespace
 
 int run_float8_bench(const Float8BenchOptions& o) {
@@ -172,6 +242,14 @@ int run_float8_bench(const Float8BenchOptions& o) {
   const int threads = omp_get_max_threads();
   std::printf("titan bench float8: CPU %s, %u cores, AVX-512 and AMX flags: %s; CPU kernels %s\n", cpu.c_str(),
               std::thread::hardware_concurrency(), flags.c_str(), ops::cpu::selected_isa());
+  if (!o.training) {
+    write_json_report(o.json_path, {{"suite", "float8"},
+                                    {"cpu", cpu},
+                                    {"kernels", ops::cpu::selected_isa()},
+                                    {"threads", threads},
+                                    {"gemms", gemm_rows()}});
+    return 0;
+  }
   std::printf(
       "llama3 debugmodel, bf16 params, median of steps 2..%d; one process (%d threads): seq %lld x batch %lld; "
       "FSDP %d ranks x 1 thread: seq %lld x batch %lld per rank\n\n",
@@ -251,7 +329,8 @@ int run_float8_bench(const Float8BenchOptions& o) {
                                   {"fsdp_ranks", o.fsdp_ranks},
                                   {"fsdp_seq_len", o.fsdp_seq_len},
                                   {"fsdp_local_batch", o.fsdp_local_batch},
-                                  {"cases", cases}});
+                                  {"cases", cases},
+                                  {"gemms", gemm_rows()}});
   return 0;
 }
 

@@ -2,7 +2,8 @@
 // recipe (tensorwise, rowwise, MXFP8) side by side: the step time in one
 // process and under FSDP, the bytes FSDP all-gathers per step (from the
 // profiler trace), and the overhead over bf16 of a PyTorch peer emulating the
-// same casts (bench/float8_peer.py), measured in the same run.
+// same casts (bench/float8_peer.py), measured in the same run; then the
+// GEMMs alone at llama3 8B widths (a Linear, an MoE layer's experts).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct Float8BenchOptions {
   int64_t fsdp_local_batch = 4;  // per rank
   int64_t vocab = 2048;          // the bench corpus's tokenizer
   bool peer = true;
+  bool training = true;  // false: only the GEMMs alone (--no-training)
   std::string json_path;
 };
 

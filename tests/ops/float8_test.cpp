@@ -465,6 +465,68 @@ TEST_P(CudaFloat8, CastsAndLinearMatchTheCpu) {
   }
 }
 
+// cuBLASLt's FP8 GEMM against the emulation (the bf16 GEMM of the decoded
+// values): tensorwise scales, rowwise (outer-vector) scales, and a rowwise
+// gradient beside a tensorwise weight; e4m3 with e4m3 and e5m2 with e4m3;
+// then each recipe's Linear with tensor_cores on against off. Both accumulate
+// in f32 (fast accumulation off), in different orders: 1e-5 relative.
+TEST_P(CudaFloat8, TensorCoreGemmMatchesTheEmulation) {
+  TITAN_REQUIRE_CUDA();
+  if (!ops::float8_tensor_cores(Device::cuda())) GTEST_SKIP() << "this GPU has no fp8 tensor cores (sm_89+)";
+  const DType dtype = GetParam();
+  const Tensor x = testing::on_cuda(testing::random_cpu({96, 64}, dtype, 41, -3.0, 3.0));
+  const Tensor w = testing::on_cuda(testing::random_cpu({48, 64}, dtype, 42, -0.1, 0.1));
+  const Float8Cast tensorwise{}, e5m2{Float8Scaling::tensorwise, Float8Format::e5m2, false};
+  const Float8Cast rowwise{Float8Scaling::axiswise, Float8Format::e4m3, true};
+  for (const auto& [x_cast, w_cast] : std::vector<std::pair<Float8Cast, Float8Cast>>{
+           {tensorwise, tensorwise}, {e5m2, tensorwise}, {rowwise, rowwise}, {rowwise, tensorwise}}) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(x_cast.scaling)) + ops::float8_format_name(x_cast.format) + " x " +
+                 std::to_string(static_cast<int>(w_cast.scaling)));
+    const ops::Float8Operand a = ops::float8_cast(x, x_cast, 1), b = ops::float8_cast(w, w_cast, 1);
+    const DType a_codes = x_cast.format == Float8Format::e4m3 ? DType::f8e4m3 : DType::f8e5m2;
+    const Tensor emulated = ops::float8_scaled_mm(a.values, a.scale, b.values.transpose(0, 1), b.scale, DType::f32);
+    const Tensor fp8 =
+        ops::float8_tensor_core_mm(a.values.to(a_codes), a.scale, b.values.to(DType::f8e4m3), b.scale, DType::f32);
+    EXPECT_TRUE(testing::all_close(testing::on_cpu(fp8), testing::on_cpu(emulated),
+                                   1e-5 * testing::max_abs(testing::on_cpu(emulated)), 1e-5));
+  }
+  for (const char* name : {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) {
+    SCOPED_TRACE(name);
+    nn::Float8LinearRecipe emulate = nn::float8_linear_recipe(name), cores = emulate;
+    cores.tensor_cores = true;
+    const Tensor gy = testing::on_cuda(testing::random_cpu({96, 48}, dtype, 43));
+    Tensor x1 = x.detach(), w1 = w.detach(), x2 = x.detach(), w2 = w.detach();
+    for (Tensor* t : {&x1, &w1, &x2, &w2}) t->set_requires_grad(true);
+    const Tensor y1 = F::float8_linear(x1, w1, Tensor(), emulate), y2 = F::float8_linear(x2, w2, Tensor(), cores);
+    autograd::backward({y1}, {gy});
+    autograd::backward({y2}, {gy});
+    const double tol = dtype == DType::f32 ? 1e-5 : 1.0 / 128;
+    for (const auto& [expected, actual] :
+         std::vector<std::pair<Tensor, Tensor>>{{y1, y2}, {x1.grad(), x2.grad()}, {w1.grad(), w2.grad()}}) {
+      const Tensor e = testing::on_cpu(expected);
+      EXPECT_TRUE(testing::all_close(testing::on_cpu(actual), e, tol * testing::max_abs(e), tol));
+    }
+  }
+}
+
+// On the CPU the op is the emulation itself; what it checks there is its contract.
+TEST(Float8TensorCoreMm, RefusesTwoE5m2OperandsAndAKNotInSixteens) {
+  const Tensor one = Tensor::full({1}, 1.0);
+  testing::expect_error(
+      [&] {
+        ops::float8_tensor_core_mm(Tensor::zeros({16, 32}, DType::f8e5m2), one, Tensor::zeros({16, 32}, DType::f8e5m2),
+                                   one, DType::f32);
+      },
+      {"two e5m2 operands"});
+  testing::expect_error(
+      [&] {
+        ops::float8_tensor_core_mm(Tensor::zeros({16, 24}, DType::f8e4m3), one, Tensor::zeros({16, 24}, DType::f8e4m3),
+                                   one, DType::f32);
+      },
+      {"K = 24 is not a multiple of 16"});
+  EXPECT_FALSE(ops::float8_tensor_cores(Device::cpu()));
+}
+
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaFloat8, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

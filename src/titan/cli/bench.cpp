@@ -49,7 +49,7 @@ Subcommand make_bench_subcommand() {
   auto suite = std::make_shared<std::string>();
   Subcommand subcommand;
   subcommand.add = [options, tokenizer, train, scaling, checkpoint, gpu, moe, pipeline, context, profiler, families,
-                    startup, failures, plan, bench_app, suite](CLI::App& parent) {
+                    startup, failures, plan, float8, bench_app, suite](CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "bench",
         "run a benchmark suite (ops, tokenizer, train, scaling, checkpoint, moe, pipeline, context-parallel, profiler, "
@@ -92,6 +92,8 @@ Subcommand make_bench_subcommand() {
                     "of its speed each side keeps")
         ->check(at_least(0));
     app->add_flag("!--no-scaling", moe->scaling, "moe suite: skip the expert-parallel runs");
+    app->add_flag("!--no-training", float8->training,
+                  "float8 suite: skip the training jobs (only the GEMMs alone at 8B widths)");
     app->add_option("--flavor", gpu->flavor, "gpu suite: llama3 flavor to train (default 1B)");
     app->add_option("--seq", gpu->seq_len,
                     "gpu, families, delta-rule, kv-cache and float8 suites: sequence length (default 4096; families "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "titan/core/error.h"
 #include "titan/nn/float8_recipe.h"
@@ -45,7 +46,9 @@ bool float8_module_filter(const std::string& fqn, int64_t in, int64_t out, const
 }
 
 std::vector<std::string> apply_float8(nn::Module& model, const Float8Options& options) {
-  const auto recipe = std::make_shared<const nn::Float8LinearRecipe>(nn::float8_linear_recipe(options.recipe_name));
+  nn::Float8LinearRecipe chosen = nn::float8_linear_recipe(options.recipe_name);
+  chosen.tensor_cores = !options.emulate;
+  const auto recipe = std::make_shared<const nn::Float8LinearRecipe>(std::move(chosen));
   std::vector<std::string> converted;
   for (auto& [fqn, module] : model.named_modules()) {
     auto* linear = dynamic_cast<nn::Linear*>(module);

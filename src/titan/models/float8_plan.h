@@ -34,6 +34,9 @@ struct Float8Options {
   // quantize.linear.float8.enable_fsdp_float8_all_gather: mark the converted
   // weights (nn::Parameter::float8_all_gather) to be cast from the master.
   bool fsdp_float8_all_gather = false;
+  // quantize.linear.float8.emulate: false runs the scaled GEMMs on fp8 tensor
+  // cores where the GPU has them (nn::Float8LinearRecipe::tensor_cores).
+  bool emulate = false;
 };
 
 // Installs the recipe on every Linear of `model` the filter picks and returns

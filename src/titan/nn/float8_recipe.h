@@ -22,6 +22,10 @@ struct Float8LinearRecipe {
   std::optional<ops::Float8Cast> input, weight, grad_output;  // forward's x and W; the input gradient's gy
   std::optional<ops::Float8Cast> weight_for_grad_input;       // the input gradient's W
   std::optional<ops::Float8Cast> input_for_grad_weight, grad_output_for_grad_weight;  // the weight gradient's
+  // Run the GEMMs of two scaled operands on fp8 tensor cores where the device
+  // has them (ops::float8_tensor_core_mm; TorchTitan's emulate = false). The
+  // numbers are the emulation's; the CPU always emulates.
+  bool tensor_cores = false;
   // Whether any cast is MX: the GEMMs' reduced dims (in, out and the token
   // count) must then be multiples of 32.
   bool uses_mx_blocks() const;

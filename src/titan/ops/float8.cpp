@@ -110,6 +110,37 @@ Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b,
   return out;
 }
 
+bool float8_tensor_cores(Device device) {
+  return device.is_cuda() && float8_tensor_cores_query.has_kernel(DeviceType::cuda) &&
+         float8_tensor_cores_query(device);
+}
+
+Tensor float8_tensor_core_mm(const Tensor& a, const Tensor& a_scale, const Tensor& bt, const Tensor& b_scale,
+                             DType out_dtype) {
+  const trace::OpScope op_scope("float8_tensor_core_mm");
+  check_rank("float8_tensor_core_mm", a, 2, "a");
+  check_rank("float8_tensor_core_mm", bt, 2, "bt");
+  check_dtype("float8_tensor_core_mm", a, {DType::f8e4m3, DType::f8e5m2}, "a");
+  check_dtype("float8_tensor_core_mm", bt, {DType::f8e4m3, DType::f8e5m2}, "bt");
+  check_contiguous("float8_tensor_core_mm", a, "a");
+  check_contiguous("float8_tensor_core_mm", bt, "bt");
+  check_same_device("float8_tensor_core_mm", bt, a);
+  TITAN_CHECK(a.size(1) == bt.size(1), "float8_tensor_core_mm: a {} and bt {} differ in K", shape_str(a.shape()),
+              shape_str(bt.shape()));
+  TITAN_CHECK(!(a.dtype() == DType::f8e5m2 && bt.dtype() == DType::f8e5m2),
+              "float8_tensor_core_mm: two e5m2 operands (cuBLASLt has no such FP8 GEMM)");
+  TITAN_CHECK(a.size(1) % 16 == 0, "float8_tensor_core_mm: K = {} is not a multiple of 16", a.size(1));
+  TITAN_CHECK(a_scale.defined() && b_scale.defined(), "float8_tensor_core_mm: both scales are needed");
+  check_scale(a_scale, a.size(0), "a_scale");
+  check_scale(b_scale, bt.size(0), "b_scale");
+  if (!float8_tensor_cores(a.device())) {  // the same numbers from the decoded values
+    return float8_scaled_mm(a.to(DType::bf16), a_scale, bt.to(DType::bf16).transpose(0, 1), b_scale, out_dtype);
+  }
+  Tensor out = Tensor::empty({a.size(0), bt.size(0)}, out_dtype, a.device());
+  float8_tensor_core_mm_kernels(a.device(), out, a, a_scale.contiguous(), bt, b_scale.contiguous());
+  return out;
+}
+
 Tensor float8_amaxes(std::span<const Tensor> parts) {
   const trace::OpScope op_scope("float8_amaxes");
   TITAN_CHECK(!parts.empty(), "float8_amaxes: no tensors");

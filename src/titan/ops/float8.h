@@ -98,6 +98,18 @@ Tensor float8_fake_quantize_groups(const Tensor& x, const Tensor& counts, const 
 Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Tensor& b_scale,
                         DType out_dtype);
 
+// The fp8 tensor-core GEMM (cuBLASLt's FP8 matmul, sm_89 and later):
+// out [M, N] = (a @ bt^T) / (a_scale (x) b_scale) in `out_dtype` (f32 or
+// bf16), a [M, K] and bt [N, K] contiguous fp8 codes (f8e4m3 or f8e5m2, not
+// both e5m2: both operands K-major, as cuBLASLt's FP8 kernels want them),
+// scales f32 [1] or [M] / [N] (rowwise: cuBLASLt's outer-vector scaling),
+// K a multiple of 16. It gives what float8_scaled_mm gives on the decoded
+// values (f32 accumulation, no fast accumulation); on the CPU it is that.
+Tensor float8_tensor_core_mm(const Tensor& a, const Tensor& a_scale, const Tensor& bt, const Tensor& b_scale,
+                             DType out_dtype);
+// Whether float8_tensor_core_mm runs on tensor cores on `device` (a GPU of compute capability 8.9 or later).
+bool float8_tensor_cores(Device device);
+
 // FSDP's float8 all-gather (tensorwise; torchao's WeightWithDynamicFloat8CastTensor):
 // each rank casts its shard of a weight with the scale of the whole weight,
 // from the max of the shards' amaxes (an all-reduce), and gathers one byte
@@ -127,6 +139,13 @@ inline Op<Float8UnscaleKernel> float8_unscale_kernels{"float8_unscale"};
 using Float8FakeQuantizeGroupsKernel = void(const Tensor& values, const Tensor& x, const Tensor& counts,
                                             const Float8Cast& cast);
 inline Op<Float8FakeQuantizeGroupsKernel> float8_fake_quantize_groups_kernels{"float8_fake_quantize_groups"};
+// out = (a @ bt^T) / (a_scale (x) b_scale), the scales f32 [1] or [M] / [N], as float8_tensor_core_mm says.
+using Float8TensorCoreMmKernel = void(const Tensor& out, const Tensor& a, const Tensor& a_scale, const Tensor& bt,
+                                      const Tensor& b_scale);
+inline Op<Float8TensorCoreMmKernel> float8_tensor_core_mm_kernels{"float8_tensor_core_mm"};
+// Whether the current device has fp8 tensor cores (registered for CUDA only).
+using Float8TensorCoresQuery = bool();
+inline Op<Float8TensorCoresQuery> float8_tensor_cores_query{"float8_tensor_cores"};
 using Float8AmaxesKernel = void(const Tensor& out, std::span<const Tensor> parts);
 inline Op<Float8AmaxesKernel> float8_amaxes_kernels{"float8_amaxes"};
 using Float8ScalesKernel = void(const Tensor& scales, const Tensor& amaxes, Float8Format format);

@@ -449,7 +449,8 @@ struct QuantizeSection {
             "Linears whose name contains one of these stay high precision; auto_filter_small_kn adds torchao's size "
             "thresholds");
     v.field("linear.float8.emulate", float8_emulate,
-            "TorchTitan's emulation switch; titan always runs the float8 GEMMs as exact bf16 GEMMs of the fp8 values");
+            "true: the float8 GEMMs as exact bf16 GEMMs of the fp8 values (the CPU always); false: cuBLASLt's FP8 "
+            "GEMMs on GPUs of compute capability 8.9 or later");
     v.field("linear.mx.mxfp8_dim1_cast_kernel_choice", mx_dim1_cast_kernel_choice,
             "triton, cuda or torch: which kernel casts along dim 1 in TorchTitan; titan has one cast kernel");
     v.field("linear.mx.recipe_name", mx_recipe_name, "mxfp8_cublas (or mxfp8): e4m3 in blocks of 32, e8m0 scales");

@@ -57,7 +57,7 @@ std::optional<models::Float8Options> float8_options(const JobConfig& config) {
   const QuantizeSection& q = config.quantize;
   if (converter == "quantize.linear.mx") return models::Float8Options{converter, q.mx_recipe_name, q.mx_filter_fqns};
   return models::Float8Options{converter, q.float8_recipe_name.empty() ? "tensorwise" : q.float8_recipe_name,
-                               q.float8_filter_fqns, q.float8_fsdp_all_gather};
+                               q.float8_filter_fqns, q.float8_fsdp_all_gather, q.float8_emulate};
 }
 
 std::optional<models::Float8GroupedOptions> float8_grouped_options(const JobConfig& config) {

@@ -156,9 +156,9 @@ void Trainer::print_banner() const {
 // Which Linears a quantize.linear.* converter changed (TorchTitan logs the same count).
 void Trainer::print_float8_line() const {
   if (const auto grouped = float8_grouped_options(config_)) {
-    std::printf("titan: %s (%s) on %zu MoE experts module(s): %s\n", grouped->converter.c_str(),
+    std::printf("titan: %s (%s) on %zu MoE experts module(s) matching [%s]\n", grouped->converter.c_str(),
                 grouped->converter == "quantize.grouped_mm.mx" ? "mxfp8, RCEIL scales" : "rowwise, power-of-two scales",
-                job_.float8_experts.size(), fmt::format("{}", fmt::join(job_.float8_experts, ", ")).c_str());
+                job_.float8_experts.size(), fmt::format("{}", fmt::join(grouped->fqns, ", ")).c_str());
   }
   const auto float8 = float8_options(config_);
   if (!float8) return;

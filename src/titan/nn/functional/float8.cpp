@@ -15,21 +15,32 @@ using autograd::record;
 namespace {
 
 struct CastOperand {
-  Tensor values, scale;  // scale undefined: none to divide by (high precision or MX)
+  Tensor values, scale;         // scale undefined: none to divide by (high precision or MX)
+  DType codes = DType::f8e4m3;  // the fp8 format of scaled values, for the tensor-core GEMM
 };
+
+DType codes_of(ops::Float8Format format) { return format == ops::Float8Format::e4m3 ? DType::f8e4m3 : DType::f8e5m2; }
 
 // `x` cast along `axis` as `cast` says, or as it is when the recipe keeps it in high precision.
 CastOperand cast_operand(const Tensor& x, const std::optional<ops::Float8Cast>& cast, int64_t axis) {
   if (!cast.has_value()) return {x, Tensor()};
   ops::Float8Operand operand = ops::float8_cast(x, *cast, axis);
   if (cast->scaling == ops::Float8Scaling::mx_block) return {operand.values, Tensor()};
-  return {operand.values, operand.scale};
+  return {operand.values, operand.scale, codes_of(cast->format)};
 }
 
-// a [M, K] @ b [K, N] of two cast operands. A high-precision operand meeting a
-// cast one is rounded to bf16 for the GEMM (no recipe here does that).
-Tensor product(const CastOperand& a, const CastOperand& b, DType out_dtype) {
+// a [M, K] @ b [K, N] of two cast operands. With `tensor_cores` and two
+// scaled operands on a GPU that has them, cuBLASLt's FP8 GEMM on their codes
+// (K-major copies; the values are on the fp8 grid, so the codes are exact);
+// otherwise the bf16 GEMM of the values, the same numbers. A high-precision
+// operand meeting a cast one is rounded to bf16 (no recipe here does that).
+Tensor product(const CastOperand& a, const CastOperand& b, DType out_dtype, bool tensor_cores) {
   Tensor left = a.values, right = b.values;
+  if (tensor_cores && a.scale.defined() && b.scale.defined() && left.size(1) % 16 == 0 &&
+      !(a.codes == DType::f8e5m2 && b.codes == DType::f8e5m2) && ops::float8_tensor_cores(left.device())) {
+    return ops::float8_tensor_core_mm(left.contiguous().to(a.codes), a.scale,
+                                      right.transpose(0, 1).contiguous().to(b.codes), b.scale, out_dtype);
+  }
   if (left.dtype() != right.dtype()) {
     left = left.to(DType::bf16);
     right = right.to(DType::bf16);
@@ -72,7 +83,7 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   // W cast for the GEMM reducing over `axis`: the tensorwise cast is the same along either.
   const auto weight_operand = [precast, weight_scale](const Tensor& w, const std::optional<ops::Float8Cast>& cast,
                                                       int64_t axis) {
-    return precast ? CastOperand{w, weight_scale} : cast_operand(w, cast, axis);
+    return precast ? CastOperand{w, weight_scale, DType::f8e4m3} : cast_operand(w, cast, axis);
   };
   Tensor y = product(
                  cast_operand(x2, recipe.input, 1),
@@ -81,7 +92,7 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
                    wt.values = wt.values.transpose(0, 1);
                    return wt;
                  }(),
-                 x.dtype())
+                 x.dtype(), recipe.tensor_cores)
                  .view(out_shape);
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
   const Tensor saved_x = need_w ? x2.detach() : Tensor(), saved_w = need_x ? w.detach() : Tensor();
@@ -92,13 +103,13 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
     Tensor grad_x, grad_w;
     if (need_x && autograd::input_grad_wanted(0)) {  // gy [M, out] @ W [out, in], reduced over out
       grad_x = product(cast_operand(g2, recipe.grad_output, 1),
-                       weight_operand(saved_w, recipe.weight_for_grad_input, 0), x_dtype)
+                       weight_operand(saved_w, recipe.weight_for_grad_input, 0), x_dtype, recipe.tensor_cores)
                    .view(x_shape);
     }
     if (need_w && autograd::input_grad_wanted(1)) {  // gy^T [out, M] @ x [M, in], reduced over the tokens
       CastOperand gt = cast_operand(g2, recipe.grad_output_for_grad_weight, 0);
       gt.values = gt.values.transpose(0, 1);
-      grad_w = product(gt, cast_operand(saved_x, recipe.input_for_grad_weight, 0), w_dtype);
+      grad_w = product(gt, cast_operand(saved_x, recipe.input_for_grad_weight, 0), w_dtype, recipe.tensor_cores);
     }
     return std::vector<Tensor>{grad_x, grad_w};
   });

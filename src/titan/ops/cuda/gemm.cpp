@@ -47,15 +47,6 @@ cudaDataType_t to_cuda(DType dtype) {
   }
 }
 
-// The largest power of two (up to cuBLASLt's default assumption of 256) that
-// divides the address of every batch entry: kernels with vector loads need the
-// alignment they assume, and an entry starts batch_stride_bytes after the last.
-uint32_t alignment_of(const void* pointer, int64_t batch_stride_bytes = 0) {
-  const auto bits = reinterpret_cast<uintptr_t>(pointer) | static_cast<uintptr_t>(batch_stride_bytes);
-  const uintptr_t lowest_bit = bits & (~bits + 1);
-  return lowest_bit == 0 || lowest_bit > 256 ? 256u : static_cast<uint32_t>(lowest_bit);
-}
-
 int64_t batch_stride_of(const Tensor& t, int32_t batch) {
   return batch > 1 && t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
 }

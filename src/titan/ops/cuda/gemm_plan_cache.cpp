@@ -29,6 +29,7 @@ struct ProblemHash {
     mix(static_cast<int>(p.op_a));
     mix(static_cast<int>(p.op_b));
     mix(p.batch);
+    mix(p.fp8_scales ? static_cast<int>(*p.fp8_scales) : -1);
     for (const GemmMatrix* m : {&p.a, &p.b, &p.c}) {
       mix(static_cast<int>(m->type));
       mix(m->rows);
@@ -78,6 +79,12 @@ std::shared_ptr<const GemmPlan> make_plan(cublasLtHandle_t handle, const GemmPro
   plan->desc.reset(desc);
   set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(problem.op_a));
   set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(problem.op_b));
+  if (problem.fp8_scales) {
+    set_desc(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<int32_t>(*problem.fp8_scales));
+    set_desc(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<int32_t>(*problem.fp8_scales));
+    // Accumulate in full f32 throughout (no Hopper "fast accumulation"), as the CPU's emulation does.
+    set_desc(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(0));
+  }
   // The epilogue stays CUBLASLT_EPILOGUE_DEFAULT: CUBLASLT_EPILOGUE_BIAS would
   // fuse a bias add, but the gemm op has no bias argument to give it.
   plan->a = make_layout(problem.a, problem.batch);

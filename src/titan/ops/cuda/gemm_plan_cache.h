@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 namespace titan::ops::cuda {
@@ -36,8 +37,21 @@ struct GemmProblem {
   cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
   GemmMatrix a, b, c;
   int32_t batch = 1;
+  // FP8 operands' scales (A_SCALE_MODE and B_SCALE_MODE, the pointers passed
+  // per call): none for other GEMMs, else one f32 per matrix or, outer
+  // vector, one per row of the result and one per column.
+  std::optional<cublasLtMatmulMatrixScale_t> fp8_scales;
   bool operator==(const GemmProblem&) const = default;
 };
+
+// The largest power of two (up to cuBLASLt's default assumption of 256) that
+// divides the address of every batch entry: kernels with vector loads need the
+// alignment they assume, and an entry starts batch_stride_bytes after the last.
+inline uint32_t alignment_of(const void* pointer, int64_t batch_stride_bytes = 0) {
+  const auto bits = reinterpret_cast<uintptr_t>(pointer) | static_cast<uintptr_t>(batch_stride_bytes);
+  const uintptr_t lowest_bit = bits & (~bits + 1);
+  return lowest_bit == 0 || lowest_bit > 256 ? 256u : static_cast<uint32_t>(lowest_bit);
+}
 
 template <typename Handle, cublasStatus_t (*Destroy)(Handle)>
 struct CublasLtDeleter {

@@ -30,6 +30,7 @@
   X(conv2d_im2col)                 \
   X(group_norm)                    \
   X(float8)                        \
+  X(float8_gemm)                   \
   X(synchronize)                   \
   X(host_swap)                     \
   X(step_recorder)                 \

@@ -105,6 +105,27 @@ float strided_amax(const T* x, int64_t n, int64_t stride) {
 
 inline float combine_amax(float a, float b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); }
 
+// max |x| down each of `width` columns over rows [first, last) (rows `stride`
+// elements apart), NaN for a column holding one, into amax[0, width). Row by
+// row, so that the reads stay sequential; `nan_seen` is scratch of `width`.
+template <typename T>
+void column_amaxes(const T* x, int64_t first, int64_t last, int64_t stride, float* amax, std::vector<int>& nan_seen) {
+  const size_t width = nan_seen.size();
+  std::fill(amax, amax + width, 0.0f);
+  std::fill(nan_seen.begin(), nan_seen.end(), 0);
+  for (int64_t r = first; r < last; ++r) {
+    const T* row = x + r * stride;
+    for (size_t c = 0; c < width; ++c) {
+      const float value = to_f32(row[c]);
+      amax[c] = std::max(amax[c], std::fabs(value));
+      nan_seen[c] |= static_cast<int>(value != value);
+    }
+  }
+  for (size_t c = 0; c < width; ++c) {
+    if (nan_seen[c] != 0) amax[c] = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
 template <typename T>
 float tensor_amax(const T* x, int64_t n) {
   constexpr int64_t kChunk = 1 << 14;
@@ -171,19 +192,10 @@ void cast_mx(const T* x, bf16* values, uint8_t* exponents, int64_t rows, int64_t
     std::vector<int> nan_seen(static_cast<size_t>(cols));
     for (int64_t rb = begin; rb < end; ++rb) {
       const int64_t first_row = rb * kMxBlockSize;
-      std::fill(amax.begin(), amax.end(), 0.0f);
-      std::fill(nan_seen.begin(), nan_seen.end(), 0);
-      for (int64_t r = first_row; r < first_row + kMxBlockSize; ++r) {
-        const T* row = x + r * cols;
-        for (int64_t c = 0; c < cols; ++c) {
-          const float value = to_f32(row[c]);
-          amax[static_cast<size_t>(c)] = std::max(amax[static_cast<size_t>(c)], std::fabs(value));
-          nan_seen[static_cast<size_t>(c)] |= static_cast<int>(value != value);
-        }
-      }
+      column_amaxes(x, first_row, first_row + kMxBlockSize, cols, amax.data(), nan_seen);
       for (int64_t c = 0; c < cols; ++c) {
         const auto i = static_cast<size_t>(c);
-        const int32_t exponent = mx_exponent(nan_seen[i] != 0 ? NAN : amax[i], grid, rounding);
+        const int32_t exponent = mx_exponent(amax[i], grid, rounding);
         exponents[rb * cols + c] = static_cast<uint8_t>(exponent + 127);
         inverse[i] = mx_inverse(exponent);
         scale[i] = mx_scale(exponent);
@@ -224,21 +236,12 @@ void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor&
           });
         } else {
           parallel_for(cols, 16, [&](int64_t begin, int64_t end) {
-            // Row by row, so that the reads stay sequential; the NaN flags beside the maxima.
             const auto width = static_cast<size_t>(end - begin);
-            std::vector<float> running(width, 0.0f);
-            std::vector<int> nan_seen(width, 0);
-            for (int64_t r = 0; r < rows; ++r) {
-              const T* row = src + r * cols + begin;
-              for (size_t c = 0; c < width; ++c) {
-                const float value = to_f32(row[c]);
-                running[c] = std::max(running[c], std::fabs(value));
-                nan_seen[c] |= static_cast<int>(value != value);
-              }
-            }
+            std::vector<float> amax(width);
+            std::vector<int> nan_seen(width);
+            column_amaxes(src + begin, 0, rows, cols, amax.data(), nan_seen);
             for (size_t c = 0; c < width; ++c) {
-              const float amax = nan_seen[c] != 0 ? std::numeric_limits<float>::quiet_NaN() : running[c];
-              scales[begin + static_cast<int64_t>(c)] = scale_from_amax(amax, grid, cast.power_of_two_scale);
+              scales[begin + static_cast<int64_t>(c)] = scale_from_amax(amax[c], grid, cast.power_of_two_scale);
             }
           });
         }
@@ -265,18 +268,9 @@ void fake_quantize_segments(const T* x, bf16* values, int64_t cols, std::span<co
     std::vector<int> nan_seen(width);
     for (int64_t s = begin; s < end; ++s) {
       const int64_t first = bounds[static_cast<size_t>(s)], last = bounds[static_cast<size_t>(s) + 1];
-      std::fill(amax.begin(), amax.end(), 0.0f);
-      std::fill(nan_seen.begin(), nan_seen.end(), 0);
-      for (int64_t r = first; r < last; ++r) {  // row by row, so that the reads stay sequential
-        const T* row = x + r * cols;
-        for (size_t c = 0; c < width; ++c) {
-          const float value = to_f32(row[c]);
-          amax[c] = std::max(amax[c], std::fabs(value));
-          nan_seen[c] |= static_cast<int>(value != value);
-        }
-      }
+      column_amaxes(x, first, last, cols, amax.data(), nan_seen);
       for (size_t c = 0; c < width; ++c) {
-        const float a = nan_seen[c] != 0 ? std::numeric_limits<float>::quiet_NaN() : amax[c];
+        const float a = amax[c];
         if (cast.scaling == Float8Scaling::mx_block) {
           const int32_t exponent = mx_exponent(a, grid, cast.mx_rounding);
           to_fp8[c] = mx_inverse(exponent);

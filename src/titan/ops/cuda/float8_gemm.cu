@@ -1,0 +1,114 @@
+// The fp8 tensor-core GEMM (ops::float8_tensor_core_mm) through cuBLASLt's
+// FP8 matmul: e4m3 / e5m2 operands, f32 accumulation (fast accumulation
+// off), the scales' reciprocals as A_SCALE_POINTER and B_SCALE_POINTER,
+// one f32 per matrix (tensorwise) or per row and column of the result
+// (rowwise: CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). Hopper's FP8
+// kernels take only the "TN" layout: in cuBLASLt's column-major terms A
+// transposed and B not, i.e. both titan operands K-major, which the op's
+// contract asks of its callers. Plans are cached with the other GEMMs'
+// (gemm_plan_cache.h), so a call allocates nothing but two small reciprocal
+// vectors. Written and compiled without a GPU: never run
+// (tests/ops/float8_test.cpp's CudaFloat8 skips here).
+#include <cuda_runtime.h>
+
+#include <atomic>
+
+#include "titan/core/tensor.h"
+#include "titan/ops/cuda/cuda_check.h"
+#include "titan/ops/cuda/device_math.cuh"
+#include "titan/ops/cuda/gemm_cublas_check.h"
+#include "titan/ops/cuda/gemm_plan_cache.h"
+#include "titan/ops/cuda/stream.h"
+#include "titan/ops/float8.h"
+
+namespace titan::ops::cuda {
+namespace float8_gemm_device {
+
+__global__ void reciprocals(float* out, const float* scales, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = __frcp_rn(scales[i]);
+  }
+}
+
+// 1 / scale for each scale, repeated to `length` values when one stands for all (outer-vector mode).
+Tensor inverse_scales(const Tensor& scales, int64_t length) {
+  Tensor out = Tensor::empty({length}, DType::f32, scales.device());
+  const Tensor source = scales.numel() == length ? scales : scales.expand({length}).contiguous();
+  reciprocals<<<grid_for(length, 256), 256, 0, current_stream()>>>(out.data<float>(), source.data<float>(), length);
+  TITAN_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+
+cudaDataType_t fp8_type(DType dtype) { return dtype == DType::f8e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
+
+void float8_tensor_core_mm_kernel(const Tensor& out, const Tensor& a, const Tensor& a_scale, const Tensor& bt,
+                                  const Tensor& b_scale) {
+  const int64_t m = a.size(0), k = a.size(1), n = bt.size(0);
+  if (m == 0 || n == 0) return;
+  // Tensorwise when both are one value; otherwise both become vectors (a tensorwise W beside a rowwise gradient).
+  const bool scalar = a_scale.numel() == 1 && b_scale.numel() == 1;
+  GemmProblem problem;
+  TITAN_CUDA_CHECK(cudaGetDevice(&problem.device));
+  // out^T (column-major n x m) = bt (read column-major: k x n, transposed) @ a (column-major k x m).
+  problem.op_a = CUBLAS_OP_T;
+  problem.op_b = CUBLAS_OP_N;
+  problem.a = {fp8_type(bt.dtype()),       static_cast<uint64_t>(k), static_cast<uint64_t>(n), k, 0,
+               alignment_of(bt.data_ptr())};
+  problem.b = {fp8_type(a.dtype()),       static_cast<uint64_t>(k), static_cast<uint64_t>(m), k, 0,
+               alignment_of(a.data_ptr())};
+  problem.c = {out.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F,
+               static_cast<uint64_t>(n),
+               static_cast<uint64_t>(m),
+               n,
+               0,
+               alignment_of(out.data_ptr())};
+  problem.fp8_scales = scalar ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const cudaStream_t stream = current_stream();
+  const GemmLaunch launch = gemm_launch(problem, stream);
+  TITAN_CHECK(launch.plan->has_algo,
+              "float8_tensor_core_mm: cuBLASLt has no FP8 algorithm for [{}, {}] x [{}, {}] ({} x {}) -> {}; run the "
+              "float8 recipes emulated (quantize.linear.float8.emulate = true)",
+              m, k, n, k, dtype_name(a.dtype()), dtype_name(bt.dtype()), dtype_name(out.dtype()));
+  // cuBLASLt's A is bt (scales per column of out), its B is a (per row).
+  const Tensor a_inverse = inverse_scales(a_scale, scalar ? 1 : m), b_inverse = inverse_scales(b_scale, scalar ? 1 : n);
+  const void* a_pointer = b_inverse.data_ptr();
+  const void* b_pointer = a_inverse.data_ptr();
+  cublasLtMatmulDesc_t desc = launch.plan->desc.get();
+  TITAN_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_pointer, sizeof(a_pointer)));
+  TITAN_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_pointer, sizeof(b_pointer)));
+  const float alpha = 1.0f, beta = 0.0f;
+  TITAN_CUBLAS_CHECK(cublasLtMatmul(launch.handle, desc, &alpha, bt.data_ptr(), launch.plan->a.get(), a.data_ptr(),
+                                    launch.plan->b.get(), &beta, out.data_ptr(), launch.plan->c.get(), out.data_ptr(),
+                                    launch.plan->c.get(), &launch.plan->algo, launch.workspace, launch.workspace_bytes,
+                                    stream));
+}
+
+// Compute capability 8.9 (Ada) or later: fp8 tensor cores.
+bool float8_tensor_cores_here() {
+  static std::atomic<int> capability_of[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+  int capability = capability_of[device].load(std::memory_order_relaxed);
+  if (capability == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      return false;
+    }
+    capability = 10 * major + minor;
+    capability_of[device].store(capability, std::memory_order_relaxed);
+  }
+  return capability >= 89;
+}
+
+}  // namespace float8_gemm_device
+
+void register_float8_gemm() {
+  float8_tensor_core_mm_kernels.set_kernel(DeviceType::cuda, float8_gemm_device::float8_tensor_core_mm_kernel);
+  float8_tensor_cores_query.set_kernel(DeviceType::cuda, float8_gemm_device::float8_tensor_cores_here);
+}
+
+}  // namespace titan::ops::cuda

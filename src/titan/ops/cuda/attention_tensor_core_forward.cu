@@ -26,9 +26,8 @@
 // The round trip is taken per warp, only when one of its rows moved m.
 #include <cuda_bf16.h>
 
-#include <atomic>
-
 #include "titan/ops/cuda/attention_tensor_core.cuh"
+#include "titan/ops/cuda/stream.h"
 
 namespace titan::ops::cuda {
 namespace attention::tensor_core {
@@ -289,19 +288,7 @@ cudaError_t launch_forward(const AttentionProblem& p, const void* q, const void*
 
 }  // namespace
 
-bool tensor_core_device() {
-  // Cached per device (the compute capability cannot change under a process);
-  // atomic because launches may come from several host threads.
-  static std::atomic<int> major_of[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  int major = major_of[device].load(std::memory_order_relaxed);
-  if (major == 0) {
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-    major_of[device].store(major, std::memory_order_relaxed);
-  }
-  return major >= 8;
-}
+bool tensor_core_device() { return compute_capability() >= 80; }
 
 }  // namespace attention::tensor_core
 

@@ -11,8 +11,6 @@
 // (tests/ops/float8_test.cpp's CudaFloat8 skips here).
 #include <cuda_runtime.h>
 
-#include <atomic>
-
 #include "titan/core/tensor.h"
 #include "titan/ops/cuda/cuda_check.h"
 #include "titan/ops/cuda/device_math.cuh"
@@ -87,22 +85,7 @@ void float8_tensor_core_mm_kernel(const Tensor& out, const Tensor& a, const Tens
 }
 
 // Compute capability 8.9 (Ada) or later: fp8 tensor cores.
-bool float8_tensor_cores_here() {
-  static std::atomic<int> capability_of[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  int capability = capability_of[device].load(std::memory_order_relaxed);
-  if (capability == 0) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      return false;
-    }
-    capability = 10 * major + minor;
-    capability_of[device].store(capability, std::memory_order_relaxed);
-  }
-  return capability >= 89;
-}
+bool float8_tensor_cores_here() { return compute_capability() >= 89; }
 
 }  // namespace float8_gemm_device
 

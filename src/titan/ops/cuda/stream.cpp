@@ -1,5 +1,6 @@
 #include "titan/ops/cuda/stream.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "titan/ops/cuda/cuda_check.h"
@@ -41,6 +42,25 @@ int multiprocessor_count() {
     return sms;
   }();
   return count;
+}
+
+int compute_capability() {
+  // Cached per device (it cannot change under a process); atomic because
+  // launches may come from several host threads.
+  static std::atomic<int> capability_of[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+  int capability = capability_of[device].load(std::memory_order_relaxed);
+  if (capability == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      return 0;
+    }
+    capability = 10 * major + minor;
+    capability_of[device].store(capability, std::memory_order_relaxed);
+  }
+  return capability;
 }
 
 }  // namespace titan::ops::cuda

@@ -16,6 +16,10 @@ void set_current_stream(cudaStream_t stream);
 cudaStream_t create_nonblocking_stream();
 // Multiprocessors on the current device (grids size themselves by it).
 int multiprocessor_count();
+// The current device's compute capability as 10 * major + minor (90 for
+// sm_90), cached per device; 0 when it cannot be read. Kernels that need
+// tensor cores of a generation ask it before launching.
+int compute_capability();
 
 // Sets the current stream for one scope.
 class StreamGuard {

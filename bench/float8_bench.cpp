@@ -28,12 +28,6 @@
 #include "titan/nn/functional.h"
 #include "titan/ops/cpu/isa.h"
 
-// The peer is not among the files cmake/share_data.cmake installs, so it runs
-// from the source tree, as failures_bench.cpp's scripts do.
-#ifndef TITAN_BENCH_DIR
-#define TITAN_BENCH_DIR ""
-#endif
-
 namespace titan::bench {
 namespace {
 
@@ -153,11 +147,11 @@ std::map<std::string, double> peer_steps(const Float8BenchOptions& o) {
     if (!r.peer.empty()) names += (names.empty() ? "" : ",") + r.peer;
   }
   const std::string command = fmt::format(
-      "{}/usr/bin/python3 {}/float8_peer.py{} --dim {} --layers {} --heads {} --hidden {} --vocab {} --seq {} "
+      "{}/usr/bin/python3 {}{} --dim {} --layers {} --heads {} --hidden {} --vocab {} --seq {} "
       "--batch {} --steps {} --warmup 1 --threads {} --recipes {}",
-      environment, TITAN_BENCH_DIR, environment.empty() ? "" : " --no-mkldnn", a.dim(), a.n_layers(),
-      a.layers.front().attention.n_heads, a.layers.front().feed_forward.hidden_dim, o.vocab, o.seq_len, o.local_batch,
-      o.steps, omp_get_max_threads(), names);
+      environment, shared_file("bench/float8_peer.py"), environment.empty() ? "" : " --no-mkldnn", a.dim(),
+      a.n_layers(), a.layers.front().attention.n_heads, a.layers.front().feed_forward.hidden_dim, o.vocab, o.seq_len,
+      o.local_batch, o.steps, omp_get_max_threads(), names);
   std::map<std::string, double> steps;
   const std::optional<nlohmann::json> result = run_peer(command, "float8 bench");
   if (!result) return steps;

@@ -36,7 +36,7 @@ if(NOT tokenizers_found)
     "tokenizers (cl100k_base, llama3, ...) will be missing; run scripts/setup.sh and reconfigure")
 endif()
 
-foreach(peer train_peer.py families_peer.py moe_peer.py gpu_train_peer.py flux_peer.py tokenizer_peer.cjs)
+foreach(peer train_peer.py families_peer.py moe_peer.py gpu_train_peer.py flux_peer.py float8_peer.py tokenizer_peer.cjs)
   titan_share_file(${PROJECT_SOURCE_DIR}/bench/${peer} bench/${peer})
 endforeach()
 # tests/reference's plain-PyTorch models the families peer trains for the

@@ -15,6 +15,7 @@
 
 #include "support/cuda.h"
 #include "support/expect_error.h"
+#include "support/float8_linear_twins.h"
 #include "support/reference.h"
 #include "titan/autograd/engine.h"
 #include "titan/nn/float8_recipe.h"
@@ -483,29 +484,16 @@ TEST_P(CudaFloat8, TensorCoreGemmMatchesTheEmulation) {
     SCOPED_TRACE(std::to_string(static_cast<int>(x_cast.scaling)) + ops::float8_format_name(x_cast.format) + " x " +
                  std::to_string(static_cast<int>(w_cast.scaling)));
     const ops::Float8Operand a = ops::float8_cast(x, x_cast, 1), b = ops::float8_cast(w, w_cast, 1);
-    const DType a_codes = x_cast.format == Float8Format::e4m3 ? DType::f8e4m3 : DType::f8e5m2;
+    const DType a_codes = ops::float8_dtype(x_cast.format);
     const Tensor emulated = ops::float8_scaled_mm(a.values, a.scale, b.values.transpose(0, 1), b.scale, DType::f32);
     const Tensor fp8 =
         ops::float8_tensor_core_mm(a.values.to(a_codes), a.scale, b.values.to(DType::f8e4m3), b.scale, DType::f32);
     EXPECT_TRUE(testing::all_close(testing::on_cpu(fp8), testing::on_cpu(emulated),
                                    1e-5 * testing::max_abs(testing::on_cpu(emulated)), 1e-5));
   }
+  const Tensor gy = testing::on_cuda(testing::random_cpu({96, 48}, dtype, 43));
   for (const char* name : {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) {
-    SCOPED_TRACE(name);
-    nn::Float8LinearRecipe emulate = nn::float8_linear_recipe(name), cores = emulate;
-    cores.tensor_cores = true;
-    const Tensor gy = testing::on_cuda(testing::random_cpu({96, 48}, dtype, 43));
-    Tensor x1 = x.detach(), w1 = w.detach(), x2 = x.detach(), w2 = w.detach();
-    for (Tensor* t : {&x1, &w1, &x2, &w2}) t->set_requires_grad(true);
-    const Tensor y1 = F::float8_linear(x1, w1, Tensor(), emulate), y2 = F::float8_linear(x2, w2, Tensor(), cores);
-    autograd::backward({y1}, {gy});
-    autograd::backward({y2}, {gy});
-    const double tol = dtype == DType::f32 ? 1e-5 : 1.0 / 128;
-    for (const auto& [expected, actual] :
-         std::vector<std::pair<Tensor, Tensor>>{{y1, y2}, {x1.grad(), x2.grad()}, {w1.grad(), w2.grad()}}) {
-      const Tensor e = testing::on_cpu(expected);
-      EXPECT_TRUE(testing::all_close(testing::on_cpu(actual), e, tol * testing::max_abs(e), tol));
-    }
+    testing::expect_tensor_cores_match_emulation(name, x, w, gy, dtype == DType::f32 ? 1e-5 : 1.0 / 128);
   }
 }
 

@@ -10,8 +10,9 @@ float float8_max(Float8Format format) { return format == Float8Format::e4m3 ? 44
 
 const char* float8_format_name(Float8Format format) { return format == Float8Format::e4m3 ? "e4m3" : "e5m2"; }
 
-Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis) {
-  const trace::OpScope op_scope("float8_cast");
+namespace {
+
+Float8Operand cast_operand(const Tensor& x, const Float8Cast& cast, int64_t axis, bool dequantize) {
   check_defined("float8_cast", x, "x");
   check_rank("float8_cast", x, 2, "x");
   check_dtype("float8_cast", x, {DType::f32, DType::bf16}, "x");
@@ -36,8 +37,17 @@ Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis)
       break;
     }
   }
-  if (!x.device().is_meta()) float8_cast_kernels(x.device(), result.values, result.scale, x.contiguous(), cast, axis);
+  if (!x.device().is_meta()) {
+    float8_cast_kernels(x.device(), result.values, result.scale, x.contiguous(), cast, axis, dequantize);
+  }
   return result;
+}
+
+}  // namespace
+
+Float8Operand float8_cast(const Tensor& x, const Float8Cast& cast, int64_t axis) {
+  const trace::OpScope op_scope("float8_cast");
+  return cast_operand(x, cast, axis, false);
 }
 
 namespace {
@@ -50,16 +60,9 @@ void check_power_of_two_scales(const char* op, const Float8Cast& cast) {
 }  // namespace
 
 Tensor float8_fake_quantize(const Tensor& x, const Float8Cast& cast, int64_t axis) {
+  const trace::OpScope op_scope("float8_fake_quantize");
   check_power_of_two_scales("float8_fake_quantize", cast);
-  Float8Operand operand = float8_cast(x, cast, axis);
-  if (cast.scaling == Float8Scaling::mx_block) return operand.values;  // stored dequantized already
-  Tensor values = Tensor::empty(x.shape(), DType::bf16, x.device());
-  if (!x.device().is_meta()) {
-    const bool per_row = cast.scaling == Float8Scaling::tensorwise || axis == 1;
-    float8_unscale_kernels(x.device(), values, operand.values.to(DType::f32), per_row ? operand.scale : Tensor(),
-                           per_row ? Tensor() : operand.scale);
-  }
-  return values;
+  return cast_operand(x, cast, axis, true).values;
 }
 
 Tensor float8_fake_quantize_groups(const Tensor& x, const Tensor& counts, const Float8Cast& cast) {
@@ -99,6 +102,13 @@ Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b,
   check_scale(a_scale, a.size(0), "a_scale");
   check_scale(b_scale, b.size(1), "b_scale");
   if (!a_scale.defined() && !b_scale.defined()) return matmul(a, b, out_dtype);  // MX: the scales are applied
+  if ((!a_scale.defined() || a_scale.numel() == 1) && float8_scaled_gemm_kernels.has_kernel(a.device().type) &&
+      a.dtype() == DType::bf16 && b.dtype() == DType::bf16) {
+    Tensor out = Tensor::empty({a.size(0), b.size(1)}, out_dtype, a.device());
+    float8_scaled_gemm_kernels(a.device(), out, a, b, a_scale.defined() ? a_scale.contiguous() : Tensor(),
+                               b_scale.defined() ? b_scale.contiguous() : Tensor());
+    return out;
+  }
   // The scales go on in a pass of their own, not as the GEMM's alpha: they change every step, and a oneDNN
   // primitive is built (and cached) per alpha.
   const Tensor acc = matmul(a, b, DType::f32);

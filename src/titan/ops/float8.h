@@ -56,6 +56,11 @@ struct Float8Cast {
 // The format's largest finite value: 448 (e4m3) or 57344 (e5m2).
 float float8_max(Float8Format format);
 const char* float8_format_name(Float8Format format);
+// The dtype of a format's codes (f8e4m3 or f8e5m2), and the format of such a dtype.
+inline DType float8_dtype(Float8Format format) { return format == Float8Format::e4m3 ? DType::f8e4m3 : DType::f8e5m2; }
+inline Float8Format float8_format_of(DType codes) {
+  return codes == DType::f8e4m3 ? Float8Format::e4m3 : Float8Format::e5m2;
+}
 
 struct Float8Operand {
   // bf16, x's shape. Tensorwise and axiswise: the fp8 values of x * scale.
@@ -94,7 +99,11 @@ Tensor float8_fake_quantize_groups(const Tensor& x, const Tensor& counts, const 
 // a [M, K] and b [K, N] bf16 (cast values; b may be a transposed view),
 // a_scale f32 [1] or [M] and b_scale f32 [1] or [N], either undefined for 1
 // (an MX or high-precision operand). Accumulates in f32, multiplies by the
-// scales' f32 reciprocals (cuBLASLt's scale pointers) and rounds once.
+// scales' f32 reciprocals (cuBLASLt's scale pointers) and rounds once. Where
+// the device has float8_scaled_gemm_kernels (the CPU's oneDNN bf16 matmul)
+// and a_scale is one value, the GEMM multiplies its accumulators itself
+// (binary post-ops), the same operations without an f32 result and a pass
+// over it; otherwise the f32 GEMM, then float8_unscale_kernels.
 Tensor float8_scaled_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Tensor& b_scale,
                         DType out_dtype);
 
@@ -109,6 +118,30 @@ Tensor float8_tensor_core_mm(const Tensor& a, const Tensor& a_scale, const Tenso
                              DType out_dtype);
 // Whether float8_tensor_core_mm runs on tensor cores on `device` (a GPU of compute capability 8.9 or later).
 bool float8_tensor_cores(Device device);
+
+// The block-scaled MXFP8 GEMM (cuBLASLt's VEC32_UE8M0 scaling, sm_100 and
+// later; TorchTitan's "mxfp8_cublas"): out [M, N] = a @ bt^T in `out_dtype`
+// (f32 or bf16), a [M, K] and bt [N, K] contiguous fp8 codes (K-major, not
+// both e5m2), each 32 codes along K multiplied by 2^(e - 127) of their e8m0
+// exponent e (a_scales u8 [M, K / 32], b_scales u8 [N, K / 32], as
+// float8_cast keeps them). It gives what the bf16 GEMM of the MX values
+// gives, f32 accumulation; devices where mx_tensor_cores is false refuse it
+// (the Linear then runs that bf16 GEMM itself).
+Tensor mx_tensor_core_mm(const Tensor& a, const Tensor& a_scales, const Tensor& bt, const Tensor& b_scales,
+                         DType out_dtype);
+// Whether mx_tensor_core_mm runs on `device` (a GPU of compute capability 10.0 or later).
+bool mx_tensor_cores(Device device);
+// The fp8 codes of MX values: values [R, K] (bf16, float8_cast's MX values
+// along dim 1: each code times its block's 2^(e - 127)) and their exponents
+// u8 [R, K / 32] give codes [R, K] in `format`'s dtype, values / 2^(e - 127)
+// exactly (NaN where e is 255).
+Tensor float8_mx_codes(const Tensor& values, const Tensor& exponents, Float8Format format);
+// Block scales [R, C] (u8) laid out as cuBLASLt reads them for block-scaled
+// GEMMs ("1D block scaling factors layout"): R padded with zeros to 128
+// rows and C to 4 columns, cut into 128 x 4 tiles stored one after another
+// (row of tiles by row of tiles), each tile's element (32 q + p, c) at
+// offset 16 p + 4 q + c of its 512 bytes. Flat u8 of the padded size.
+Tensor mx_scale_tiles(const Tensor& scales);
 
 // FSDP's float8 all-gather (tensorwise; torchao's WeightWithDynamicFloat8CastTensor):
 // each rank casts its shard of a weight with the scale of the whole weight,
@@ -127,14 +160,21 @@ Tensor float8_scales_from_amaxes(const Tensor& amaxes, Float8Format format);
 void float8_encode(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index);
 void float8_decode(const Tensor& values, const Tensor& codes);
 
-// Kernels: `values` and `scale` allocated as float8_cast describes.
+// Kernels: `values` and `scale` allocated as float8_cast describes; with
+// `dequantize`, values hold each cast value divided by its scale instead
+// (float8_fake_quantize's, in the same pass; MX values always are).
 using Float8CastKernel = void(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& cast,
-                              int64_t axis);
+                              int64_t axis, bool dequantize);
 inline Op<Float8CastKernel> float8_cast_kernels{"float8_cast"};
 // out[m, n] = acc[m, n] * (1 / a_scale[m or 0]) * (1 / b_scale[n or 0]); acc f32, out f32 or bf16; undefined scales
 // are 1.
 using Float8UnscaleKernel = void(const Tensor& out, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale);
 inline Op<Float8UnscaleKernel> float8_unscale_kernels{"float8_unscale"};
+// out = a @ b accumulated in f32, times a_scale's reciprocal (undefined or [1]) then b_scale's ([1] or [N];
+// undefined: 1), rounded once to out's dtype; a and b bf16 2-d, b possibly a transposed view.
+using Float8ScaledGemmKernel = void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
+                                    const Tensor& b_scale);
+inline Op<Float8ScaledGemmKernel> float8_scaled_gemm_kernels{"float8_scaled_gemm"};
 // values (bf16, x's shape) = x fake-quantized per group along dim 0, as float8_fake_quantize_groups says.
 using Float8FakeQuantizeGroupsKernel = void(const Tensor& values, const Tensor& x, const Tensor& counts,
                                             const Float8Cast& cast);
@@ -146,6 +186,13 @@ inline Op<Float8TensorCoreMmKernel> float8_tensor_core_mm_kernels{"float8_tensor
 // Whether the current device has fp8 tensor cores (registered for CUDA only).
 using Float8TensorCoresQuery = bool();
 inline Op<Float8TensorCoresQuery> float8_tensor_cores_query{"float8_tensor_cores"};
+// out = a @ bt^T with a_tiles and b_tiles (mx_scale_tiles of the scales), as mx_tensor_core_mm says.
+using MxTensorCoreMmKernel = void(const Tensor& out, const Tensor& a, const Tensor& a_tiles, const Tensor& bt,
+                                  const Tensor& b_tiles);
+inline Op<MxTensorCoreMmKernel> mx_tensor_core_mm_kernels{"mx_tensor_core_mm"};
+inline Op<Float8TensorCoresQuery> mx_tensor_cores_query{"mx_tensor_cores"};
+using Float8MxCodesKernel = void(const Tensor& codes, const Tensor& values, const Tensor& exponents);
+inline Op<Float8MxCodesKernel> float8_mx_codes_kernels{"float8_mx_codes"};
 using Float8AmaxesKernel = void(const Tensor& out, std::span<const Tensor> parts);
 inline Op<Float8AmaxesKernel> float8_amaxes_kernels{"float8_amaxes"};
 using Float8ScalesKernel = void(const Tensor& scales, const Tensor& amaxes, Float8Format format);

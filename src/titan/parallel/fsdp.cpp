@@ -19,6 +19,11 @@ ReshardPolicy parse_reshard_policy(const std::string& name) {
   fail("fsdp reshard_after_forward '{}' is not one of always, never, default", name);
 }
 
+namespace {
+// The float8 all-gather's codes: e4m3, as torchao's tensorwise weights.
+constexpr ops::Float8Format kGatherFormat = ops::Float8Format::e4m3;
+}  // namespace
+
 // One bucket of parameters gathered and reduced together.
 //
 // Layout: parameter i has N_i rows of R_i elements, cut into W chunks of
@@ -131,7 +136,7 @@ class FsdpUnit {
       return;
     }
     Tensor send = Tensor::zeros({compute_size_}, options_.param_dtype, device_);
-    Tensor send8 = Tensor::zeros({float8_size_}, kGatherFloat8, device_);
+    Tensor send8 = Tensor::zeros({float8_size_}, ops::float8_dtype(kGatherFormat), device_);
     for (const Entry& e : entries_) {
       const Tensor& shard = e.parameter->data;
       if (shard.numel() == 0) continue;
@@ -207,7 +212,7 @@ class FsdpUnit {
     if (precomputed_scales_.defined()) return precomputed_scales_;
     Tensor amaxes = local_float8_amaxes();
     if (shard_.size() > 1) shard_.all_reduce(amaxes, comm::ReduceOp::max)->wait();
-    return ops::float8_scales_from_amaxes(amaxes, ops::Float8Format::e4m3);
+    return ops::float8_scales_from_amaxes(amaxes, kGatherFormat);
   }
 
   // The master weights of the unit, gathered in f32.
@@ -451,8 +456,6 @@ class FsdpUnit {
   FsdpOptions options_;
   float gradient_scale_;
   Device device_;  // where the unit's parameters live: every buffer goes there
-  // The float8 all-gather's codes: e4m3, as torchao's tensorwise weights.
-  static constexpr DType kGatherFloat8 = DType::f8e4m3;
 
   std::vector<Entry> entries_;
   int64_t local_size_ = 0;     // a rank's chunks of every parameter (the f32 master's gather)
@@ -586,7 +589,7 @@ void Fsdp::after_optimizer_step() {
     at += unit_amaxes.numel();
   }
   if (shard_group_->size() > 1) shard_group_->all_reduce(all, comm::ReduceOp::max)->wait();
-  const Tensor scales = ops::float8_scales_from_amaxes(all, ops::Float8Format::e4m3);
+  const Tensor scales = ops::float8_scales_from_amaxes(all, kGatherFormat);
   int64_t offset = 0;
   for (FsdpUnit* unit : batched) {
     const auto count = static_cast<int64_t>(unit->float8_count_);

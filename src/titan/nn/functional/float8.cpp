@@ -15,31 +15,60 @@ using autograd::record;
 namespace {
 
 struct CastOperand {
-  Tensor values, scale;         // scale undefined: none to divide by (high precision or MX)
-  DType codes = DType::f8e4m3;  // the fp8 format of scaled values, for the tensor-core GEMM
+  Tensor values, scale;                                // scale undefined: none to divide by (high precision or MX)
+  ops::Float8Format format = ops::Float8Format::e4m3;  // of the cast values, for the tensor-core GEMMs
+  // MX: the e8m0 exponents, laid out as values ([R, C / 32] with the blocks along dim 1, or [R / 32, C]).
+  Tensor mx_exponents;
 };
 
-DType codes_of(ops::Float8Format format) { return format == ops::Float8Format::e4m3 ? DType::f8e4m3 : DType::f8e5m2; }
-
-// `x` cast along `axis` as `cast` says, or as it is when the recipe keeps it in high precision.
-CastOperand cast_operand(const Tensor& x, const std::optional<ops::Float8Cast>& cast, int64_t axis) {
-  if (!cast.has_value()) return {x, Tensor()};
+// `x` cast along `axis` as `cast` says, or as it is when the recipe keeps it
+// in high precision. With `dequantize`, an operand whose scales are powers of
+// two per slice (rowwise) comes already divided by them (exact), so that the
+// GEMM needs no per-row step: its numbers are the same, as powers of two
+// commute with f32 rounding (short of overflow and subnormals).
+CastOperand cast_operand(const Tensor& x, const std::optional<ops::Float8Cast>& cast, int64_t axis, bool dequantize) {
+  if (!cast.has_value()) return {x, Tensor(), ops::Float8Format::e4m3, Tensor()};
+  if (dequantize && cast->scaling == ops::Float8Scaling::axiswise && cast->power_of_two_scale) {
+    return {ops::float8_fake_quantize(x, *cast, axis), Tensor(), cast->format, Tensor()};
+  }
   ops::Float8Operand operand = ops::float8_cast(x, *cast, axis);
-  if (cast->scaling == ops::Float8Scaling::mx_block) return {operand.values, Tensor()};
-  return {operand.values, operand.scale, codes_of(cast->format)};
+  if (cast->scaling == ops::Float8Scaling::mx_block) {
+    return {operand.values, Tensor(), cast->format, operand.scale};
+  }
+  return {operand.values, operand.scale, cast->format, Tensor()};
 }
 
-// a [M, K] @ b [K, N] of two cast operands. With `tensor_cores` and two
-// scaled operands on a GPU that has them, cuBLASLt's FP8 GEMM on their codes
-// (K-major copies; the values are on the fp8 grid, so the codes are exact);
-// otherwise the bf16 GEMM of the values, the same numbers. A high-precision
-// operand meeting a cast one is rounded to bf16 (no recipe here does that).
+CastOperand transposed(CastOperand operand) {
+  operand.values = operand.values.transpose(0, 1);
+  if (operand.mx_exponents.defined()) operand.mx_exponents = operand.mx_exponents.transpose(0, 1);
+  return operand;
+}
+
+bool fp8_pair(const CastOperand& a, const CastOperand& b) {
+  return !(a.format == ops::Float8Format::e5m2 && b.format == ops::Float8Format::e5m2);
+}
+
+// a [M, K] @ b [K, N] of two cast operands. With `tensor_cores` on a GPU
+// that has them, two scaled operands run cuBLASLt's FP8 GEMM on their codes
+// (K-major copies; the values are on the fp8 grid, so the codes are exact)
+// and two MX operands its block-scaled one (their codes and exponents,
+// K-major); otherwise the bf16 GEMM of the values, the same numbers. A
+// high-precision operand meeting a cast one is rounded to bf16 (no recipe
+// here does that).
 Tensor product(const CastOperand& a, const CastOperand& b, DType out_dtype, bool tensor_cores) {
   Tensor left = a.values, right = b.values;
-  if (tensor_cores && a.scale.defined() && b.scale.defined() && left.size(1) % 16 == 0 &&
-      !(a.codes == DType::f8e5m2 && b.codes == DType::f8e5m2) && ops::float8_tensor_cores(left.device())) {
-    return ops::float8_tensor_core_mm(left.contiguous().to(a.codes), a.scale,
-                                      right.transpose(0, 1).contiguous().to(b.codes), b.scale, out_dtype);
+  if (tensor_cores && a.scale.defined() && b.scale.defined() && left.size(1) % 16 == 0 && fp8_pair(a, b) &&
+      ops::float8_tensor_cores(left.device())) {
+    return ops::float8_tensor_core_mm(left.contiguous().to(ops::float8_dtype(a.format)), a.scale,
+                                      right.transpose(0, 1).contiguous().to(ops::float8_dtype(b.format)), b.scale,
+                                      out_dtype);
+  }
+  if (tensor_cores && a.mx_exponents.defined() && b.mx_exponents.defined() && fp8_pair(a, b) &&
+      ops::mx_tensor_cores(left.device())) {
+    const Tensor a_exponents = a.mx_exponents.contiguous(), b_exponents = b.mx_exponents.transpose(0, 1).contiguous();
+    return ops::mx_tensor_core_mm(ops::float8_mx_codes(left.contiguous(), a_exponents, a.format), a_exponents,
+                                  ops::float8_mx_codes(right.transpose(0, 1).contiguous(), b_exponents, b.format),
+                                  b_exponents, out_dtype);
   }
   if (left.dtype() != right.dtype()) {
     left = left.to(DType::bf16);
@@ -80,20 +109,19 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
               "float8_linear: a weight cast already (FSDP's float8 all-gather) needs a recipe casting W tensorwise to "
               "e4m3, not '{}'",
               recipe.name);
-  // W cast for the GEMM reducing over `axis`: the tensorwise cast is the same along either.
-  const auto weight_operand = [precast, weight_scale](const Tensor& w, const std::optional<ops::Float8Cast>& cast,
-                                                      int64_t axis) {
-    return precast ? CastOperand{w, weight_scale, DType::f8e4m3} : cast_operand(w, cast, axis);
+  // Rowwise operands go to the GEMMs dequantized unless fp8 tensor cores take their codes and scales.
+  const bool dequantize = !(recipe.tensor_cores && ops::float8_tensor_cores(x.device()));
+  const auto operand = [dequantize](const Tensor& t, const std::optional<ops::Float8Cast>& cast, int64_t axis) {
+    return cast_operand(t, cast, axis, dequantize);
   };
-  Tensor y = product(
-                 cast_operand(x2, recipe.input, 1),
-                 [&] {  // W^T [in, out], cast along in
-                   CastOperand wt = weight_operand(w, recipe.weight, 1);
-                   wt.values = wt.values.transpose(0, 1);
-                   return wt;
-                 }(),
-                 x.dtype(), recipe.tensor_cores)
-                 .view(out_shape);
+  // W cast for the GEMM reducing over `axis`: the tensorwise cast is the same along either.
+  const auto weight_operand = [precast, weight_scale, operand](
+                                  const Tensor& w, const std::optional<ops::Float8Cast>& cast, int64_t axis) {
+    return precast ? CastOperand{w, weight_scale, ops::Float8Format::e4m3, Tensor()} : operand(w, cast, axis);
+  };
+  Tensor y = product(operand(x2, recipe.input, 1), transposed(weight_operand(w, recipe.weight, 1)), x.dtype(),
+                     recipe.tensor_cores)
+                 .view(out_shape);  // x [M, in] @ W^T [in, out], W cast along in
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
   const Tensor saved_x = need_w ? x2.detach() : Tensor(), saved_w = need_x ? w.detach() : Tensor();
   const Shape x_shape = x.shape();
@@ -102,14 +130,13 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
     const Tensor g2 = g[0].reshape({-1, out}).contiguous();
     Tensor grad_x, grad_w;
     if (need_x && autograd::input_grad_wanted(0)) {  // gy [M, out] @ W [out, in], reduced over out
-      grad_x = product(cast_operand(g2, recipe.grad_output, 1),
-                       weight_operand(saved_w, recipe.weight_for_grad_input, 0), x_dtype, recipe.tensor_cores)
+      grad_x = product(operand(g2, recipe.grad_output, 1), weight_operand(saved_w, recipe.weight_for_grad_input, 0),
+                       x_dtype, recipe.tensor_cores)
                    .view(x_shape);
     }
     if (need_w && autograd::input_grad_wanted(1)) {  // gy^T [out, M] @ x [M, in], reduced over the tokens
-      CastOperand gt = cast_operand(g2, recipe.grad_output_for_grad_weight, 0);
-      gt.values = gt.values.transpose(0, 1);
-      grad_w = product(gt, cast_operand(saved_x, recipe.input_for_grad_weight, 0), w_dtype, recipe.tensor_cores);
+      grad_w = product(transposed(operand(g2, recipe.grad_output_for_grad_weight, 0)),
+                       operand(saved_x, recipe.input_for_grad_weight, 0), w_dtype, recipe.tensor_cores);
     }
     return std::vector<Tensor>{grad_x, grad_w};
   });

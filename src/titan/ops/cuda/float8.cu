@@ -92,15 +92,17 @@ __global__ void amax_to_scales(float* scales, int64_t n, bool whole, Grid g, boo
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) scales[i] = scale_from_amax(scales[i], g, power_of_two);
 }
 
-// scale_mode: 0 one scale, 1 per row, 2 per column.
+// scale_mode: 0 one scale, 1 per row, 2 per column. With `dequantize` each
+// value is divided by its scale again (exact for power-of-two scales).
 template <typename T>
 __global__ void cast_scaled(__nv_bfloat16* values, const T* x, const float* scales, int64_t rows, int64_t cols,
-                            int scale_mode, Grid g) {
+                            int scale_mode, bool dequantize, Grid g) {
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float s = scales[scale_mode == 0 ? 0 : (scale_mode == 1 ? i / cols : i % cols)];
-    values[i] = __float2bfloat16_rn(to_grid(__fmul_rn(load_f32(x, i), s), g));
+    const float on_grid = to_grid(__fmul_rn(load_f32(x, i), s), g);
+    values[i] = __float2bfloat16_rn(dequantize ? __fmul_rn(on_grid, __frcp_rn(s)) : on_grid);
   }
 }
 
@@ -146,7 +148,7 @@ __global__ void cast_mx(__nv_bfloat16* values, uint8_t* exponents, const T* x, i
 }
 
 template <typename T>
-void cast(const Tensor& values, const Tensor& scale, const T* x, const Float8Cast& c, int64_t axis) {
+void cast(const Tensor& values, const Tensor& scale, const T* x, const Float8Cast& c, int64_t axis, bool dequantize) {
   const int64_t rows = values.size(0), cols = values.size(1);
   const Grid g = grid_of(c.format);
   cudaStream_t stream = current_stream();
@@ -165,25 +167,26 @@ void cast(const Tensor& values, const Tensor& scale, const T* x, const Float8Cas
     row_amax<<<grid_for(rows, 1), kThreads, 0, stream>>>(maxima.data<float>(), x, rows, cols);
     amax_to_scales<<<1, kThreads, 0, stream>>>(maxima.data<float>(), rows, true, g, c.power_of_two_scale);
     TITAN_CUDA_CHECK(cudaMemcpyAsync(scales, maxima.data<float>(), sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    cast_scaled<<<elementwise, kThreads, 0, stream>>>(out, x, scales, rows, cols, 0, g);
+    cast_scaled<<<elementwise, kThreads, 0, stream>>>(out, x, scales, rows, cols, 0, dequantize, g);
   } else if (axis == 1) {
     row_amax<<<grid_for(rows, 1), kThreads, 0, stream>>>(scales, x, rows, cols);
     amax_to_scales<<<1, kThreads, 0, stream>>>(scales, rows, false, g, c.power_of_two_scale);
-    cast_scaled<<<elementwise, kThreads, 0, stream>>>(out, x, scales, rows, cols, 1, g);
+    cast_scaled<<<elementwise, kThreads, 0, stream>>>(out, x, scales, rows, cols, 1, dequantize, g);
   } else {
     col_amax<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(scales, x, rows, cols);
     amax_to_scales<<<1, kThreads, 0, stream>>>(scales, cols, false, g, c.power_of_two_scale);
-    cast_scaled<<<elementwise, kThreads, 0, stream>>>(out, x, scales, rows, cols, 2, g);
+    cast_scaled<<<elementwise, kThreads, 0, stream>>>(out, x, scales, rows, cols, 2, dequantize, g);
   }
   TITAN_CUDA_CHECK(cudaGetLastError());
 }
 
-void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& c, int64_t axis) {
+void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& c, int64_t axis,
+                        bool dequantize) {
   if (x.numel() == 0) return;
   if (is_bf16("float8_cast", x)) {
-    cast(values, scale, static_cast<const __nv_bfloat16*>(x.data_ptr()), c, axis);
+    cast(values, scale, static_cast<const __nv_bfloat16*>(x.data_ptr()), c, axis, dequantize);
   } else {
-    cast(values, scale, x.data<float>(), c, axis);
+    cast(values, scale, x.data<float>(), c, axis, dequantize);
   }
 }
 
@@ -342,9 +345,7 @@ __global__ void decode(T* values, const uint8_t* codes, int64_t n, Grid g) {
   }
 }
 
-Grid grid_of_codes(const Tensor& codes) {
-  return grid_of(codes.dtype() == DType::f8e4m3 ? Float8Format::e4m3 : Float8Format::e5m2);
-}
+Grid grid_of_codes(const Tensor& codes) { return grid_of(float8_format_of(codes.dtype())); }
 
 void float8_encode_kernel(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index) {
   const int64_t n = x.numel();
@@ -373,6 +374,23 @@ void float8_decode_kernel(const Tensor& values, const Tensor& codes) {
   TITAN_CUDA_CHECK(cudaGetLastError());
 }
 
+// codes = values / 2^(e - 127), one thread per element: exact, as MX values are codes times their block's scale.
+__global__ void mx_codes(uint8_t* codes, const __nv_bfloat16* values, const uint8_t* exponents, int64_t n, Grid g) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float inverse = mx_inverse(static_cast<int>(exponents[i / kMxBlockSize]) - 127);
+    codes[i] = grid_code(__fmul_rn(__bfloat162float(values[i]), inverse), g);
+  }
+}
+
+void float8_mx_codes_kernel(const Tensor& codes, const Tensor& values, const Tensor& exponents) {
+  const int64_t n = values.numel();
+  mx_codes<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
+      static_cast<uint8_t*>(codes.data_ptr()), static_cast<const __nv_bfloat16*>(values.data_ptr()),
+      exponents.data<uint8_t>(), n, grid_of_codes(codes));
+  TITAN_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace float8_device
 
 void register_float8() {
@@ -383,6 +401,7 @@ void register_float8() {
   float8_scales_kernels.set_kernel(DeviceType::cuda, float8_device::float8_scales_kernel);
   float8_encode_kernels.set_kernel(DeviceType::cuda, float8_device::float8_encode_kernel);
   float8_decode_kernels.set_kernel(DeviceType::cuda, float8_device::float8_decode_kernel);
+  float8_mx_codes_kernels.set_kernel(DeviceType::cuda, float8_device::float8_mx_codes_kernel);
 }
 
 }  // namespace titan::ops::cuda

@@ -141,18 +141,25 @@ float tensor_amax(const T* x, int64_t n) {
   return amax;
 }
 
+// values = x * scale on the grid, or with `dequantize` that divided by the
+// scale again (a multiply by its reciprocal: exact for the power-of-two
+// scales float8_fake_quantize allows).
 template <typename T>
 void cast_scaled(const T* x, bf16* values, const float* scale, int64_t rows, int64_t cols, bool scale_per_row,
-                 bool scale_per_col, const Grid& grid) {
+                 bool scale_per_col, bool dequantize, const Grid& grid) {
+  std::vector<float> col_back(scale_per_col ? static_cast<size_t>(cols) : 0);
+  for (size_t c = 0; c < col_back.size(); ++c) col_back[c] = dequantize ? 1.0f / scale[c] : 1.0f;
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T* src = x + r * cols;
       bf16* dst = values + r * cols;
       if (scale_per_col) {
-        for (int64_t c = 0; c < cols; ++c) dst[c] = from_f32<bf16>(to_grid(to_f32(src[c]) * scale[c], grid));
+        for (int64_t c = 0; c < cols; ++c) {
+          dst[c] = from_f32<bf16>(to_grid(to_f32(src[c]) * scale[c], grid) * col_back[static_cast<size_t>(c)]);
+        }
       } else {
-        const float s = scale_per_row ? scale[r] : scale[0];
-        for (int64_t c = 0; c < cols; ++c) dst[c] = from_f32<bf16>(to_grid(to_f32(src[c]) * s, grid));
+        const float s = scale_per_row ? scale[r] : scale[0], back = dequantize ? 1.0f / s : 1.0f;
+        for (int64_t c = 0; c < cols; ++c) dst[c] = from_f32<bf16>(to_grid(to_f32(src[c]) * s, grid) * back);
       }
     }
   });
@@ -213,7 +220,7 @@ void cast_mx(const T* x, bf16* values, uint8_t* exponents, int64_t rows, int64_t
 }
 
 void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor& x, const Float8Cast& cast,
-                        int64_t axis) {
+                        int64_t axis, bool dequantize) {
   const Grid grid = grid_of(cast.format);
   const int64_t rows = x.size(0), cols = x.size(1);
   dispatch_float("float8_cast", x.dtype(), [&](auto tag) {
@@ -223,7 +230,7 @@ void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor&
     switch (cast.scaling) {
       case Float8Scaling::tensorwise: {
         scale.data<float>()[0] = scale_from_amax(tensor_amax(src, x.numel()), grid, cast.power_of_two_scale);
-        cast_scaled(src, dst, scale.data<float>(), rows, cols, false, false, grid);
+        cast_scaled(src, dst, scale.data<float>(), rows, cols, false, false, dequantize, grid);
         return;
       }
       case Float8Scaling::axiswise: {
@@ -245,7 +252,7 @@ void float8_cast_kernel(const Tensor& values, const Tensor& scale, const Tensor&
             }
           });
         }
-        cast_scaled(src, dst, scales, rows, cols, axis == 1, axis == 0, grid);
+        cast_scaled(src, dst, scales, rows, cols, axis == 1, axis == 0, dequantize, grid);
         return;
       }
       case Float8Scaling::mx_block:
@@ -376,7 +383,7 @@ inline uint8_t grid_code(float on_grid, const Grid& grid) {
 }
 
 void float8_encode_kernel(const Tensor& codes, const Tensor& x, const Tensor& scales, int64_t index) {
-  const Grid grid = grid_of(codes.dtype() == DType::f8e4m3 ? Float8Format::e4m3 : Float8Format::e5m2);
+  const Grid grid = grid_of(float8_format_of(codes.dtype()));
   const float scale = scales.data<float>()[index];
   auto* out = static_cast<uint8_t*>(codes.data_ptr());
   dispatch_float("float8_encode", x.dtype(), [&](auto tag) {
@@ -385,6 +392,24 @@ void float8_encode_kernel(const Tensor& codes, const Tensor& x, const Tensor& sc
     parallel_for(x.numel(), 4096, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) out[i] = grid_code(to_grid(to_f32(src[i]) * scale, grid), grid);
     });
+  });
+}
+
+// codes = values / 2^(e - 127) per block of 32 along each row: exact, as
+// MX values are codes times their block's power of two.
+void float8_mx_codes_kernel(const Tensor& codes, const Tensor& values, const Tensor& exponents) {
+  const Grid grid = grid_of(float8_format_of(codes.dtype()));
+  const bf16* src = values.data<bf16>();
+  const uint8_t* scale = exponents.data<uint8_t>();
+  auto* out = static_cast<uint8_t*>(codes.data_ptr());
+  const int64_t blocks = values.numel() / kMxBlockSize;
+  parallel_for(blocks, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      const float inverse = mx_inverse(static_cast<int32_t>(scale[block]) - 127);
+      for (int64_t i = block * kMxBlockSize; i < (block + 1) * kMxBlockSize; ++i) {
+        out[i] = grid_code(to_f32(src[i]) * inverse, grid);
+      }
+    }
   });
 }
 
@@ -415,6 +440,7 @@ void register_float8() {
   float8_scales_kernels.set_kernel(DeviceType::cpu, float8_scales_kernel);
   float8_encode_kernels.set_kernel(DeviceType::cpu, float8_encode_kernel);
   float8_decode_kernels.set_kernel(DeviceType::cpu, float8_decode_kernel);
+  float8_mx_codes_kernels.set_kernel(DeviceType::cpu, float8_mx_codes_kernel);
 }
 
 }  // namespace titan::ops::cpu::TITAN_ISA

@@ -18,6 +18,7 @@
 #include "titan/core/copy.h"
 #include "titan/ops/checks.h"
 #include "titan/ops/cpu/onednn/gemm.h"
+#include "titan/ops/float8.h"
 #include "titan/ops/gemm.h"
 
 namespace titan::ops::cpu {
@@ -55,18 +56,23 @@ struct CachedMatmul {
   dnnl::memory::desc a, b, c;
 };
 
-std::string cache_key(const Layout3& a, const Layout3& b, const Layout3& c, DType ab, DType cd, float alpha,
-                      float beta) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{:a}|{:a}", fmt::join(a.dims, ","), fmt::join(a.strides, ","),
+std::string cache_key(const Layout3& a, const Layout3& b, const Layout3& c, DType ab, DType cd, float alpha, float beta,
+                      const std::vector<int64_t>& multipliers) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{:a}|{:a}|{}", fmt::join(a.dims, ","), fmt::join(a.strides, ","),
                      fmt::join(b.dims, ","), fmt::join(b.strides, ","), fmt::join(c.dims, ","),
-                     fmt::join(c.strides, ","), static_cast<int>(ab), static_cast<int>(cd), alpha, beta);
+                     fmt::join(c.strides, ","), static_cast<int>(ab), static_cast<int>(cd), alpha, beta,
+                     fmt::join(multipliers, ","));
 }
 
+// `multipliers`: the widths (1, or C's columns) of f32 factors the
+// accumulators are multiplied by, one binary post-op each, in order, before
+// the one rounding to C's dtype. Passed at execution, so one primitive
+// serves every step's values (an alpha would need a primitive per value).
 std::shared_ptr<CachedMatmul> get_matmul(const Layout3& a, const Layout3& b, const Layout3& c, DType ab, DType cd,
-                                         float alpha, float beta) {
+                                         float alpha, float beta, const std::vector<int64_t>& multipliers = {}) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<CachedMatmul>> cache;
-  const std::string key = cache_key(a, b, c, ab, cd, alpha, beta);
+  const std::string key = cache_key(a, b, c, ab, cd, alpha, beta, multipliers);
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
@@ -77,11 +83,13 @@ std::shared_ptr<CachedMatmul> get_matmul(const Layout3& a, const Layout3& b, con
   entry->c = dnnl::memory::desc(c.dims, to_dnnl(cd), c.strides);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
-    dnnl::post_ops post_ops;
-    post_ops.append_sum(beta);
-    attr.set_post_ops(post_ops);
+  dnnl::post_ops post_ops;
+  if (beta != 0.0f) post_ops.append_sum(beta);
+  for (const int64_t width : multipliers) {
+    post_ops.append_binary(dnnl::algorithm::binary_mul,
+                           dnnl::memory::desc({1, 1, width}, dnnl::memory::data_type::f32, {width, width, 1}));
   }
+  attr.set_post_ops(post_ops);
   dnnl::matmul::desc desc(entry->a, entry->b, entry->c);
   dnnl::matmul::primitive_desc primitive_desc(desc, attr, cpu_engine());
   entry->primitive = dnnl::matmul(primitive_desc);
@@ -143,6 +151,42 @@ void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& c, float alpha,
   stream.wait();
 }
 
+// The float8 GEMM's scales as post-ops (ops/float8.h): out = (a @ b) * (1 / a_scale) * (1 / b_scale).
+void float8_scaled_gemm_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& a_scale,
+                               const Tensor& b_scale) {
+  std::vector<std::vector<float>> factors;
+  std::vector<int64_t> widths;
+  factors.reserve(2);
+  widths.reserve(2);
+  for (const Tensor& scale : {a_scale, b_scale}) {
+    if (!scale.defined()) continue;
+    const float* s = scale.data<float>();
+    std::vector<float>& inverse = factors.emplace_back(static_cast<size_t>(scale.numel()));
+    for (size_t i = 0; i < inverse.size(); ++i) inverse[i] = 1.0f / s[i];
+    widths.push_back(scale.numel());
+  }
+  const Layout3 la = layout3(a), lb = layout3(b), lc = layout3(out);
+  std::shared_ptr<CachedMatmul> matmul;
+  try {
+    matmul = get_matmul(la, lb, lc, a.dtype(), out.dtype(), 1.0f, 0.0f, widths);
+  } catch (const dnnl::error& error) {
+    fail("float8_scaled_mm: oneDNN has no matmul for A {} strides {}, B {} strides {}, C {} ({}) with {} scale(s): {}",
+         shape_str(a.shape()), shape_str(a.strides()), shape_str(b.shape()), shape_str(b.strides()),
+         shape_str(out.shape()), dtype_name(out.dtype()), widths.size(), error.what());
+  }
+  dnnl::stream stream(cpu_engine());
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(matmul->a, cpu_engine(), a.data_ptr())},
+                                             {DNNL_ARG_WEIGHTS, dnnl::memory(matmul->b, cpu_engine(), b.data_ptr())},
+                                             {DNNL_ARG_DST, dnnl::memory(matmul->c, cpu_engine(), out.data_ptr())}};
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const dnnl::memory::desc desc({1, 1, widths[i]}, dnnl::memory::data_type::f32, {widths[i], widths[i], 1});
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                 dnnl::memory(desc, cpu_engine(), factors[i].data()));
+  }
+  matmul->primitive.execute(stream, args);
+  stream.wait();
+}
+
 }  // namespace
 
 bool gemm_widens_bf16() {
@@ -158,6 +202,10 @@ bool gemm_widens_bf16() {
   return widens;
 }
 
-void register_gemm() { gemm_kernels.set_kernel(DeviceType::cpu, gemm_kernel); }
+void register_gemm() {
+  gemm_kernels.set_kernel(DeviceType::cpu, gemm_kernel);
+  // Where bf16 is widened (no AVX-512), float8_scaled_mm keeps its f32 GEMM and unscaling pass.
+  if (!gemm_widens_bf16()) float8_scaled_gemm_kernels.set_kernel(DeviceType::cpu, float8_scaled_gemm_kernel);
+}
 
 }  // namespace titan::ops::cpu

@@ -5,8 +5,13 @@
 // log the single process's loss at every step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_job.h"
 #include "titan/models/flux/flux_diffusers_config.h"
@@ -94,6 +99,37 @@ void expect_same_losses(const JobLosses& expected, const JobLosses& actual, cons
   for (size_t i = 0; i < expected.losses.size(); ++i) {
     EXPECT_NEAR(actual.losses[i], expected.losses[i], 1e-5 * expected.losses[i]) << what << ", step " << i + 1;
   }
+}
+
+// model.converters on FLUX, as TorchTitan applies them to every model: each
+// float8 recipe trains the Linears near the high-precision run without being
+// it (fp8 roundings move the tiny model's loss by about a percent; 5% leaves
+// room and still catches a scale applied twice or not at all), and FSDP 2's
+// float8 all-gather (scales precomputed) gives what FSDP 2 gathering the f32
+// weights gives: in f32 compute the casts see the same whole weights.
+TEST(FluxParity, Float8RecipesTrainNearHighPrecisionAndTheFloat8AllGatherMatches) {
+  const JobLosses high = run_job("float8_high", 1, 1);
+  const std::string float8 = "--model.converters quantize.linear.float8";
+  for (const auto& [name, extra] : std::vector<std::pair<std::string, std::string>>{
+           {"float8_tensorwise", float8},
+           {"float8_rowwise", float8 + " --quantize.linear.float8.recipe_name rowwise"}}) {
+    const JobLosses run = run_job(name, 1, 1, extra);
+    EXPECT_NE(run.output.find("titan: quantize.linear.float8 ("), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find(" on 0 Linear(s)"), std::string::npos) << run.output;
+    ASSERT_EQ(run.losses.size(), high.losses.size()) << run.output;
+    double largest_gap = 0.0;
+    for (size_t i = 0; i < high.losses.size(); ++i) {
+      EXPECT_NEAR(run.losses[i], high.losses[i], 0.05 * high.losses[i]) << name << ", step " << i + 1;
+      largest_gap = std::max(largest_gap, std::fabs(run.losses[i] - high.losses[i]) / high.losses[i]);
+    }
+    EXPECT_GT(largest_gap, 1e-6) << name << " trained exactly as high precision: nothing was converted";
+  }
+  const std::string fsdp = float8 + " --parallelism.data_parallel_shard_degree 2";
+  expect_same_losses(run_job("float8_fsdp2", 2, 2, fsdp),
+                     run_job("float8_fsdp2_gather", 2, 2,
+                             fsdp + " --quantize.linear.float8.enable_fsdp_float8_all_gather true "
+                                    "--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp true"),
+                     "FSDP 2 with the float8 all-gather");
 }
 
 TEST(FluxParity, DataParallelMeshesMatchOneProcess) {

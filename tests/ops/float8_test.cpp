@@ -280,6 +280,20 @@ TEST(Float8Cast, MxNeedsTheReducedDimInBlocksOf32) {
                         {"MXFP8 needs the reduced dim divisible by 32", "[48, 64]"});
 }
 
+// The MX Linear checks its token count up front, naming the key that can skip the layer.
+TEST(Float8Linear, MxNamesTheLayerWhoseTokensItsBlocksDoNotDivide) {
+  const nn::Float8LinearRecipe mx = nn::float8_linear_recipe("mxfp8");
+  Tensor w = testing::random_cpu({32, 64}, DType::f32, 9);
+  EXPECT_NO_THROW(F::float8_linear(testing::random_cpu({48, 64}, DType::f32, 8), w, Tensor(), mx));  // no gradient
+  w.set_requires_grad(true);
+  testing::expect_error(
+      [&] {
+        F::float8_linear(testing::random_cpu({48, 64}, DType::f32, 8), w, Tensor(), mx);
+      },
+      {"a Linear reduces its weight gradient over 48 tokens", "quantize.linear.mx.filter_fqns"});
+  EXPECT_NO_THROW(F::float8_linear(testing::random_cpu({64, 64}, DType::f32, 8), w, Tensor(), mx));
+}
+
 TEST(Float8Cast, NanPropagatesAndZerosStayZero) {
   std::vector<float> values(64, 1.0f);
   values[3] = std::numeric_limits<float>::quiet_NaN();

@@ -93,11 +93,6 @@ TEST(Float8Config, WhatCannotTrainNamesTheKey) {
          c.training.seq_len = 48;
        },
        "training.local_batch_size x training.seq_len"},
-      {[](train::JobConfig& c) {
-         c.model.converters = {"quantize.linear.mx"};
-         c.model.name = "flux";
-       },
-       "model.converters with model.name = flux"},
   };
   for (const auto& [edit, key] : cases) {
     train::JobConfig config;

@@ -2,6 +2,9 @@
 
 #include "titan/train/activation_budget.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdio>
 
 #include "titan/models/decoder_size.h"
@@ -67,6 +70,24 @@ std::optional<models::Float8GroupedOptions> float8_grouped_options(const JobConf
   if (converter == "quantize.grouped_mm.mx")
     return models::Float8GroupedOptions{converter, q.grouped_mx_recipe_name, q.grouped_mx_fqns};
   return models::Float8GroupedOptions{converter, "", q.grouped_float8_fqns};
+}
+
+std::string float8_summary(const JobConfig& config, size_t linears, size_t experts, DType compute_dtype) {
+  std::string lines;
+  if (const auto grouped = float8_grouped_options(config)) {
+    lines += fmt::format(
+        "titan: {} ({}) on {} MoE experts module(s) matching [{}]\n", grouped->converter,
+        grouped->converter == "quantize.grouped_mm.mx" ? "mxfp8, RCEIL scales" : "rowwise, power-of-two scales",
+        experts, fmt::join(grouped->fqns, ", "));
+  }
+  const auto float8 = float8_options(config);
+  if (!float8) return lines;
+  const char* weights = !float8->fsdp_float8_all_gather ? ""
+                        : config.quantize.float8_precompute_scale
+                            ? "; their weights cast to float8 from the f32 master, scales precomputed once per step"
+                            : "; their weights cast to float8 from the f32 master";
+  return lines + fmt::format("titan: {} ({}) on {} Linear(s){}; the rest stay in {}\n", float8->converter,
+                             float8->recipe_name, linears, weights, dtype_name(compute_dtype));
 }
 
 JobModel build_job_model(JobConfig& config, const comm::DeviceMesh& mesh, Device device, int64_t tokenizer_vocab,

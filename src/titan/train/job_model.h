@@ -42,6 +42,9 @@ struct JobModel {
 std::optional<models::Float8Options> float8_options(const JobConfig& config);
 // model.converters' quantize.grouped_mm.* entry, if any, with its settings.
 std::optional<models::Float8GroupedOptions> float8_grouped_options(const JobConfig& config);
+// The start lines naming what the converters changed, `linears` Linears and
+// `experts` MoE experts modules (TorchTitan logs the same counts); "" without a converter.
+std::string float8_summary(const JobConfig& config, size_t linears, size_t experts, DType compute_dtype);
 
 // How the model comes to this rank's shards. meta_then_shards (every job):
 // shapes only, then storage, initial values and loaded weights for the

@@ -138,7 +138,9 @@ void Trainer::print_banner() const {
       static_cast<long long>(dims.dp_replicate), static_cast<long long>(dims.dp_shard), static_cast<long long>(dims.cp),
       static_cast<long long>(dims.tp), static_cast<long long>(state_bytes), static_cast<long long>(optimizer_bytes));
   print_nodes_line();
-  print_float8_line();
+  std::fputs(
+      float8_summary(config_, job_.float8_linears.size(), job_.float8_experts.size(), job_.compute_dtype).c_str(),
+      stdout);
   if (!config_.lora.enable) return;
   // This rank's shards: the ratio is what matters.
   int64_t trainable = 0, total = 0;
@@ -151,23 +153,6 @@ void Trainer::print_banner() const {
               fmt::format("{}", fmt::join(config_.lora.target_modules, ",")).c_str(), static_cast<long long>(trainable),
               static_cast<long long>(total),
               100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(total, 1)));
-}
-
-// Which Linears a quantize.linear.* converter changed (TorchTitan logs the same count).
-void Trainer::print_float8_line() const {
-  if (const auto grouped = float8_grouped_options(config_)) {
-    std::printf("titan: %s (%s) on %zu MoE experts module(s) matching [%s]\n", grouped->converter.c_str(),
-                grouped->converter == "quantize.grouped_mm.mx" ? "mxfp8, RCEIL scales" : "rowwise, power-of-two scales",
-                job_.float8_experts.size(), fmt::format("{}", fmt::join(grouped->fqns, ", ")).c_str());
-  }
-  const auto float8 = float8_options(config_);
-  if (!float8) return;
-  const char* weights = !float8->fsdp_float8_all_gather ? ""
-                        : config_.quantize.float8_precompute_scale
-                            ? "; their weights cast to float8 from the f32 master, scales precomputed once per step"
-                            : "; their weights cast to float8 from the f32 master";
-  std::printf("titan: %s (%s) on %zu Linear(s)%s; the rest stay in %s\n", float8->converter.c_str(),
-              float8->recipe_name.c_str(), job_.float8_linears.size(), weights, dtype_name(job_.compute_dtype));
 }
 
 // Where the launcher (mpirun, srun) put the ranks: the nodes as titan sees

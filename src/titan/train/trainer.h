@@ -62,7 +62,6 @@ class Trainer {
   void print_banner() const;
   // Rank 0 of a launched job: its ranks, nodes and ranks per node.
   void print_nodes_line() const;
-  void print_float8_line() const;
   // Rank 0 prints where the wall time went and adds it to metrics.jsonl.
   void report_goodput();
 

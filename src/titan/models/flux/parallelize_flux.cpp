@@ -24,9 +24,10 @@ std::vector<std::pair<std::string, nn::Block*>> blocks_of(FluxModel& model) {
 std::shared_ptr<parallel::Fsdp> apply_fsdp(FluxModel& model, const comm::DeviceMesh& mesh,
                                            const ParallelizeOptions& options) {
   // Context-parallel ranks hold the same parameters and see different image tokens: they shard with dp_shard.
-  auto fsdp = std::make_shared<parallel::Fsdp>(
-      mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
-      parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward, options.device});
+  auto fsdp =
+      std::make_shared<parallel::Fsdp>(mesh.group(comm::MeshDim::dp_shard_cp), mesh.group(comm::MeshDim::dp_replicate),
+                                       parallel::FsdpOptions{options.param_dtype, options.reshard_after_forward,
+                                                             options.device, options.precompute_float8_scales});
   // The embedders run first and the final layer last: one unit, gathered at
   // its first use and kept until the gradients are reduced (TorchTitan keeps
   // the final layer gathered after forward; the embedders are small).

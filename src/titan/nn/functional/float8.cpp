@@ -5,6 +5,7 @@
 // backward cast runs along the other dim, so the forward's cannot be reused.
 #include "titan/ops/float8.h"
 #include "titan/autograd/function_node.h"
+#include "titan/core/trace_context.h"
 #include "titan/nn/float8_recipe.h"
 #include "titan/nn/functional.h"
 
@@ -105,6 +106,12 @@ Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   out_shape.back() = out;
   const Tensor w = weight.contiguous();
   const bool precast = weight_scale.defined();
+  // MX's weight gradient reduces over the tokens in blocks of 32: say which layer, before any work is done.
+  TITAN_CHECK(!recipe.uses_mx_blocks() || !weight.requires_grad() || x2.size(0) % ops::kMxBlockSize == 0,
+              "quantize.linear.mx: {} reduces its weight gradient over {} tokens, which MXFP8's blocks of {} do not "
+              "divide; add it to quantize.linear.mx.filter_fqns, or make each batch's tokens a multiple of {}",
+              trace::current_module() != nullptr ? *trace::current_module() : std::string("a Linear"), x2.size(0),
+              ops::kMxBlockSize, ops::kMxBlockSize);
   TITAN_CHECK(!precast || (is_tensorwise_e4m3(recipe.weight) && is_tensorwise_e4m3(recipe.weight_for_grad_input)),
               "float8_linear: a weight cast already (FSDP's float8 all-gather) needs a recipe casting W tensorwise to "
               "e4m3, not '{}'",

@@ -21,6 +21,7 @@
 #include "titan/train/config_loader.h"
 #include "titan/train/device_peak.h"
 #include "titan/train/flux/flux_sampler.h"
+#include "titan/train/job_model.h"
 #include "titan/train/job_setup.h"
 #include "titan/train/preemption.h"
 #include "titan/train/training_state.h"
@@ -126,6 +127,11 @@ FluxTrainer::FluxTrainer(JobConfig config, const FluxDataFactory& make_data) : c
   model_ = std::make_shared<models::flux::FluxModel>(job_flux_config(config_, data_, reports_), device_);
   model_->init_weights(Generator(static_cast<uint64_t>(config_.training.seed)));
   for (const Tensor& parameter : model_->parameters()) parameters_ += parameter.numel();
+  // model.converters, as TorchTitan applies them to every model before parallelizing (FLUX has no MoE experts,
+  // so a quantize.grouped_mm.* converter is refused there, naming its fqns key).
+  const auto float8 = float8_options(config_);
+  if (float8) float8_linears_ = models::apply_float8(*model_, *float8).size();
+  if (const auto grouped = float8_grouped_options(config_)) models::apply_float8_grouped(*model_, *grouped);
   models::ParallelizeOptions options;
   options.param_dtype = compute_dtype_;
   options.activation_checkpoint = parallel::parse_activation_checkpoint_mode(config_.activation_checkpoint.mode);
@@ -133,6 +139,8 @@ FluxTrainer::FluxTrainer(JobConfig config, const FluxDataFactory& make_data) : c
   options.selective_ops.enabled = config_.activation_checkpoint.selective_ops;
   options.reshard_after_forward = parallel::parse_reshard_policy(config_.parallelism.fsdp_reshard_after_forward);
   options.device = device_;
+  options.precompute_float8_scales =
+      float8 && float8->fsdp_float8_all_gather && config_.quantize.float8_precompute_scale;
   parallelized_ =
       std::make_unique<parallel::ParallelizedModel>(models::flux::parallelize_flux(*model_, *mesh_, options));
 
@@ -177,6 +185,7 @@ void FluxTrainer::print_banner() const {
       device_.is_cpu() ? fmt::format("CPU kernels {}", ops::cpu::selected_isa()).c_str() : device_.str().c_str(),
       meter_->peak_tflops(), mesh_->size(MeshDim::world), static_cast<long long>(dims.dp_replicate),
       static_cast<long long>(dims.dp_shard), static_cast<long long>(dims.cp));
+  std::fputs(float8_summary(config_, float8_linears_, 0, compute_dtype_).c_str(), stdout);
   std::fflush(stdout);
 }
 
@@ -246,6 +255,7 @@ StepMetrics FluxTrainer::train_step() {
   TITAN_CHECK(std::isfinite(m.loss) && std::isfinite(m.grad_norm),
               "flux: step {} has a non-finite loss ({}) or gradient norm ({})", step_, m.loss, m.grad_norm);
   optimizer_->apply();
+  parallelized_->after_optimizer_step();  // FSDP's precomputed float8 scales, when asked for
   m.lr = lr;
   m.data_seconds = data_seconds;
   m.host_seconds = seconds_since(start);

@@ -106,6 +106,7 @@ class FluxTrainer {
   std::vector<StepMetrics> history_;
   int64_t step_ = 0;
   int64_t parameters_ = 0;
+  size_t float8_linears_ = 0;  // the Linears a quantize.linear.* converter changed
 };
 
 }  // namespace titan::train::flux
